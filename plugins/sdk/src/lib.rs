@@ -1,0 +1,19 @@
+//! Rust SDK for ksm-adapter plugins.
+//!
+//! - [`contract`]: the types of the WIT contract (`wit/adapter.wit`) as plain Rust, shared by
+//!   the host and by plugins compiled natively (for tests and benchmarks);
+//! - [`k0rdent`]: the parts of the k0rdent API (ServiceSet, ServiceTemplate) a plugin reads;
+//! - [`names`]: Kubernetes name rules and stable name shortening;
+//! - [`inputs`] and [`report`]: building contract inputs from k0rdent objects and rendering
+//!   outputs readably, the same way in the host, its CLI and golden tests;
+//! - `guest` (feature `guest`): the wit-bindgen glue that exports a [`contract::PluginApi`]
+//!   implementation as a WASM component: `ksm_plugin_sdk::export_plugin!(MyPlugin);`.
+
+pub mod contract;
+pub mod inputs;
+pub mod k0rdent;
+pub mod names;
+pub mod report;
+
+#[cfg(feature = "guest")]
+pub mod guest;

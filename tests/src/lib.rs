@@ -1,0 +1,1 @@
+//! Test-only crate: see the integration tests beside this file.
