@@ -1,1 +1,18 @@
+//! ksm-adapter: a k0rdent service-manager adapter host.
+//!
+//! The host does everything generic (watches, SMP checks, apply, status); the CD-tool-specific
+//! translation lives in sandboxed WASM plugins behind the contract in `wit/adapter.wit`.
+//!
+//! - [`plugin`]: the narrow interface the host calls plugins through;
+//! - [`runtime`]: the wasmtime implementation of it;
+//! - [`builtin`]: plugins embedded in the binary (Flux);
+//! - [`plan`]: the pure core deciding desired objects and service states, with [`policy`]
+//!   checking everything a plugin returns;
+//! - [`manifests`]: objects read from YAML files, for the offline commands.
 
+pub mod builtin;
+pub mod manifests;
+pub mod plan;
+pub mod plugin;
+pub mod policy;
+pub mod runtime;

@@ -63,7 +63,10 @@ pub struct ConfigError {
 impl ConfigError {
     /// An error at `path`.
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { path: path.into(), message: message.into() }
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 

@@ -19,8 +19,7 @@ pub mod bindings {
     });
 }
 
-use bindings::exports::ksm::adapter::plugin::Guest;
-use bindings::ksm::adapter::types as w;
+use bindings::exports::ksm::adapter::plugin::{self as w, Guest};
 
 /// Adapts a [`PluginApi`] implementation to the generated `Guest` trait.
 pub struct Exports<P>(PhantomData<P>);
@@ -41,19 +40,27 @@ impl<P: PluginApi> Guest for Exports<P> {
         P::validate_config(config).map_err(config_errors)
     }
 
-    fn translate(input: w::TranslateInput) -> Result<Vec<w::ServiceTranslation>, w::TranslateError> {
+    fn translate(
+        input: w::TranslateInput,
+    ) -> Result<Vec<w::ServiceTranslation>, w::TranslateError> {
         let input = c::TranslateInput {
             service_set: input.service_set,
             templates: input
                 .templates
                 .into_iter()
-                .map(|t| c::Template { name: t.name, object: t.object })
+                .map(|t| c::Template {
+                    name: t.name,
+                    object: t.object,
+                })
                 .collect(),
             target: match input.target {
                 w::Target::SelfManagement => c::Target::SelfManagement,
                 w::Target::Remote(r) => c::Target::Remote(c::RemoteCluster {
                     name: r.name,
-                    kubeconfig: c::SecretKeyRef { name: r.kubeconfig.name, key: r.kubeconfig.key },
+                    kubeconfig: c::SecretKeyRef {
+                        name: r.kubeconfig.name,
+                        key: r.kubeconfig.key,
+                    },
                 }),
             },
             system_namespace: input.system_namespace,
@@ -123,7 +130,13 @@ fn kind(k: c::ObjectKind) -> w::ObjectKind {
 }
 
 fn config_errors(errors: Vec<c::ConfigError>) -> Vec<w::ConfigError> {
-    errors.into_iter().map(|e| w::ConfigError { path: e.path, message: e.message }).collect()
+    errors
+        .into_iter()
+        .map(|e| w::ConfigError {
+            path: e.path,
+            message: e.message,
+        })
+        .collect()
 }
 
 fn service_error(e: c::ServiceError) -> w::ServiceError {
@@ -139,13 +152,14 @@ fn service_error(e: c::ServiceError) -> w::ServiceError {
 /// Writes a line to the host's log (rate-limited there). Importing this is optional: a plugin
 /// that never calls it keeps a component with zero imports.
 pub fn log(level: c::LogLevel, message: &str) {
+    use bindings::ksm::adapter::host::{LogLevel, log};
     let level = match level {
-        c::LogLevel::Debug => w::LogLevel::Debug,
-        c::LogLevel::Info => w::LogLevel::Info,
-        c::LogLevel::Warn => w::LogLevel::Warn,
-        c::LogLevel::Error => w::LogLevel::Error,
+        c::LogLevel::Debug => LogLevel::Debug,
+        c::LogLevel::Info => LogLevel::Info,
+        c::LogLevel::Warn => LogLevel::Warn,
+        c::LogLevel::Error => LogLevel::Error,
     };
-    bindings::ksm::adapter::host::log(level, message);
+    log(level, message);
 }
 
 /// Exports a [`PluginApi`] implementation as the component's `ksm:adapter/plugin` interface.

@@ -1,1 +1,107 @@
+//! A deliberately misbehaving plugin for the runtime's containment tests.
+//!
+//! `translate` behaves according to the ServiceSet's name:
+//! - `loop`: spins forever (the host must time it out);
+//! - `oom`: allocates until memory runs out (the host must stop it at its limit);
+//! - `trap`: panics (a trap);
+//! - `huge`: returns ~8 MiB of output (over the host's output limit);
+//! - `snoop`: reports what it can see of the environment, filesystem and clock, and prints to
+//!   stdout and the host log;
+//! - anything else: one ConfigMap per service, like an honest plugin.
 
+use ksm_plugin_sdk::contract::*;
+use serde_json::{Value, json};
+
+/// The hostile plugin.
+pub struct Hostile;
+
+impl PluginApi for Hostile {
+    fn metadata() -> PluginMetadata {
+        PluginMetadata {
+            name: "hostile".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            contract_version: CONTRACT_VERSION.into(),
+            creates: vec![ObjectKind {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                plural: "configmaps".into(),
+                namespaced: true,
+            }],
+            reads: vec![],
+        }
+    }
+
+    fn validate_config(_config: String) -> Result<(), Vec<ConfigError>> {
+        Ok(())
+    }
+
+    fn translate(input: TranslateInput) -> Result<Vec<ServiceTranslation>, TranslateError> {
+        let service_set: Value = serde_json::from_str(&input.service_set)
+            .map_err(|e| TranslateError::InvalidInput(e.to_string()))?;
+        let name = service_set["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let objects = match name.as_str() {
+            "loop" => spin(),
+            "oom" => exhaust_memory(),
+            "trap" => panic!("hostile plugin panicked on purpose"),
+            "huge" => vec!["x".repeat(8 << 20)],
+            "snoop" => vec![snoop().to_string()],
+            _ => vec![
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+                    .to_string(),
+            ],
+        };
+        Ok(vec![ServiceTranslation {
+            service: name,
+            outcome: Ok(objects),
+        }])
+    }
+
+    fn map_status(_input: StatusInput) -> Result<ServiceStatus, StatusError> {
+        Ok(ServiceStatus {
+            state: ServiceState::Deployed,
+            service_type: ServiceType::Resource,
+            version: None,
+            failure_message: None,
+        })
+    }
+}
+
+fn spin() -> Vec<String> {
+    let mut n = 0u64;
+    loop {
+        n = std::hint::black_box(n.wrapping_add(1));
+    }
+}
+
+fn exhaust_memory() -> Vec<String> {
+    let mut hoard: Vec<Vec<u8>> = Vec::new();
+    loop {
+        hoard.push(std::hint::black_box(vec![1u8; 1 << 20]));
+    }
+}
+
+/// What the sandbox lets the plugin see; the host's tests expect nothing.
+fn snoop() -> Value {
+    println!("hello from the hostile plugin's stdout");
+    #[cfg(target_arch = "wasm32")]
+    ksm_plugin_sdk::guest::log(LogLevel::Warn, "hello from the hostile plugin's log import");
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "snoop"},
+        "data": {
+            "envVars": std::env::vars().count().to_string(),
+            "args": std::env::args().count().to_string(),
+            "rootDirReadable": std::fs::read_dir("/").is_ok().to_string(),
+            "etcPasswdReadable": std::fs::read("/etc/passwd").is_ok().to_string(),
+            "tcpConnect": std::net::TcpStream::connect("127.0.0.1:1").is_ok().to_string(),
+        }
+    })
+}
+
+#[cfg(target_arch = "wasm32")]
+ksm_plugin_sdk::export_plugin!(Hostile);

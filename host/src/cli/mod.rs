@@ -1,0 +1,60 @@
+//! Command-line interface.
+
+mod plugin_cmd;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+/// ksm-adapter: runs k0rdent ServiceSets through sandboxed WASM translation plugins.
+///
+/// The host does everything generic (watching, SMP checks, applying, status); a plugin per CD
+/// tool (Flux is built in) translates ServiceSets into that tool's objects and maps their status
+/// back. The `plugin` commands run plugins offline, with no cluster.
+#[derive(Debug, Parser)]
+#[command(name = "ksm-adapter", version, propagate_version = true)]
+pub struct Cli {
+    /// Log level (overridden by the KSM_LOG environment variable, e.g. `KSM_LOG=debug`).
+    #[arg(long, global = true, value_enum, default_value_t = LogLevel::Info)]
+    pub log_level: LogLevel,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Log levels.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LogLevel {
+    /// Errors only.
+    Error,
+    /// Warnings and errors.
+    Warn,
+    /// Normal operation.
+    Info,
+    /// Detailed.
+    Debug,
+}
+
+impl LogLevel {
+    /// The tracing filter for this level.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Error => "error",
+            Self::Warn => "warn",
+            Self::Info => "info",
+            Self::Debug => "debug",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Tools for plugin authors: inspect, translate and map status offline.
+    #[command(subcommand)]
+    Plugin(plugin_cmd::PluginCommand),
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Plugin(command) => plugin_cmd::run(command),
+    }
+}

@@ -1,0 +1,214 @@
+//! `ksm-adapter plugin ...`: run a plugin offline on YAML files.
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use ksm_adapter::builtin;
+use ksm_adapter::manifests::{Document, Manifests};
+use ksm_adapter::plan::{self, ServiceOutcome, TranslateFailure, TranslatedService};
+use ksm_adapter::plugin::Plugin;
+use ksm_adapter::runtime::{Limits, Runtime, WasmPlugin};
+use ksm_plugin_sdk::{k0rdent, report};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Shows a plugin's metadata, contract version, imports, size and sha256.
+    Inspect {
+        /// `builtin:flux` or the path of a `.wasm` component.
+        plugin: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+    /// Prints the objects a plugin would create for the ServiceSets in the files, per service.
+    Translate(RunArgs),
+    /// Prints each service's state, given the ServiceSets, their templates and the observed
+    /// CD-tool objects (e.g. HelmReleases with status) in the files.
+    Status(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// `builtin:flux` or the path of a `.wasm` component.
+    #[arg(long, short = 'p', default_value = "builtin:flux")]
+    plugin: String,
+    /// YAML/JSON files or directories holding ServiceSets, ServiceTemplates and observed objects.
+    #[arg(long = "filename", short = 'f', required = true)]
+    files: Vec<PathBuf>,
+    /// The namespace k0rdent runs in.
+    #[arg(long, default_value = "kcm-system")]
+    system_namespace: String,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Per-call limits of the sandbox.
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// Wall-time limit of one plugin call, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    timeout_ms: u64,
+    /// Linear-memory limit of one plugin instance, in MiB.
+    #[arg(long, default_value_t = 64)]
+    memory_limit_mib: usize,
+    /// Limit on the text one plugin call may return, in KiB.
+    #[arg(long, default_value_t = 4096)]
+    output_limit_kib: usize,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            timeout: Duration::from_millis(self.timeout_ms),
+            memory: self.memory_limit_mib << 20,
+            output: self.output_limit_kib << 10,
+        }
+    }
+}
+
+pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
+    let runtime = Runtime::new()?;
+    match command {
+        PluginCommand::Inspect { plugin, limits } => {
+            let plugin = load(&runtime, &plugin, limits.limits())?;
+            let info = plugin.info();
+            print_yaml(&json!({
+                "metadata": plugin.metadata(),
+                "component": {
+                    "size": info.size,
+                    "sha256": info.sha256,
+                    "imports": info.imports,
+                    "exports": info.exports,
+                },
+            }))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        PluginCommand::Translate(args) => {
+            for_each_service_set(&runtime, &args, |plugin, manifests, ss, result| {
+                Ok(match result {
+                Ok(services) => json!({ "serviceSet": ss.key(), "services": services.iter().map(render).collect::<Vec<_>>() }),
+                Err(failure) => json!({ "serviceSet": ss.key(), "error": failure_report(failure) }),
+            })
+            .map(|v| {
+                let _ = (plugin, manifests);
+                v
+            })
+            })
+        }
+        PluginCommand::Status(args) => {
+            for_each_service_set(&runtime, &args, |plugin, manifests, ss, result| {
+                let services = match result {
+                    Err(failure) => {
+                        return Ok(
+                            json!({ "serviceSet": ss.key(), "error": failure_report(failure) }),
+                        );
+                    }
+                    Ok(services) => services,
+                };
+                let spec: k0rdent::ServiceSetSpec =
+                    serde_json::from_value(ss.object["spec"].clone())?;
+                let mut states = Vec::new();
+                for (translated, service) in services.iter().zip(&spec.services) {
+                    let template = manifests
+                        .template(ss.namespace(), &service.template)
+                        .map(|d| &d.object);
+                    let status = plan::service_status(
+                        plugin,
+                        &ss.object,
+                        template,
+                        translated,
+                        |a, k, ns, n| manifests.find(a, k, ns, n).map(|d| d.object.clone()),
+                    )?;
+                    states.push(report::status(&translated.service, &status));
+                }
+                Ok(json!({ "serviceSet": ss.key(), "services": states }))
+            })
+        }
+    }
+}
+
+/// Loads `builtin:<name>` or a `.wasm` file.
+fn load(runtime: &Runtime, spec: &str, limits: Limits) -> anyhow::Result<WasmPlugin> {
+    let bytes = match spec.strip_prefix("builtin:") {
+        Some(name) => match builtin::get(name) {
+            Some(bytes) => bytes.to_vec(),
+            None => bail!(
+                "no built-in plugin {name:?}; built-in plugins: {}",
+                builtin::NAMES.join(", ")
+            ),
+        },
+        None => std::fs::read(spec).with_context(|| format!("reading plugin {spec}"))?,
+    };
+    runtime
+        .load(&bytes, limits)
+        .with_context(|| format!("loading plugin {spec}"))
+}
+
+/// Translates every ServiceSet in the files and prints what `report` makes of each, as a YAML
+/// stream. Exits non-zero when the files hold no ServiceSet.
+fn for_each_service_set(
+    runtime: &Runtime,
+    args: &RunArgs,
+    report: impl Fn(
+        &WasmPlugin,
+        &Manifests,
+        &Document,
+        Result<Vec<TranslatedService>, TranslateFailure>,
+    ) -> anyhow::Result<Value>,
+) -> anyhow::Result<ExitCode> {
+    let plugin = load(runtime, &args.plugin, args.limits.limits())?;
+    let manifests = Manifests::read(&args.files)?;
+    let mut found = false;
+    for ss in manifests.k0rdent("ServiceSet") {
+        found = true;
+        let result = plan::translate(
+            &plugin,
+            &ss.object,
+            |name| {
+                manifests
+                    .template(ss.namespace(), name)
+                    .map(|d| d.object.clone())
+            },
+            &args.system_namespace,
+        );
+        let out = report(&plugin, &manifests, ss, result)
+            .with_context(|| format!("ServiceSet {} ({})", ss.key(), ss.origin))?;
+        println!("---");
+        print_yaml(&out)?;
+    }
+    if !found {
+        bail!(
+            "no ServiceSet ({}) in {:?}",
+            k0rdent::API_VERSION,
+            args.files
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Renders one service's translation as the golden files do.
+fn render(t: &TranslatedService) -> Value {
+    match &t.outcome {
+        ServiceOutcome::Objects(objects) => json!({ "service": t.service, "objects": objects }),
+        ServiceOutcome::Error(error) => {
+            json!({ "service": t.service, "error": report::service_error(error) })
+        }
+        ServiceOutcome::Refused(message) => {
+            json!({ "service": t.service, "error": { "kind": "Refused", "state": "Failed", "message": message } })
+        }
+    }
+}
+
+fn failure_report(failure: TranslateFailure) -> Value {
+    match failure {
+        TranslateFailure::Rejected(error) => report::translation(&Err(error))["error"].clone(),
+        other => json!({ "kind": "Failed", "message": other.to_string() }),
+    }
+}
+
+fn print_yaml(value: &Value) -> anyhow::Result<()> {
+    print!("{}", serde_norway::to_string(value)?);
+    Ok(())
+}

@@ -1,0 +1,188 @@
+//! The pure planning core: from a ServiceSet, its templates, the observed objects and a plugin,
+//! decide each service's desired objects and its state. No I/O: the CLI and the controller
+//! feed it objects and act on what it returns.
+
+use crate::plugin::{CallError, Plugin};
+use crate::policy;
+use ksm_plugin_sdk::contract::{
+    ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceType, StatusInput,
+    TranslateError,
+};
+use ksm_plugin_sdk::inputs;
+use serde_json::Value;
+
+/// The outcome of translating one service, after the host's checks.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ServiceOutcome {
+    /// The service's desired objects, checked and parsed.
+    Objects(Vec<Value>),
+    /// The plugin's typed error for this service.
+    Error(ServiceError),
+    /// The plugin returned something the host refuses (see [`policy`]).
+    Refused(String),
+}
+
+/// One service's translation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TranslatedService {
+    /// Service name.
+    pub service: String,
+    /// What came of it.
+    pub outcome: ServiceOutcome,
+}
+
+/// Why a whole ServiceSet could not be translated.
+#[derive(Debug, thiserror::Error)]
+pub enum TranslateFailure {
+    /// The ServiceSet's spec does not parse.
+    #[error("ServiceSet spec is invalid: {0}")]
+    InvalidServiceSet(#[from] serde_json::Error),
+    /// The plugin rejected the ServiceSet (config or input).
+    #[error("{0}")]
+    Rejected(TranslateError),
+    /// The plugin call failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The plugin did not answer for exactly the ServiceSet's services.
+    #[error("plugin {plugin:?} answered for services {got:?}, expected {expected:?}")]
+    WrongServices {
+        /// Plugin name.
+        plugin: String,
+        /// Services the plugin answered for.
+        got: Vec<String>,
+        /// Services in the spec.
+        expected: Vec<String>,
+    },
+}
+
+/// Translates `service_set` (the whole object) with `plugin`, looking templates up with
+/// `find_template`, and checks every returned object against the host's policy.
+pub fn translate(
+    plugin: &dyn Plugin,
+    service_set: &Value,
+    find_template: impl Fn(&str) -> Option<Value>,
+    system_namespace: &str,
+) -> Result<Vec<TranslatedService>, TranslateFailure> {
+    let input = inputs::translate_input(service_set, find_template, system_namespace)?;
+    let translations = plugin
+        .translate(&input)?
+        .map_err(TranslateFailure::Rejected)?;
+    let expected = service_names(service_set);
+    let got: Vec<String> = translations.iter().map(|t| t.service.clone()).collect();
+    if got != expected {
+        return Err(TranslateFailure::WrongServices {
+            plugin: plugin.metadata().name.clone(),
+            got,
+            expected,
+        });
+    }
+    let namespace = service_set["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    Ok(translations
+        .into_iter()
+        .map(|t| {
+            let outcome = match t.outcome {
+                Err(error) => ServiceOutcome::Error(error),
+                Ok(objects) => objects
+                    .iter()
+                    .map(|o| policy::check_object(plugin.metadata(), namespace, o))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_or_else(ServiceOutcome::Refused, ServiceOutcome::Objects),
+            };
+            TranslatedService {
+                service: t.service,
+                outcome,
+            }
+        })
+        .collect())
+}
+
+/// The service names of a ServiceSet, in spec order.
+pub fn service_names(service_set: &Value) -> Vec<String> {
+    service_set["spec"]["services"]
+        .as_array()
+        .map(|services| {
+            services
+                .iter()
+                .filter_map(|s| s["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The state of one translated service: from the plugin's error or refusal, or from
+/// `map-status` over the observed versions of its desired objects (`observe` finds the live
+/// object by apiVersion, kind, namespace and name).
+pub fn service_status(
+    plugin: &dyn Plugin,
+    service_set: &Value,
+    template: Option<&Value>,
+    translated: &TranslatedService,
+    observe: impl Fn(&str, &str, &str, &str) -> Option<Value>,
+) -> Result<ServiceStatus, CallError> {
+    let objects = match &translated.outcome {
+        ServiceOutcome::Error(error) => {
+            return Ok(error_status(template, error.state(), error.message()));
+        }
+        ServiceOutcome::Refused(message) => {
+            return Ok(error_status(template, ServiceState::Failed, message));
+        }
+        ServiceOutcome::Objects(objects) => objects,
+    };
+    let observed = objects
+        .iter()
+        .map(|o| {
+            let field = |path: &[&str]| {
+                path.iter()
+                    .fold(o, |v, k| &v[*k])
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let (api_version, kind) = (field(&["apiVersion"]), field(&["kind"]));
+            let (namespace, name) = (
+                field(&["metadata", "namespace"]),
+                field(&["metadata", "name"]),
+            );
+            let object = observe(&api_version, &kind, &namespace, &name).map(|v| v.to_string());
+            ObservedObject {
+                api_version,
+                kind,
+                name,
+                namespace,
+                object,
+            }
+        })
+        .collect();
+    let input = StatusInput {
+        service_set: service_set.to_string(),
+        service: translated.service.clone(),
+        template: template.map(Value::to_string),
+        observed,
+    };
+    Ok(plugin
+        .map_status(&input)?
+        .unwrap_or_else(|e| error_status(template, ServiceState::Failed, &e.to_string())))
+}
+
+fn error_status(template: Option<&Value>, state: ServiceState, message: &str) -> ServiceStatus {
+    ServiceStatus {
+        state,
+        service_type: template.map_or(ServiceType::Helm, template_type),
+        version: None,
+        failure_message: Some(message.to_string()),
+    }
+}
+
+/// The k0rdent service type of a ServiceTemplate.
+pub fn template_type(template: &Value) -> ServiceType {
+    let spec = &template["spec"];
+    if spec.get("kustomize").is_some() {
+        ServiceType::Kustomize
+    } else if spec.get("resources").is_some() {
+        ServiceType::Resource
+    } else {
+        ServiceType::Helm
+    }
+}

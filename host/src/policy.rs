@@ -1,0 +1,186 @@
+//! What the host accepts from a plugin: every object a plugin returns is checked here before
+//! anything is applied. A violation fails only the service that produced it, with a message
+//! naming the plugin, the object and the rule.
+
+use ksm_plugin_sdk::contract::PluginMetadata;
+use ksm_plugin_sdk::names::is_dns1123_subdomain;
+use serde_json::{Map, Value};
+
+/// Label prefix reserved for the host.
+pub const RESERVED_LABEL_PREFIX: &str = "ksm.k0rdent.mirantis.com/";
+
+/// Checks one object returned by `plugin` for a ServiceSet in `namespace`, and returns it
+/// parsed, with `metadata.namespace` filled in.
+pub fn check_object(plugin: &PluginMetadata, namespace: &str, text: &str) -> Result<Value, String> {
+    let violation =
+        |object: &str, rule: String| format!("plugin {:?} returned {object}: {rule}", plugin.name);
+    let mut object: Value = serde_json::from_str(text)
+        .map_err(|e| violation("an object", format!("not valid JSON ({e})")))?;
+    let Some(fields) = object.as_object_mut() else {
+        return Err(violation("an object", "not a JSON object".into()));
+    };
+    let api_version = str_field(fields, "apiVersion");
+    let kind = str_field(fields, "kind");
+    let name = fields
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let what = format!("{kind} {name:?}");
+    let declared = plugin
+        .creates
+        .iter()
+        .find(|k| k.api_version() == api_version && k.kind == kind);
+    let Some(declared) = declared else {
+        return Err(violation(
+            &what,
+            format!("kind {api_version}/{kind} is not among the kinds the plugin declares"),
+        ));
+    };
+    if !declared.namespaced {
+        return Err(violation(
+            &what,
+            "cluster-scoped objects are not allowed".into(),
+        ));
+    }
+    if !is_dns1123_subdomain(&name) {
+        return Err(violation(
+            &what,
+            "metadata.name is not a valid DNS-1123 subdomain".into(),
+        ));
+    }
+    if fields.contains_key("status") {
+        return Err(violation(
+            &what,
+            "status must not be set by a plugin".into(),
+        ));
+    }
+    let Some(metadata) = fields.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return Err(violation(&what, "metadata is not an object".into()));
+    };
+    match metadata.get("namespace").and_then(Value::as_str) {
+        None | Some("") => {
+            metadata.insert("namespace".into(), Value::String(namespace.into()));
+        }
+        Some(ns) if ns == namespace => {}
+        Some(ns) => {
+            return Err(violation(
+                &what,
+                format!("namespace {ns:?} is not the ServiceSet's namespace {namespace:?}"),
+            ));
+        }
+    }
+    for reserved in [
+        "ownerReferences",
+        "managedFields",
+        "uid",
+        "resourceVersion",
+        "deletionTimestamp",
+        "finalizers",
+    ] {
+        if metadata.contains_key(reserved) {
+            return Err(violation(
+                &what,
+                format!("metadata.{reserved} is set by the host, not by plugins"),
+            ));
+        }
+    }
+    let labels = metadata.get("labels").and_then(Value::as_object);
+    if let Some(label) =
+        labels.and_then(|l| l.keys().find(|k| k.starts_with(RESERVED_LABEL_PREFIX)))
+    {
+        return Err(violation(
+            &what,
+            format!("label {label:?} is reserved for the host"),
+        ));
+    }
+    Ok(object)
+}
+
+fn str_field(fields: &Map<String, Value>, key: &str) -> String {
+    fields
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksm_plugin_sdk::contract::{CONTRACT_VERSION, ObjectKind};
+    use serde_json::json;
+
+    fn meta() -> PluginMetadata {
+        let kind = |kind: &str, namespaced| ObjectKind {
+            group: "helm.toolkit.fluxcd.io".into(),
+            version: "v2".into(),
+            kind: kind.into(),
+            plural: format!("{}s", kind.to_lowercase()),
+            namespaced,
+        };
+        PluginMetadata {
+            name: "flux".into(),
+            version: "1".into(),
+            contract_version: CONTRACT_VERSION.into(),
+            creates: vec![kind("HelmRelease", true), kind("ClusterThing", false)],
+            reads: vec![],
+        }
+    }
+
+    fn check(object: Value) -> Result<Value, String> {
+        check_object(&meta(), "team-a", &object.to_string())
+    }
+
+    fn hr(metadata: Value) -> Value {
+        json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": metadata, "spec": {}})
+    }
+
+    #[test]
+    fn a_good_object_gets_its_namespace() {
+        let object = check(hr(json!({"name": "prod-ingress"}))).unwrap();
+        assert_eq!(object["metadata"]["namespace"], "team-a");
+    }
+
+    #[test]
+    fn each_rule_names_plugin_object_and_rule() {
+        let cases = [
+            (
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "x"}}),
+                "not among the kinds",
+            ),
+            (
+                json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "ClusterThing", "metadata": {"name": "x"}}),
+                "cluster-scoped",
+            ),
+            (hr(json!({"name": "Bad_Name"})), "DNS-1123"),
+            (
+                hr(json!({"name": "x", "namespace": "kube-system"})),
+                "not the ServiceSet's namespace",
+            ),
+            (
+                hr(json!({"name": "x", "ownerReferences": []})),
+                "metadata.ownerReferences",
+            ),
+            (
+                hr(json!({"name": "x", "labels": {"ksm.k0rdent.mirantis.com/managed": "true"}})),
+                "reserved",
+            ),
+            (
+                json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": {"name": "x"}, "status": {}}),
+                "status",
+            ),
+        ];
+        for (object, rule) in cases {
+            let err = check(object).unwrap_err();
+            assert!(err.starts_with("plugin \"flux\" returned "), "{err}");
+            assert!(err.contains(rule), "{err} should mention {rule}");
+        }
+        assert!(
+            check_object(&meta(), "ns", "{not json")
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
+    }
+}

@@ -1,0 +1,327 @@
+//! The WASM plugin runtime: one wasmtime [`Engine`] for all plugins, each component compiled
+//! once per content digest, and a fresh, limited store for every call.
+//!
+//! Sandbox: components get only the contract's `host.log` import; a component that imports
+//! WASI (other languages' toolchains produce such components) is linked against a deny-all
+//! WASI context: no preopened directories, environment, arguments, network or stdin, and its
+//! stdout/stderr goes to the host log. Wall time is bounded by epoch interruption, linear memory
+//! by a limiter, output by a size check; any of them ends the call with a typed [`CallError`]
+//! and leaves the runtime ready for the next call.
+//!
+//! [`CallError`]: crate::plugin::CallError
+
+mod bindings;
+mod guest_log;
+mod sandbox;
+mod wasm_plugin;
+
+pub use wasm_plugin::WasmPlugin;
+
+use bindings::{AdapterPluginPre, PLUGIN_EXPORT};
+use ksm_plugin_sdk::contract::CONTRACT_VERSION;
+use sandbox::CallState;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine};
+
+/// How often the epoch advances: the granularity of call timeouts.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Per-call limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall time of one call.
+    pub timeout: Duration,
+    /// Linear memory of one instance, in bytes.
+    pub memory: usize,
+    /// Bytes of text one call may return.
+    pub output: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(1),
+            memory: 64 << 20,
+            output: 4 << 20,
+        }
+    }
+}
+
+/// Why a component could not be loaded as a plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes are a core module or not WASM at all.
+    #[error(
+        "not a WASM component ({0}); build plugins with wasm-component-ld, componentize-py or componentize-js"
+    )]
+    NotAComponent(&'static str),
+    /// wasmtime could not compile the component.
+    #[error("the component does not compile: {0}")]
+    Compile(String),
+    /// The component imports something the host does not provide.
+    #[error("the component imports {0:?}; plugins may import only ksm:adapter/host and WASI")]
+    UnsupportedImport(String),
+    /// The component targets another contract version.
+    #[error("the plugin targets contract {found}; this host supports {supported}")]
+    UnsupportedContract {
+        /// The version the plugin declares.
+        found: String,
+        /// The version this host supports.
+        supported: &'static str,
+    },
+    /// The component does not export the plugin interface.
+    #[error("the component does not export {PLUGIN_EXPORT}")]
+    MissingExport,
+    /// The component could not be linked.
+    #[error("the component cannot be linked: {0}")]
+    Link(String),
+    /// Calling `metadata` failed.
+    #[error(transparent)]
+    Metadata(#[from] crate::plugin::CallError),
+}
+
+/// Facts about a loaded component.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComponentInfo {
+    /// Size in bytes.
+    pub size: usize,
+    /// Hex sha256 of the bytes.
+    pub sha256: String,
+    /// Names of the component's imports.
+    pub imports: Vec<String>,
+    /// Names of the component's exports.
+    pub exports: Vec<String>,
+}
+
+/// The runtime shared by all plugins.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<CallState>,
+    wasi_linker: Linker<CallState>,
+    compiled: Mutex<HashMap<String, Component>>,
+    ticker: EpochTicker,
+}
+
+impl Runtime {
+    /// Creates the engine, the linkers and the epoch ticker.
+    pub fn new() -> anyhow::Result<Self> {
+        let mut config = Config::new();
+        config.wasm_component_model(true).epoch_interruption(true);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        bindings::AdapterPlugin::add_to_linker::<CallState, wasmtime::component::HasSelf<CallState>>(
+            &mut linker,
+            |state| state,
+        )?;
+        let mut wasi_linker = linker.clone();
+        wasmtime_wasi::p2::add_to_linker_sync(&mut wasi_linker)?;
+        let ticker = EpochTicker::start(engine.clone());
+        Ok(Self {
+            engine,
+            linker,
+            wasi_linker,
+            compiled: Mutex::new(HashMap::new()),
+            ticker,
+        })
+    }
+
+    /// Loads a plugin component: compiles it (once per digest), checks its imports and
+    /// contract version, and reads its metadata under `limits`.
+    pub fn load(&self, bytes: &[u8], limits: Limits) -> Result<WasmPlugin, LoadError> {
+        check_header(bytes)?;
+        let sha256 = hex::encode(Sha256::digest(bytes));
+        let component = self.compile(&sha256, bytes)?;
+        let ty = component.component_type();
+        let imports: Vec<String> = ty
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let wasi = check_imports(&imports)?;
+        check_exports(&exports)?;
+        let linker = if wasi {
+            &self.wasi_linker
+        } else {
+            &self.linker
+        };
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let pre = AdapterPluginPre::new(pre).map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let info = ComponentInfo {
+            size: bytes.len(),
+            sha256,
+            imports,
+            exports,
+        };
+        let plugin = WasmPlugin::new(self.engine.clone(), pre, wasi, limits, info)?;
+        let found = &crate::plugin::Plugin::metadata(&plugin).contract_version;
+        if found != CONTRACT_VERSION {
+            return Err(LoadError::UnsupportedContract {
+                found: found.clone(),
+                supported: CONTRACT_VERSION,
+            });
+        }
+        Ok(plugin)
+    }
+
+    /// Epoch ticks that make up `timeout` (rounded up, plus one for the tick in progress).
+    fn deadline_ticks(timeout: Duration) -> u64 {
+        (timeout.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64).max(1) + 1
+    }
+
+    fn compile(&self, sha256: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+        if let Some(component) = self
+            .compiled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(sha256)
+        {
+            return Ok(component.clone());
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        self.compiled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(sha256.to_string(), component.clone());
+        Ok(component)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker.stop();
+    }
+}
+
+/// Tells components from core modules and non-WASM bytes before compiling.
+fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    match bytes.get(..8) {
+        Some([0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00]) => Ok(()),
+        Some([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]) => {
+            Err(LoadError::NotAComponent("a core module"))
+        }
+        _ => Err(LoadError::NotAComponent("no WASM header")),
+    }
+}
+
+/// Accepts only the contract's own interfaces and WASI; returns whether WASI is imported.
+fn check_imports(imports: &[String]) -> Result<bool, LoadError> {
+    let mut wasi = false;
+    for name in imports {
+        if name.starts_with("wasi:") {
+            wasi = true;
+        } else if !name.starts_with("ksm:adapter/host@") {
+            return Err(LoadError::UnsupportedImport(name.clone()));
+        }
+    }
+    Ok(wasi)
+}
+
+/// Requires the plugin interface of the supported contract version.
+fn check_exports(exports: &[String]) -> Result<(), LoadError> {
+    if exports.iter().any(|e| e == PLUGIN_EXPORT) {
+        return Ok(());
+    }
+    match exports
+        .iter()
+        .find_map(|e| e.strip_prefix("ksm:adapter/plugin@"))
+    {
+        Some(found) => Err(LoadError::UnsupportedContract {
+            found: found.to_string(),
+            supported: CONTRACT_VERSION,
+        }),
+        None => Err(LoadError::MissingExport),
+    }
+}
+
+/// A thread that advances the engine's epoch every [`EPOCH_TICK`], so stores with an epoch
+/// deadline trap when their call runs too long.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = thread::Builder::new()
+            .name("wasm-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch thread");
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_modules_and_garbage_are_refused_before_compiling() {
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0rest"),
+            Err(LoadError::NotAComponent("a core module"))
+        ));
+        assert!(matches!(
+            check_header(b"hello"),
+            Err(LoadError::NotAComponent(_))
+        ));
+    }
+
+    #[test]
+    fn imports_beyond_the_contract_and_wasi_are_refused() {
+        assert_eq!(
+            check_imports(&["ksm:adapter/host@0.1.0".into()]).unwrap(),
+            false
+        );
+        assert_eq!(
+            check_imports(&["wasi:cli/stdout@0.2.6".into()]).unwrap(),
+            true
+        );
+        let err = check_imports(&["evil:net/socket".into()]).unwrap_err();
+        assert!(err.to_string().contains("evil:net/socket"), "{err}");
+    }
+
+    #[test]
+    fn another_contract_version_is_named() {
+        let err = check_exports(&["ksm:adapter/plugin@0.2.0".into()]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the plugin targets contract 0.2.0; this host supports 0.1.0"
+        );
+        assert!(matches!(check_exports(&[]), Err(LoadError::MissingExport)));
+    }
+
+    #[test]
+    fn deadline_covers_the_whole_timeout() {
+        assert_eq!(Runtime::deadline_ticks(Duration::from_secs(1)), 101);
+        assert_eq!(Runtime::deadline_ticks(Duration::from_millis(1)), 2);
+    }
+}

@@ -1,0 +1,207 @@
+//! What a plugin call runs inside: the per-call store state, its memory limiter, a deny-all
+//! WASI context for components that import WASI, and captured stdout/stderr.
+
+use super::bindings::{LogLevel, ksm};
+use super::guest_log::GuestLog;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+/// Bytes of stdout/stderr kept per call; the rest is dropped (and counted), never an error.
+const CAPTURE_LIMIT: usize = 16 * 1024;
+
+/// The state of one plugin call's store.
+pub(super) struct CallState {
+    pub limiter: MemoryLimiter,
+    log: Arc<GuestLog>,
+    /// Present only for components that import WASI (they are linked against it).
+    wasi: Option<(WasiCtx, ResourceTable)>,
+    output: Option<CapturedOutput>,
+}
+
+impl CallState {
+    /// State for a component with no WASI imports.
+    pub fn new(memory_limit: usize, log: Arc<GuestLog>) -> Self {
+        Self {
+            limiter: MemoryLimiter::new(memory_limit),
+            log,
+            wasi: None,
+            output: None,
+        }
+    }
+
+    /// State for a component that imports WASI: no preopens, no environment, no arguments,
+    /// no network, no stdin; stdout and stderr captured for the host log.
+    pub fn with_wasi(memory_limit: usize, log: Arc<GuestLog>) -> Self {
+        let output = CapturedOutput::default();
+        let ctx = WasiCtxBuilder::new()
+            .stdout(output.clone())
+            .stderr(output.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        Self {
+            wasi: Some((ctx, ResourceTable::new())),
+            output: Some(output),
+            ..Self::new(memory_limit, log)
+        }
+    }
+
+    /// Sends what the plugin printed to the host log.
+    pub fn flush_output(&self) {
+        if let Some(output) = &self.output {
+            let (text, dropped) = output.take();
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                self.log.line(LogLevel::Info, line);
+            }
+            if dropped > 0 {
+                self.log.line(
+                    LogLevel::Warn,
+                    &format!("{dropped} more bytes of output dropped"),
+                );
+            }
+        }
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        // Only components that import WASI are linked against it, and their stores are made
+        // with `with_wasi`.
+        let (ctx, table) = self
+            .wasi
+            .as_mut()
+            .expect("WASI is linked only for stores made with_wasi");
+        WasiCtxView { ctx, table }
+    }
+}
+
+impl ksm::adapter::host::Host for CallState {
+    fn log(&mut self, level: LogLevel, message: String) {
+        self.log.line(level, &message);
+    }
+}
+
+/// Caps linear memory; remembers whether the cap was hit so a resulting trap can be reported
+/// as a memory limit rather than an anonymous crash.
+pub(super) struct MemoryLimiter {
+    limit: usize,
+    pub exceeded: bool,
+}
+
+impl MemoryLimiter {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            exceeded: false,
+        }
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Tables hold function references; a million entries is far beyond any honest plugin.
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// A stdout/stderr sink that keeps the first [`CAPTURE_LIMIT`] bytes and silently drops the
+/// rest, so a chatty plugin is never failed for printing.
+#[derive(Clone, Default)]
+struct CapturedOutput(Arc<Mutex<(Vec<u8>, usize)>>);
+
+impl CapturedOutput {
+    fn push(&self, bytes: &[u8]) {
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (kept, dropped) = &mut *guard;
+        let room = CAPTURE_LIMIT.saturating_sub(kept.len()).min(bytes.len());
+        kept.extend_from_slice(&bytes[..room]);
+        *dropped += bytes.len() - room;
+    }
+
+    fn take(&self) -> (String, usize) {
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (kept, dropped) = std::mem::take(&mut *guard);
+        (String::from_utf8_lossy(&kept).into_owned(), dropped)
+    }
+}
+
+impl IsTerminal for CapturedOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CapturedOutput {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+}
+
+impl OutputStream for CapturedOutput {
+    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
+        self.push(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(64 * 1024)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for CapturedOutput {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for CapturedOutput {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.push(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
