@@ -9,8 +9,7 @@ fn main() -> ExitCode {
     let args = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KSM_LOG")
-                .unwrap_or_else(|_| args.log_level.as_str().into()),
+            tracing_subscriber::EnvFilter::try_from_env("KSM_LOG").unwrap_or_else(|_| args.log_level.as_str().into()),
         )
         .with_writer(std::io::stderr)
         .init();

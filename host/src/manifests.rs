@@ -30,9 +30,7 @@ impl Document {
     }
     /// `metadata.namespace`.
     pub fn namespace(&self) -> &str {
-        self.object["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
+        self.object["metadata"]["namespace"].as_str().unwrap_or_default()
     }
     /// `<namespace>/<name>` (or `<name>` for cluster-scoped objects).
     pub fn key(&self) -> String {
@@ -61,12 +59,10 @@ impl Manifests {
         }
         let mut documents = Vec::new();
         for file in files {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             for (i, doc) in serde_norway::Deserializer::from_str(&text).enumerate() {
                 let origin = format!("{}#{}", file.display(), i + 1);
-                let object =
-                    Value::deserialize(doc).with_context(|| format!("{origin}: not valid YAML"))?;
+                let object = Value::deserialize(doc).with_context(|| format!("{origin}: not valid YAML"))?;
                 push_object(object, origin, &mut documents)?;
             }
         }
@@ -75,35 +71,21 @@ impl Manifests {
 
     /// Objects of `kind` in the k0rdent API group.
     pub fn k0rdent(&self, kind: &str) -> impl Iterator<Item = &Document> {
-        self.documents.iter().filter(move |d| {
-            d.kind() == kind && d.api_version() == ksm_plugin_sdk::k0rdent::API_VERSION
-        })
+        self.documents
+            .iter()
+            .filter(move |d| d.kind() == kind && d.api_version() == ksm_plugin_sdk::k0rdent::API_VERSION)
     }
 
     /// The object with this apiVersion, kind, namespace and name, if any.
-    pub fn find(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Option<&Document> {
+    pub fn find(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Document> {
         self.documents.iter().find(|d| {
-            d.api_version() == api_version
-                && d.kind() == kind
-                && d.namespace() == namespace
-                && d.name() == name
+            d.api_version() == api_version && d.kind() == kind && d.namespace() == namespace && d.name() == name
         })
     }
 
     /// The ServiceTemplate `name` in `namespace`, if any.
     pub fn template(&self, namespace: &str, name: &str) -> Option<&Document> {
-        self.find(
-            ksm_plugin_sdk::k0rdent::API_VERSION,
-            "ServiceTemplate",
-            namespace,
-            name,
-        )
+        self.find(ksm_plugin_sdk::k0rdent::API_VERSION, "ServiceTemplate", namespace, name)
     }
 }
 
@@ -119,9 +101,7 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
         .collect::<Result<_, _>>()?;
     entries.sort();
     for entry in entries {
-        let is_manifest = entry
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
+        let is_manifest = entry.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
         if entry.is_dir() || is_manifest {
             collect_files(&entry, files)?;
         }
@@ -167,22 +147,12 @@ mod tests {
         .unwrap();
         std::fs::write(dir.join("notes.txt"), "ignored").unwrap();
         let m = Manifests::read(&[dir.clone()]).unwrap();
-        assert_eq!(
-            m.documents.iter().map(Document::key).collect::<Vec<_>>(),
-            ["x/one", "two"]
-        );
+        assert_eq!(m.documents.iter().map(Document::key).collect::<Vec<_>>(), ["x/one", "two"]);
         assert!(m.find("v1", "Secret", "", "two").is_some());
 
-        std::fs::write(
-            dir.join("b.yaml"),
-            "kind: ConfigMap\nmetadata: {name: nameless}\n",
-        )
-        .unwrap();
+        std::fs::write(dir.join("b.yaml"), "kind: ConfigMap\nmetadata: {name: nameless}\n").unwrap();
         let err = Manifests::read(&[dir.clone()]).unwrap_err().to_string();
-        assert!(
-            err.contains("b.yaml#1") && err.contains("apiVersion"),
-            "{err}"
-        );
+        assert!(err.contains("b.yaml#1") && err.contains("apiVersion"), "{err}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

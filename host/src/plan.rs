@@ -5,8 +5,7 @@
 use crate::plugin::{CallError, Plugin};
 use crate::policy;
 use ksm_plugin_sdk::contract::{
-    ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceType, StatusInput,
-    TranslateError,
+    ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceType, StatusInput, TranslateError,
 };
 use ksm_plugin_sdk::inputs;
 use serde_json::Value;
@@ -64,21 +63,13 @@ pub fn translate(
     system_namespace: &str,
 ) -> Result<Vec<TranslatedService>, TranslateFailure> {
     let input = inputs::translate_input(service_set, find_template, system_namespace)?;
-    let translations = plugin
-        .translate(&input)?
-        .map_err(TranslateFailure::Rejected)?;
+    let translations = plugin.translate(&input)?.map_err(TranslateFailure::Rejected)?;
     let expected = service_names(service_set);
     let got: Vec<String> = translations.iter().map(|t| t.service.clone()).collect();
     if got != expected {
-        return Err(TranslateFailure::WrongServices {
-            plugin: plugin.metadata().name.clone(),
-            got,
-            expected,
-        });
+        return Err(TranslateFailure::WrongServices { plugin: plugin.metadata().name.clone(), got, expected });
     }
-    let namespace = service_set["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or_default();
+    let namespace = service_set["metadata"]["namespace"].as_str().unwrap_or_default();
     Ok(translations
         .into_iter()
         .map(|t| {
@@ -90,10 +81,7 @@ pub fn translate(
                     .collect::<Result<Vec<_>, _>>()
                     .map_or_else(ServiceOutcome::Refused, ServiceOutcome::Objects),
             };
-            TranslatedService {
-                service: t.service,
-                outcome,
-            }
+            TranslatedService { service: t.service, outcome }
         })
         .collect())
 }
@@ -102,12 +90,7 @@ pub fn translate(
 pub fn service_names(service_set: &Value) -> Vec<String> {
     service_set["spec"]["services"]
         .as_array()
-        .map(|services| {
-            services
-                .iter()
-                .filter_map(|s| s["name"].as_str().map(String::from))
-                .collect()
-        })
+        .map(|services| services.iter().filter_map(|s| s["name"].as_str().map(String::from)).collect())
         .unwrap_or_default()
 }
 
@@ -133,26 +116,11 @@ pub fn service_status(
     let observed = objects
         .iter()
         .map(|o| {
-            let field = |path: &[&str]| {
-                path.iter()
-                    .fold(o, |v, k| &v[*k])
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
-            };
+            let field = |path: &[&str]| path.iter().fold(o, |v, k| &v[*k]).as_str().unwrap_or_default().to_string();
             let (api_version, kind) = (field(&["apiVersion"]), field(&["kind"]));
-            let (namespace, name) = (
-                field(&["metadata", "namespace"]),
-                field(&["metadata", "name"]),
-            );
+            let (namespace, name) = (field(&["metadata", "namespace"]), field(&["metadata", "name"]));
             let object = observe(&api_version, &kind, &namespace, &name).map(|v| v.to_string());
-            ObservedObject {
-                api_version,
-                kind,
-                name,
-                namespace,
-                object,
-            }
+            ObservedObject { api_version, kind, name, namespace, object }
         })
         .collect();
     let input = StatusInput {
@@ -161,9 +129,7 @@ pub fn service_status(
         template: template.map(Value::to_string),
         observed,
     };
-    Ok(plugin
-        .map_status(&input)?
-        .unwrap_or_else(|e| error_status(template, ServiceState::Failed, &e.to_string())))
+    Ok(plugin.map_status(&input)?.unwrap_or_else(|e| error_status(template, ServiceState::Failed, &e.to_string())))
 }
 
 fn error_status(template: Option<&Value>, state: ServiceState, message: &str) -> ServiceStatus {

@@ -6,8 +6,8 @@
 //! plugin's own typed error), or fails as a [`CallError`] (trap, timeout, limit).
 
 use ksm_plugin_sdk::contract::{
-    ConfigError, PluginApi, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError,
-    StatusInput, TranslateError, TranslateInput,
+    ConfigError, PluginApi, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput,
+    TranslateError, TranslateInput,
 };
 use std::fmt;
 use std::marker::PhantomData;
@@ -110,15 +110,9 @@ pub trait Plugin: Send + Sync {
     /// Checks a ServiceSet's `spec.provider.config` (JSON text).
     fn validate_config(&self, config: &str) -> Result<Result<(), Vec<ConfigError>>, CallError>;
     /// Translates a ServiceSet into desired objects per service.
-    fn translate(
-        &self,
-        input: &TranslateInput,
-    ) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError>;
+    fn translate(&self, input: &TranslateInput) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError>;
     /// Maps one service's observed objects to its state.
-    fn map_status(
-        &self,
-        input: &StatusInput,
-    ) -> Result<Result<ServiceStatus, StatusError>, CallError>;
+    fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError>;
 }
 
 /// A plugin crate linked into the host process: no sandbox, no limits. For tests and for
@@ -131,10 +125,7 @@ pub struct NativePlugin<P> {
 impl<P: PluginApi> NativePlugin<P> {
     /// Wraps plugin `P`.
     pub fn new() -> Self {
-        Self {
-            metadata: P::metadata(),
-            plugin: PhantomData,
-        }
+        Self { metadata: P::metadata(), plugin: PhantomData }
     }
 }
 
@@ -153,17 +144,11 @@ impl<P: PluginApi> Plugin for NativePlugin<P> {
         Ok(P::validate_config(config.to_string()))
     }
 
-    fn translate(
-        &self,
-        input: &TranslateInput,
-    ) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
+    fn translate(&self, input: &TranslateInput) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
         Ok(P::translate(input.clone()))
     }
 
-    fn map_status(
-        &self,
-        input: &StatusInput,
-    ) -> Result<Result<ServiceStatus, StatusError>, CallError> {
+    fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError> {
         Ok(P::map_status(input.clone()))
     }
 }

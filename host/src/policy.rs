@@ -12,49 +12,28 @@ pub const RESERVED_LABEL_PREFIX: &str = "ksm.k0rdent.mirantis.com/";
 /// Checks one object returned by `plugin` for a ServiceSet in `namespace`, and returns it
 /// parsed, with `metadata.namespace` filled in.
 pub fn check_object(plugin: &PluginMetadata, namespace: &str, text: &str) -> Result<Value, String> {
-    let violation =
-        |object: &str, rule: String| format!("plugin {:?} returned {object}: {rule}", plugin.name);
-    let mut object: Value = serde_json::from_str(text)
-        .map_err(|e| violation("an object", format!("not valid JSON ({e})")))?;
+    let violation = |object: &str, rule: String| format!("plugin {:?} returned {object}: {rule}", plugin.name);
+    let mut object: Value =
+        serde_json::from_str(text).map_err(|e| violation("an object", format!("not valid JSON ({e})")))?;
     let Some(fields) = object.as_object_mut() else {
         return Err(violation("an object", "not a JSON object".into()));
     };
     let api_version = str_field(fields, "apiVersion");
     let kind = str_field(fields, "kind");
-    let name = fields
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let name = fields.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("").to_string();
     let what = format!("{kind} {name:?}");
-    let declared = plugin
-        .creates
-        .iter()
-        .find(|k| k.api_version() == api_version && k.kind == kind);
+    let declared = plugin.creates.iter().find(|k| k.api_version() == api_version && k.kind == kind);
     let Some(declared) = declared else {
-        return Err(violation(
-            &what,
-            format!("kind {api_version}/{kind} is not among the kinds the plugin declares"),
-        ));
+        return Err(violation(&what, format!("kind {api_version}/{kind} is not among the kinds the plugin declares")));
     };
     if !declared.namespaced {
-        return Err(violation(
-            &what,
-            "cluster-scoped objects are not allowed".into(),
-        ));
+        return Err(violation(&what, "cluster-scoped objects are not allowed".into()));
     }
     if !is_dns1123_subdomain(&name) {
-        return Err(violation(
-            &what,
-            "metadata.name is not a valid DNS-1123 subdomain".into(),
-        ));
+        return Err(violation(&what, "metadata.name is not a valid DNS-1123 subdomain".into()));
     }
     if fields.contains_key("status") {
-        return Err(violation(
-            &what,
-            "status must not be set by a plugin".into(),
-        ));
+        return Err(violation(&what, "status must not be set by a plugin".into()));
     }
     let Some(metadata) = fields.get_mut("metadata").and_then(Value::as_object_mut) else {
         return Err(violation(&what, "metadata is not an object".into()));
@@ -65,45 +44,23 @@ pub fn check_object(plugin: &PluginMetadata, namespace: &str, text: &str) -> Res
         }
         Some(ns) if ns == namespace => {}
         Some(ns) => {
-            return Err(violation(
-                &what,
-                format!("namespace {ns:?} is not the ServiceSet's namespace {namespace:?}"),
-            ));
+            return Err(violation(&what, format!("namespace {ns:?} is not the ServiceSet's namespace {namespace:?}")));
         }
     }
-    for reserved in [
-        "ownerReferences",
-        "managedFields",
-        "uid",
-        "resourceVersion",
-        "deletionTimestamp",
-        "finalizers",
-    ] {
+    for reserved in ["ownerReferences", "managedFields", "uid", "resourceVersion", "deletionTimestamp", "finalizers"] {
         if metadata.contains_key(reserved) {
-            return Err(violation(
-                &what,
-                format!("metadata.{reserved} is set by the host, not by plugins"),
-            ));
+            return Err(violation(&what, format!("metadata.{reserved} is set by the host, not by plugins")));
         }
     }
     let labels = metadata.get("labels").and_then(Value::as_object);
-    if let Some(label) =
-        labels.and_then(|l| l.keys().find(|k| k.starts_with(RESERVED_LABEL_PREFIX)))
-    {
-        return Err(violation(
-            &what,
-            format!("label {label:?} is reserved for the host"),
-        ));
+    if let Some(label) = labels.and_then(|l| l.keys().find(|k| k.starts_with(RESERVED_LABEL_PREFIX))) {
+        return Err(violation(&what, format!("label {label:?} is reserved for the host")));
     }
     Ok(object)
 }
 
 fn str_field(fields: &Map<String, Value>, key: &str) -> String {
-    fields
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
+    fields.get(key).and_then(Value::as_str).unwrap_or("").to_string()
 }
 
 #[cfg(test)]
@@ -155,18 +112,9 @@ mod tests {
                 "cluster-scoped",
             ),
             (hr(json!({"name": "Bad_Name"})), "DNS-1123"),
-            (
-                hr(json!({"name": "x", "namespace": "kube-system"})),
-                "not the ServiceSet's namespace",
-            ),
-            (
-                hr(json!({"name": "x", "ownerReferences": []})),
-                "metadata.ownerReferences",
-            ),
-            (
-                hr(json!({"name": "x", "labels": {"ksm.k0rdent.mirantis.com/managed": "true"}})),
-                "reserved",
-            ),
+            (hr(json!({"name": "x", "namespace": "kube-system"})), "not the ServiceSet's namespace"),
+            (hr(json!({"name": "x", "ownerReferences": []})), "metadata.ownerReferences"),
+            (hr(json!({"name": "x", "labels": {"ksm.k0rdent.mirantis.com/managed": "true"}})), "reserved"),
             (
                 json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": {"name": "x"}, "status": {}}),
                 "status",
@@ -177,10 +125,6 @@ mod tests {
             assert!(err.starts_with("plugin \"flux\" returned "), "{err}");
             assert!(err.contains(rule), "{err} should mention {rule}");
         }
-        assert!(
-            check_object(&meta(), "ns", "{not json")
-                .unwrap_err()
-                .contains("not valid JSON")
-        );
+        assert!(check_object(&meta(), "ns", "{not json").unwrap_err().contains("not valid JSON"));
     }
 }

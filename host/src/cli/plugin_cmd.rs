@@ -85,47 +85,36 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             }))?;
             Ok(ExitCode::SUCCESS)
         }
-        PluginCommand::Translate(args) => {
-            for_each_service_set(&runtime, &args, |plugin, manifests, ss, result| {
-                Ok(match result {
-                Ok(services) => json!({ "serviceSet": ss.key(), "services": services.iter().map(render).collect::<Vec<_>>() }),
+        PluginCommand::Translate(args) => for_each_service_set(&runtime, &args, |plugin, manifests, ss, result| {
+            Ok(match result {
+                Ok(services) => {
+                    json!({ "serviceSet": ss.key(), "services": services.iter().map(render).collect::<Vec<_>>() })
+                }
                 Err(failure) => json!({ "serviceSet": ss.key(), "error": failure_report(failure) }),
             })
             .map(|v| {
                 let _ = (plugin, manifests);
                 v
             })
-            })
-        }
-        PluginCommand::Status(args) => {
-            for_each_service_set(&runtime, &args, |plugin, manifests, ss, result| {
-                let services = match result {
-                    Err(failure) => {
-                        return Ok(
-                            json!({ "serviceSet": ss.key(), "error": failure_report(failure) }),
-                        );
-                    }
-                    Ok(services) => services,
-                };
-                let spec: k0rdent::ServiceSetSpec =
-                    serde_json::from_value(ss.object["spec"].clone())?;
-                let mut states = Vec::new();
-                for (translated, service) in services.iter().zip(&spec.services) {
-                    let template = manifests
-                        .template(ss.namespace(), &service.template)
-                        .map(|d| &d.object);
-                    let status = plan::service_status(
-                        plugin,
-                        &ss.object,
-                        template,
-                        translated,
-                        |a, k, ns, n| manifests.find(a, k, ns, n).map(|d| d.object.clone()),
-                    )?;
-                    states.push(report::status(&translated.service, &status));
+        }),
+        PluginCommand::Status(args) => for_each_service_set(&runtime, &args, |plugin, manifests, ss, result| {
+            let services = match result {
+                Err(failure) => {
+                    return Ok(json!({ "serviceSet": ss.key(), "error": failure_report(failure) }));
                 }
-                Ok(json!({ "serviceSet": ss.key(), "services": states }))
-            })
-        }
+                Ok(services) => services,
+            };
+            let spec: k0rdent::ServiceSetSpec = serde_json::from_value(ss.object["spec"].clone())?;
+            let mut states = Vec::new();
+            for (translated, service) in services.iter().zip(&spec.services) {
+                let template = manifests.template(ss.namespace(), &service.template).map(|d| &d.object);
+                let status = plan::service_status(plugin, &ss.object, template, translated, |a, k, ns, n| {
+                    manifests.find(a, k, ns, n).map(|d| d.object.clone())
+                })?;
+                states.push(report::status(&translated.service, &status));
+            }
+            Ok(json!({ "serviceSet": ss.key(), "services": states }))
+        }),
     }
 }
 
@@ -134,16 +123,11 @@ fn load(runtime: &Runtime, spec: &str, limits: Limits) -> anyhow::Result<WasmPlu
     let bytes = match spec.strip_prefix("builtin:") {
         Some(name) => match builtin::get(name) {
             Some(bytes) => bytes.to_vec(),
-            None => bail!(
-                "no built-in plugin {name:?}; built-in plugins: {}",
-                builtin::NAMES.join(", ")
-            ),
+            None => bail!("no built-in plugin {name:?}; built-in plugins: {}", builtin::NAMES.join(", ")),
         },
         None => std::fs::read(spec).with_context(|| format!("reading plugin {spec}"))?,
     };
-    runtime
-        .load(&bytes, limits)
-        .with_context(|| format!("loading plugin {spec}"))
+    runtime.load(&bytes, limits).with_context(|| format!("loading plugin {spec}"))
 }
 
 /// Translates every ServiceSet in the files and prints what `report` makes of each, as a YAML
@@ -166,11 +150,7 @@ fn for_each_service_set(
         let result = plan::translate(
             &plugin,
             &ss.object,
-            |name| {
-                manifests
-                    .template(ss.namespace(), name)
-                    .map(|d| d.object.clone())
-            },
+            |name| manifests.template(ss.namespace(), name).map(|d| d.object.clone()),
             &args.system_namespace,
         );
         let out = report(&plugin, &manifests, ss, result)
@@ -179,11 +159,7 @@ fn for_each_service_set(
         print_yaml(&out)?;
     }
     if !found {
-        bail!(
-            "no ServiceSet ({}) in {:?}",
-            k0rdent::API_VERSION,
-            args.files
-        );
+        bail!("no ServiceSet ({}) in {:?}", k0rdent::API_VERSION, args.files);
     }
     Ok(ExitCode::SUCCESS)
 }

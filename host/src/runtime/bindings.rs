@@ -38,34 +38,18 @@ pub(super) fn metadata(m: w::PluginMetadata) -> c::PluginMetadata {
 }
 
 pub(super) fn config_errors(errors: Vec<w::ConfigError>) -> Vec<c::ConfigError> {
-    errors
-        .into_iter()
-        .map(|e| c::ConfigError {
-            path: e.path,
-            message: e.message,
-        })
-        .collect()
+    errors.into_iter().map(|e| c::ConfigError { path: e.path, message: e.message }).collect()
 }
 
 pub(super) fn translate_input(i: &c::TranslateInput) -> w::TranslateInput {
     w::TranslateInput {
         service_set: i.service_set.clone(),
-        templates: i
-            .templates
-            .iter()
-            .map(|t| w::Template {
-                name: t.name.clone(),
-                object: t.object.clone(),
-            })
-            .collect(),
+        templates: i.templates.iter().map(|t| w::Template { name: t.name.clone(), object: t.object.clone() }).collect(),
         target: match &i.target {
             c::Target::SelfManagement => w::Target::SelfManagement,
             c::Target::Remote(r) => w::Target::Remote(w::RemoteCluster {
                 name: r.name.clone(),
-                kubeconfig: w::SecretKeyRef {
-                    name: r.kubeconfig.name.clone(),
-                    key: r.kubeconfig.key.clone(),
-                },
+                kubeconfig: w::SecretKeyRef { name: r.kubeconfig.name.clone(), key: r.kubeconfig.key.clone() },
             }),
         },
         system_namespace: i.system_namespace.clone(),
@@ -89,9 +73,7 @@ pub(super) fn translation(
                 }),
             })
             .collect()),
-        Err(w::TranslateError::InvalidConfig(errors)) => {
-            Err(c::TranslateError::InvalidConfig(config_errors(errors)))
-        }
+        Err(w::TranslateError::InvalidConfig(errors)) => Err(c::TranslateError::InvalidConfig(config_errors(errors))),
         Err(w::TranslateError::InvalidInput(m)) => Err(c::TranslateError::InvalidInput(m)),
     }
 }
@@ -140,9 +122,7 @@ pub(super) fn service_status(
 }
 
 /// Bytes of text in a translation (the output-size limit counts these).
-pub(super) fn translation_size(
-    result: &Result<Vec<w::ServiceTranslation>, w::TranslateError>,
-) -> usize {
+pub(super) fn translation_size(result: &Result<Vec<w::ServiceTranslation>, w::TranslateError>) -> usize {
     match result {
         Ok(services) => services
             .iter()
@@ -154,9 +134,7 @@ pub(super) fn translation_size(
                     }
             })
             .sum(),
-        Err(w::TranslateError::InvalidConfig(errors)) => {
-            errors.iter().map(|e| e.path.len() + e.message.len()).sum()
-        }
+        Err(w::TranslateError::InvalidConfig(errors)) => errors.iter().map(|e| e.path.len() + e.message.len()).sum(),
         Err(w::TranslateError::InvalidInput(m)) => m.len(),
     }
 }

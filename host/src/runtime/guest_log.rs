@@ -25,15 +25,8 @@ struct Bucket {
 impl GuestLog {
     /// A log for `plugin`.
     pub fn new(plugin: impl Into<String>) -> Self {
-        let bucket = Bucket {
-            tokens: BURST,
-            refilled: Instant::now(),
-            suppressed: 0,
-        };
-        Self {
-            plugin: plugin.into(),
-            bucket: Mutex::new(bucket),
-        }
+        let bucket = Bucket { tokens: BURST, refilled: Instant::now(), suppressed: 0 };
+        Self { plugin: plugin.into(), bucket: Mutex::new(bucket) }
     }
 
     /// Logs `message` unless the plugin is over its rate; says how many lines were suppressed
@@ -42,8 +35,7 @@ impl GuestLog {
         let suppressed = {
             let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
-            b.tokens =
-                (b.tokens + now.duration_since(b.refilled).as_secs_f64() * PER_SECOND).min(BURST);
+            b.tokens = (b.tokens + now.duration_since(b.refilled).as_secs_f64() * PER_SECOND).min(BURST);
             b.refilled = now;
             if b.tokens < 1.0 {
                 b.suppressed += 1;
@@ -54,11 +46,7 @@ impl GuestLog {
         };
         let plugin = self.plugin.as_str();
         if suppressed > 0 {
-            tracing::warn!(
-                plugin,
-                suppressed,
-                "plugin log lines suppressed by the rate limit"
-            );
+            tracing::warn!(plugin, suppressed, "plugin log lines suppressed by the rate limit");
         }
         match level {
             LogLevel::Debug => tracing::debug!(plugin, "{message}"),
@@ -77,13 +65,8 @@ mod tests {
     #[test]
     fn a_burst_beyond_the_limit_is_suppressed() {
         let log = GuestLog::new("noisy");
-        let written = (0..200)
-            .filter(|i| log.line(LogLevel::Info, &format!("line {i}")))
-            .count();
+        let written = (0..200).filter(|i| log.line(LogLevel::Info, &format!("line {i}"))).count();
         // The burst, plus what refilled while the loop ran (well under one more second).
-        assert!(
-            (BURST as usize..BURST as usize + 10).contains(&written),
-            "{written}"
-        );
+        assert!((BURST as usize..BURST as usize + 10).contains(&written), "{written}");
     }
 }

@@ -45,11 +45,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(1),
-            memory: 64 << 20,
-            output: 4 << 20,
-        }
+        Self { timeout: Duration::from_secs(1), memory: 64 << 20, output: 4 << 20 }
     }
 }
 
@@ -57,9 +53,7 @@ impl Default for Limits {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The bytes are a core module or not WASM at all.
-    #[error(
-        "not a WASM component ({0}); build plugins with wasm-component-ld, componentize-py or componentize-js"
-    )]
+    #[error("not a WASM component ({0}); build plugins with wasm-component-ld, componentize-py or componentize-js")]
     NotAComponent(&'static str),
     /// wasmtime could not compile the component.
     #[error("the component does not compile: {0}")]
@@ -122,13 +116,7 @@ impl Runtime {
         let mut wasi_linker = linker.clone();
         wasmtime_wasi::p2::add_to_linker_sync(&mut wasi_linker)?;
         let ticker = EpochTicker::start(engine.clone());
-        Ok(Self {
-            engine,
-            linker,
-            wasi_linker,
-            compiled: Mutex::new(HashMap::new()),
-            ticker,
-        })
+        Ok(Self { engine, linker, wasi_linker, compiled: Mutex::new(HashMap::new()), ticker })
     }
 
     /// Loads a plugin component: compiles it (once per digest), checks its imports and
@@ -138,38 +126,18 @@ impl Runtime {
         let sha256 = hex::encode(Sha256::digest(bytes));
         let component = self.compile(&sha256, bytes)?;
         let ty = component.component_type();
-        let imports: Vec<String> = ty
-            .imports(&self.engine)
-            .map(|(name, _)| name.to_string())
-            .collect();
-        let exports: Vec<String> = ty
-            .exports(&self.engine)
-            .map(|(name, _)| name.to_string())
-            .collect();
+        let imports: Vec<String> = ty.imports(&self.engine).map(|(name, _)| name.to_string()).collect();
+        let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
         let wasi = check_imports(&imports)?;
         check_exports(&exports)?;
-        let linker = if wasi {
-            &self.wasi_linker
-        } else {
-            &self.linker
-        };
-        let pre = linker
-            .instantiate_pre(&component)
-            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let linker = if wasi { &self.wasi_linker } else { &self.linker };
+        let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let pre = AdapterPluginPre::new(pre).map_err(|e| LoadError::Link(format!("{e:#}")))?;
-        let info = ComponentInfo {
-            size: bytes.len(),
-            sha256,
-            imports,
-            exports,
-        };
+        let info = ComponentInfo { size: bytes.len(), sha256, imports, exports };
         let plugin = WasmPlugin::new(self.engine.clone(), pre, wasi, limits, info)?;
         let found = &crate::plugin::Plugin::metadata(&plugin).contract_version;
         if found != CONTRACT_VERSION {
-            return Err(LoadError::UnsupportedContract {
-                found: found.clone(),
-                supported: CONTRACT_VERSION,
-            });
+            return Err(LoadError::UnsupportedContract { found: found.clone(), supported: CONTRACT_VERSION });
         }
         Ok(plugin)
     }
@@ -180,20 +148,11 @@ impl Runtime {
     }
 
     fn compile(&self, sha256: &str, bytes: &[u8]) -> Result<Component, LoadError> {
-        if let Some(component) = self
-            .compiled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(sha256)
-        {
+        if let Some(component) = self.compiled.lock().unwrap_or_else(|e| e.into_inner()).get(sha256) {
             return Ok(component.clone());
         }
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-        self.compiled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(sha256.to_string(), component.clone());
+        let component = Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256.to_string(), component.clone());
         Ok(component)
     }
 }
@@ -208,9 +167,7 @@ impl Drop for Runtime {
 fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     match bytes.get(..8) {
         Some([0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00]) => Ok(()),
-        Some([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]) => {
-            Err(LoadError::NotAComponent("a core module"))
-        }
+        Some([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]) => Err(LoadError::NotAComponent("a core module")),
         _ => Err(LoadError::NotAComponent("no WASM header")),
     }
 }
@@ -233,14 +190,8 @@ fn check_exports(exports: &[String]) -> Result<(), LoadError> {
     if exports.iter().any(|e| e == PLUGIN_EXPORT) {
         return Ok(());
     }
-    match exports
-        .iter()
-        .find_map(|e| e.strip_prefix("ksm:adapter/plugin@"))
-    {
-        Some(found) => Err(LoadError::UnsupportedContract {
-            found: found.to_string(),
-            supported: CONTRACT_VERSION,
-        }),
+    match exports.iter().find_map(|e| e.strip_prefix("ksm:adapter/plugin@")) {
+        Some(found) => Err(LoadError::UnsupportedContract { found: found.to_string(), supported: CONTRACT_VERSION }),
         None => Err(LoadError::MissingExport),
     }
 }
@@ -265,10 +216,7 @@ impl EpochTicker {
                 }
             })
             .expect("spawning the epoch thread");
-        Self {
-            stop,
-            thread: Some(thread),
-        }
+        Self { stop, thread: Some(thread) }
     }
 
     fn stop(&mut self) {
@@ -285,26 +233,14 @@ mod tests {
 
     #[test]
     fn core_modules_and_garbage_are_refused_before_compiling() {
-        assert!(matches!(
-            check_header(b"\0asm\x01\0\0\0rest"),
-            Err(LoadError::NotAComponent("a core module"))
-        ));
-        assert!(matches!(
-            check_header(b"hello"),
-            Err(LoadError::NotAComponent(_))
-        ));
+        assert!(matches!(check_header(b"\0asm\x01\0\0\0rest"), Err(LoadError::NotAComponent("a core module"))));
+        assert!(matches!(check_header(b"hello"), Err(LoadError::NotAComponent(_))));
     }
 
     #[test]
     fn imports_beyond_the_contract_and_wasi_are_refused() {
-        assert_eq!(
-            check_imports(&["ksm:adapter/host@0.1.0".into()]).unwrap(),
-            false
-        );
-        assert_eq!(
-            check_imports(&["wasi:cli/stdout@0.2.6".into()]).unwrap(),
-            true
-        );
+        assert_eq!(check_imports(&["ksm:adapter/host@0.1.0".into()]).unwrap(), false);
+        assert_eq!(check_imports(&["wasi:cli/stdout@0.2.6".into()]).unwrap(), true);
         let err = check_imports(&["evil:net/socket".into()]).unwrap_err();
         assert!(err.to_string().contains("evil:net/socket"), "{err}");
     }
@@ -312,10 +248,7 @@ mod tests {
     #[test]
     fn another_contract_version_is_named() {
         let err = check_exports(&["ksm:adapter/plugin@0.2.0".into()]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "the plugin targets contract 0.2.0; this host supports 0.1.0"
-        );
+        assert_eq!(err.to_string(), "the plugin targets contract 0.2.0; this host supports 0.1.0");
         assert!(matches!(check_exports(&[]), Err(LoadError::MissingExport)));
     }
 

@@ -28,12 +28,7 @@ pub(super) struct CallState {
 impl CallState {
     /// State for a component with no WASI imports.
     pub fn new(memory_limit: usize, log: Arc<GuestLog>) -> Self {
-        Self {
-            limiter: MemoryLimiter::new(memory_limit),
-            log,
-            wasi: None,
-            output: None,
-        }
+        Self { limiter: MemoryLimiter::new(memory_limit), log, wasi: None, output: None }
     }
 
     /// State for a component that imports WASI: no preopens, no environment, no arguments,
@@ -47,11 +42,7 @@ impl CallState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        Self {
-            wasi: Some((ctx, ResourceTable::new())),
-            output: Some(output),
-            ..Self::new(memory_limit, log)
-        }
+        Self { wasi: Some((ctx, ResourceTable::new())), output: Some(output), ..Self::new(memory_limit, log) }
     }
 
     /// Sends what the plugin printed to the host log.
@@ -62,10 +53,7 @@ impl CallState {
                 self.log.line(LogLevel::Info, line);
             }
             if dropped > 0 {
-                self.log.line(
-                    LogLevel::Warn,
-                    &format!("{dropped} more bytes of output dropped"),
-                );
+                self.log.line(LogLevel::Warn, &format!("{dropped} more bytes of output dropped"));
             }
         }
     }
@@ -75,10 +63,7 @@ impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         // Only components that import WASI are linked against it, and their stores are made
         // with `with_wasi`.
-        let (ctx, table) = self
-            .wasi
-            .as_mut()
-            .expect("WASI is linked only for stores made with_wasi");
+        let (ctx, table) = self.wasi.as_mut().expect("WASI is linked only for stores made with_wasi");
         WasiCtxView { ctx, table }
     }
 }
@@ -98,20 +83,12 @@ pub(super) struct MemoryLimiter {
 
 impl MemoryLimiter {
     fn new(limit: usize) -> Self {
-        Self {
-            limit,
-            exceeded: false,
-        }
+        Self { limit, exceeded: false }
     }
 }
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.exceeded = true;
             return Ok(false);
@@ -119,12 +96,7 @@ impl ResourceLimiter for MemoryLimiter {
         Ok(true)
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         // Tables hold function references; a million entries is far beyond any honest plugin.
         Ok(desired <= 1_000_000)
     }
@@ -188,11 +160,7 @@ impl Pollable for CapturedOutput {
 }
 
 impl tokio::io::AsyncWrite for CapturedOutput {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.push(buf);
         Poll::Ready(Ok(buf.len()))
     }

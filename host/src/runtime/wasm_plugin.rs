@@ -7,8 +7,8 @@ use super::sandbox::CallState;
 use super::{ComponentInfo, Limits, LoadError, Runtime};
 use crate::plugin::{CallError, CallErrorKind, Function, Plugin};
 use ksm_plugin_sdk::contract::{
-    ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput,
-    TranslateError, TranslateInput,
+    ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
+    TranslateInput,
 };
 use std::sync::Arc;
 use wasmtime::{Engine, Store, Trap};
@@ -40,20 +40,8 @@ impl WasmPlugin {
             creates: vec![],
             reads: vec![],
         };
-        let mut plugin = Self {
-            engine,
-            pre,
-            wasi,
-            limits,
-            info,
-            metadata: placeholder,
-            log,
-        };
-        let metadata = plugin.call(
-            Function::Metadata,
-            |g, s| g.call_metadata(s),
-            |m| m.name.len(),
-        )?;
+        let mut plugin = Self { engine, pre, wasi, limits, info, metadata: placeholder, log };
+        let metadata = plugin.call(Function::Metadata, |g, s| g.call_metadata(s), |m| m.name.len())?;
         plugin.log = Arc::new(GuestLog::new(metadata.name.clone()));
         plugin.metadata = bindings::metadata(metadata);
         Ok(plugin)
@@ -85,16 +73,10 @@ impl WasmPlugin {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(Runtime::deadline_ticks(self.limits.timeout));
-        let error = |kind| CallError {
-            plugin: self.metadata.name.clone(),
-            function,
-            kind,
-        };
+        let error = |kind| CallError { plugin: self.metadata.name.clone(), function, kind };
 
         let result = match self.pre.instantiate(&mut store) {
-            Ok(instance) => {
-                f(instance.ksm_adapter_plugin(), &mut store).map_err(|e| self.classify(&store, e))
-            }
+            Ok(instance) => f(instance.ksm_adapter_plugin(), &mut store).map_err(|e| self.classify(&store, e)),
             Err(e) => Err(match self.classify(&store, e) {
                 CallErrorKind::Trap(message) => CallErrorKind::Instantiate(message),
                 other => other,
@@ -104,10 +86,7 @@ impl WasmPlugin {
         let answer = result.map_err(error)?;
         let bytes = size(&answer);
         if bytes > self.limits.output {
-            return Err(error(CallErrorKind::OutputTooLarge {
-                size: bytes,
-                limit: self.limits.output,
-            }));
+            return Err(error(CallErrorKind::OutputTooLarge { size: bytes, limit: self.limits.output }));
         }
         Ok(answer)
     }
@@ -134,44 +113,25 @@ impl Plugin for WasmPlugin {
         let result = self.call(
             Function::ValidateConfig,
             |g, s| g.call_validate_config(s, config),
-            |r| {
-                r.as_ref().err().map_or(0, |errors| {
-                    errors.iter().map(|e| e.path.len() + e.message.len()).sum()
-                })
-            },
+            |r| r.as_ref().err().map_or(0, |errors| errors.iter().map(|e| e.path.len() + e.message.len()).sum()),
         )?;
         Ok(result.map_err(bindings::config_errors))
     }
 
-    fn translate(
-        &self,
-        input: &TranslateInput,
-    ) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
+    fn translate(&self, input: &TranslateInput) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
         let input = bindings::translate_input(input);
-        let result = self.call(
-            Function::Translate,
-            |g, s| g.call_translate(s, &input),
-            bindings::translation_size,
-        )?;
+        let result = self.call(Function::Translate, |g, s| g.call_translate(s, &input), bindings::translation_size)?;
         Ok(bindings::translation(result))
     }
 
-    fn map_status(
-        &self,
-        input: &StatusInput,
-    ) -> Result<Result<ServiceStatus, StatusError>, CallError> {
+    fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError> {
         let input = bindings::status_input(input);
         let result = self.call(
             Function::MapStatus,
             |g, s| g.call_map_status(s, &input),
             |r| match r {
-                Ok(s) => {
-                    s.version.as_ref().map_or(0, String::len)
-                        + s.failure_message.as_ref().map_or(0, String::len)
-                }
-                Err(bindings::exports::ksm::adapter::plugin::StatusError::InvalidInput(m)) => {
-                    m.len()
-                }
+                Ok(s) => s.version.as_ref().map_or(0, String::len) + s.failure_message.as_ref().map_or(0, String::len),
+                Err(bindings::exports::ksm::adapter::plugin::StatusError::InvalidInput(m)) => m.len(),
             },
         )?;
         Ok(bindings::service_status(result))

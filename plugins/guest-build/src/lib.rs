@@ -42,57 +42,26 @@ pub const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01,
 /// `target` and returns the path of the component. Emits the `rerun-if-changed` lines for the
 /// package, the SDK and the WIT. Panics with the cargo output when the build fails: a build
 /// script has no better way to report.
-pub fn build(
-    workspace_root: &Path,
-    package_dir: &str,
-    package: &str,
-    target: GuestTarget,
-) -> PathBuf {
+pub fn build(workspace_root: &Path, package_dir: &str, package: &str, target: GuestTarget) -> PathBuf {
     for dir in [package_dir, "plugins/sdk", "wit"] {
-        println!(
-            "cargo:rerun-if-changed={}",
-            workspace_root.join(dir).display()
-        );
+        println!("cargo:rerun-if-changed={}", workspace_root.join(dir).display());
     }
-    println!(
-        "cargo:rerun-if-changed={}",
-        workspace_root.join("Cargo.lock").display()
-    );
-    for var in [
-        "KSM_GUEST_CARGO",
-        "KSM_GUEST_RUSTC",
-        "KSM_WASM_COMPONENT_LD",
-        "KSM_GUEST_BUILD_STD",
-    ] {
+    println!("cargo:rerun-if-changed={}", workspace_root.join("Cargo.lock").display());
+    for var in ["KSM_GUEST_CARGO", "KSM_GUEST_RUSTC", "KSM_WASM_COMPONENT_LD", "KSM_GUEST_BUILD_STD"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
     let target_dir = workspace_root.join("target").join("guests");
-    let cargo = env::var("KSM_GUEST_CARGO")
-        .or_else(|_| env::var("CARGO"))
-        .unwrap_or_else(|_| "cargo".into());
+    let cargo = env::var("KSM_GUEST_CARGO").or_else(|_| env::var("CARGO")).unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(&cargo);
     cmd.current_dir(workspace_root)
-        .args([
-            "build",
-            "--quiet",
-            "--profile",
-            "plugin",
-            "--package",
-            package,
-            "--target",
-            target.triple(),
-        ])
+        .args(["build", "--quiet", "--profile", "plugin", "--package", package, "--target", target.triple()])
         .arg("--target-dir")
         .arg(&target_dir);
     // The outer build's settings are for the host, not for the guest.
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_BUILD_RUSTFLAGS",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-    ] {
+    for var in
+        ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET"]
+    {
         cmd.env_remove(var);
     }
     match env::var("KSM_GUEST_RUSTC") {
@@ -100,19 +69,13 @@ pub fn build(
         Err(_) => cmd.env_remove("RUSTC"),
     };
     if let GuestTarget::Unknown = target {
-        cmd.env(
-            "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER",
-            component_linker(),
-        );
+        cmd.env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER", component_linker());
     }
     if env::var("KSM_GUEST_BUILD_STD").is_ok_and(|v| v == "1") {
-        cmd.env("RUSTC_BOOTSTRAP", "1")
-            .arg("-Zbuild-std=std,panic_abort");
+        cmd.env("RUSTC_BOOTSTRAP", "1").arg("-Zbuild-std=std,panic_abort");
     }
 
-    let output = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cargo} to build guest {package}: {e}"));
+    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {cargo} to build guest {package}: {e}"));
     if !output.status.success() {
         panic!(
             "building guest {package} for {} failed (is the target installed? `rustup target add {}`):\n{}{}",
@@ -122,16 +85,9 @@ pub fn build(
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let wasm = target_dir
-        .join(target.triple())
-        .join("plugin")
-        .join(format!("{}.wasm", package.replace('-', "_")));
-    let bytes = std::fs::read(&wasm).unwrap_or_else(|e| {
-        panic!(
-            "guest {package} built but {} is unreadable: {e}",
-            wasm.display()
-        )
-    });
+    let wasm = target_dir.join(target.triple()).join("plugin").join(format!("{}.wasm", package.replace('-', "_")));
+    let bytes = std::fs::read(&wasm)
+        .unwrap_or_else(|e| panic!("guest {package} built but {} is unreadable: {e}", wasm.display()));
     assert!(
         bytes.starts_with(&COMPONENT_HEADER),
         "{} is a core module, not a component: the linker was not wasm-component-ld",
@@ -145,23 +101,14 @@ fn component_linker() -> PathBuf {
     if let Ok(path) = env::var("KSM_WASM_COMPONENT_LD") {
         return path.into();
     }
-    let rustc = env::var("KSM_GUEST_RUSTC")
-        .or_else(|_| env::var("RUSTC"))
-        .unwrap_or_else(|_| "rustc".into());
+    let rustc = env::var("KSM_GUEST_RUSTC").or_else(|_| env::var("RUSTC")).unwrap_or_else(|_| "rustc".into());
     let out = Command::new(&rustc)
         .args(["--print", "sysroot"])
         .output()
         .unwrap_or_else(|e| panic!("cannot run {rustc} --print sysroot: {e}"));
     let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let host = env::var("HOST").unwrap_or_else(|_| "x86_64-unknown-linux-gnu".into());
-    let linker = Path::new(&sysroot)
-        .join("lib/rustlib")
-        .join(host)
-        .join("bin/wasm-component-ld");
-    assert!(
-        linker.exists(),
-        "{} not found: set KSM_WASM_COMPONENT_LD",
-        linker.display()
-    );
+    let linker = Path::new(&sysroot).join("lib/rustlib").join(host).join("bin/wasm-component-ld");
+    assert!(linker.exists(), "{} not found: set KSM_WASM_COMPONENT_LD", linker.display());
     linker
 }

@@ -27,11 +27,7 @@ pub struct ObjectKind {
 impl ObjectKind {
     /// The `apiVersion` of objects of this kind (`group/version`, or `version` for core).
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 }
 
@@ -63,20 +59,13 @@ pub struct ConfigError {
 impl ConfigError {
     /// An error at `path`.
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            path: path.into(),
-            message: message.into(),
-        }
+        Self { path: path.into(), message: message.into() }
     }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
+        if self.path.is_empty() { f.write_str(&self.message) } else { write!(f, "{}: {}", self.path, self.message) }
     }
 }
 
@@ -191,9 +180,7 @@ impl ServiceError {
     pub fn state(&self) -> ServiceState {
         match self {
             Self::TemplateNotFound(_) | Self::TemplateNotReady(_) => ServiceState::Pending,
-            Self::UnsupportedSource(_) | Self::InvalidValues(_) | Self::InvalidService(_) => {
-                ServiceState::Failed
-            }
+            Self::UnsupportedSource(_) | Self::InvalidValues(_) | Self::InvalidService(_) => ServiceState::Failed,
         }
     }
 

@@ -40,27 +40,15 @@ impl<P: PluginApi> Guest for Exports<P> {
         P::validate_config(config).map_err(config_errors)
     }
 
-    fn translate(
-        input: w::TranslateInput,
-    ) -> Result<Vec<w::ServiceTranslation>, w::TranslateError> {
+    fn translate(input: w::TranslateInput) -> Result<Vec<w::ServiceTranslation>, w::TranslateError> {
         let input = c::TranslateInput {
             service_set: input.service_set,
-            templates: input
-                .templates
-                .into_iter()
-                .map(|t| c::Template {
-                    name: t.name,
-                    object: t.object,
-                })
-                .collect(),
+            templates: input.templates.into_iter().map(|t| c::Template { name: t.name, object: t.object }).collect(),
             target: match input.target {
                 w::Target::SelfManagement => c::Target::SelfManagement,
                 w::Target::Remote(r) => c::Target::Remote(c::RemoteCluster {
                     name: r.name,
-                    kubeconfig: c::SecretKeyRef {
-                        name: r.kubeconfig.name,
-                        key: r.kubeconfig.key,
-                    },
+                    kubeconfig: c::SecretKeyRef { name: r.kubeconfig.name, key: r.kubeconfig.key },
                 }),
             },
             system_namespace: input.system_namespace,
@@ -68,10 +56,7 @@ impl<P: PluginApi> Guest for Exports<P> {
         match P::translate(input) {
             Ok(services) => Ok(services
                 .into_iter()
-                .map(|s| w::ServiceTranslation {
-                    service: s.service,
-                    outcome: s.outcome.map_err(service_error),
-                })
+                .map(|s| w::ServiceTranslation { service: s.service, outcome: s.outcome.map_err(service_error) })
                 .collect()),
             Err(c::TranslateError::InvalidConfig(errors)) => {
                 Err(w::TranslateError::InvalidConfig(config_errors(errors)))
@@ -120,23 +105,11 @@ impl<P: PluginApi> Guest for Exports<P> {
 }
 
 fn kind(k: c::ObjectKind) -> w::ObjectKind {
-    w::ObjectKind {
-        group: k.group,
-        version: k.version,
-        kind: k.kind,
-        plural: k.plural,
-        namespaced: k.namespaced,
-    }
+    w::ObjectKind { group: k.group, version: k.version, kind: k.kind, plural: k.plural, namespaced: k.namespaced }
 }
 
 fn config_errors(errors: Vec<c::ConfigError>) -> Vec<w::ConfigError> {
-    errors
-        .into_iter()
-        .map(|e| w::ConfigError {
-            path: e.path,
-            message: e.message,
-        })
-        .collect()
+    errors.into_iter().map(|e| w::ConfigError { path: e.path, message: e.message }).collect()
 }
 
 fn service_error(e: c::ServiceError) -> w::ServiceError {

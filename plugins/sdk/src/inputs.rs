@@ -16,10 +16,7 @@ pub fn target(spec: &ServiceSetSpec) -> Target {
     } else {
         Target::Remote(RemoteCluster {
             name: spec.cluster.clone(),
-            kubeconfig: SecretKeyRef {
-                name: format!("{}-kubeconfig", spec.cluster),
-                key: KUBECONFIG_KEY.to_string(),
-            },
+            kubeconfig: SecretKeyRef { name: format!("{}-kubeconfig", spec.cluster), key: KUBECONFIG_KEY.to_string() },
         })
     }
 }
@@ -27,11 +24,7 @@ pub fn target(spec: &ServiceSetSpec) -> Target {
 /// The names of the templates a ServiceSet's services reference, each once, in spec order.
 pub fn template_names(spec: &ServiceSetSpec) -> Vec<String> {
     let mut seen = BTreeSet::new();
-    spec.services
-        .iter()
-        .filter(|s| seen.insert(s.template.as_str()))
-        .map(|s| s.template.clone())
-        .collect()
+    spec.services.iter().filter(|s| seen.insert(s.template.as_str())).map(|s| s.template.clone()).collect()
 }
 
 /// Builds the input of `translate` for `service_set` (the whole object), looking templates up
@@ -65,24 +58,15 @@ mod tests {
     #[test]
     fn remote_cluster_uses_cluster_api_kubeconfig_secret() {
         let spec: ServiceSetSpec = serde_json::from_value(json!({"cluster": "prod-eu-1"})).unwrap();
-        let Target::Remote(remote) = target(&spec) else {
-            panic!("expected remote")
-        };
+        let Target::Remote(remote) = target(&spec) else { panic!("expected remote") };
         assert_eq!(remote.name, "prod-eu-1");
-        assert_eq!(
-            remote.kubeconfig,
-            SecretKeyRef {
-                name: "prod-eu-1-kubeconfig".into(),
-                key: "value".into()
-            }
-        );
+        assert_eq!(remote.kubeconfig, SecretKeyRef { name: "prod-eu-1-kubeconfig".into(), key: "value".into() });
     }
 
     #[test]
     fn self_management_by_flag_or_missing_cluster() {
         let flag: ServiceSetSpec =
-            serde_json::from_value(json!({"cluster": "x", "provider": {"selfManagement": true}}))
-                .unwrap();
+            serde_json::from_value(json!({"cluster": "x", "provider": {"selfManagement": true}})).unwrap();
         assert_eq!(target(&flag), Target::SelfManagement);
         assert_eq!(target(&ServiceSetSpec::default()), Target::SelfManagement);
     }
@@ -93,21 +77,10 @@ mod tests {
             {"name": "one", "namespace": "n", "template": "t1"},
             {"name": "two", "namespace": "n", "template": "t2"},
             {"name": "three", "namespace": "n", "template": "t1"}]}});
-        let input = translate_input(
-            &ss,
-            |n| (n == "t1").then(|| json!({"found": n})),
-            "kcm-system",
-        )
-        .unwrap();
+        let input = translate_input(&ss, |n| (n == "t1").then(|| json!({"found": n})), "kcm-system").unwrap();
         assert_eq!(input.templates.len(), 2);
         assert_eq!(input.templates[0].name, "t1");
         assert!(input.templates[0].object.is_some());
-        assert_eq!(
-            input.templates[1],
-            Template {
-                name: "t2".into(),
-                object: None
-            }
-        );
+        assert_eq!(input.templates[1], Template { name: "t2".into(), object: None });
     }
 }

@@ -127,10 +127,7 @@ impl Service {
     /// The version k0rdent expects in status once Deployed: the spec version, or the
     /// template name when none is given.
     pub fn expected_version(&self) -> &str {
-        self.version
-            .as_deref()
-            .filter(|v| !v.is_empty())
-            .unwrap_or(&self.template)
+        self.version.as_deref().filter(|v| !v.is_empty()).unwrap_or(&self.template)
     }
 }
 

@@ -10,8 +10,7 @@ pub const MAX_SUBDOMAIN_LEN: usize = 253;
 pub fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_LABEL_LEN
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -37,9 +36,7 @@ pub fn derived_name(parts: &[&str], max: usize) -> String {
 
 /// 32-bit FNV-1a: tiny, dependency-free and stable across platforms and versions.
 fn fnv1a32(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5_u32, |h, b| {
-        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
-    })
+    bytes.iter().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
 #[cfg(test)]
@@ -48,10 +45,7 @@ mod tests {
 
     #[test]
     fn short_names_are_kept() {
-        assert_eq!(
-            derived_name(&["prod-eu-1", "ingress"], 63),
-            "prod-eu-1-ingress"
-        );
+        assert_eq!(derived_name(&["prod-eu-1", "ingress"], 63), "prod-eu-1-ingress");
     }
 
     #[test]
@@ -63,14 +57,7 @@ mod tests {
         assert!(is_dns1123_label(&one), "{one}");
         assert_ne!(one, two);
         assert_eq!(one, derived_name(&[&long, "ingress-nginx"], 63));
-        assert_eq!(
-            one,
-            format!(
-                "{}-{:08x}",
-                &long[..54],
-                fnv1a32(format!("{long}-ingress-nginx").as_bytes())
-            )
-        );
+        assert_eq!(one, format!("{}-{:08x}", &long[..54], fnv1a32(format!("{long}-ingress-nginx").as_bytes())));
     }
 
     #[test]

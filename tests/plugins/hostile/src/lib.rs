@@ -5,8 +5,8 @@
 //! - `oom`: allocates until memory runs out (the host must stop it at its limit);
 //! - `trap`: panics (a trap);
 //! - `huge`: returns ~8 MiB of output (over the host's output limit);
-//! - `snoop`: reports what it can see of the environment, filesystem and clock, and prints to
-//!   stdout and the host log;
+//! - `snoop` (WASI build): reports what it can see of the environment, filesystem and network,
+//!   and prints to stdout and the host log;
 //! - anything else: one ConfigMap per service, like an honest plugin.
 
 use ksm_plugin_sdk::contract::*;
@@ -37,27 +37,18 @@ impl PluginApi for Hostile {
     }
 
     fn translate(input: TranslateInput) -> Result<Vec<ServiceTranslation>, TranslateError> {
-        let service_set: Value = serde_json::from_str(&input.service_set)
-            .map_err(|e| TranslateError::InvalidInput(e.to_string()))?;
-        let name = service_set["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let service_set: Value =
+            serde_json::from_str(&input.service_set).map_err(|e| TranslateError::InvalidInput(e.to_string()))?;
+        let name = service_set["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let objects = match name.as_str() {
             "loop" => spin(),
             "oom" => exhaust_memory(),
             "trap" => panic!("hostile plugin panicked on purpose"),
             "huge" => vec!["x".repeat(8 << 20)],
             "snoop" => vec![snoop().to_string()],
-            _ => vec![
-                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
-                    .to_string(),
-            ],
+            _ => vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).to_string()],
         };
-        Ok(vec![ServiceTranslation {
-            service: name,
-            outcome: Ok(objects),
-        }])
+        Ok(vec![ServiceTranslation { service: name, outcome: Ok(objects) }])
     }
 
     fn map_status(_input: StatusInput) -> Result<ServiceStatus, StatusError> {

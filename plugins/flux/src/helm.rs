@@ -1,0 +1,146 @@
+//! Helm services: a Flux `HelmRelease` (`helm.toolkit.fluxcd.io/v2`) using the HelmChart kcm
+//! created for the template (`status.chartRef`).
+
+use crate::flux::{FluxObject, KubeConfigReference, SourceReference, helm_release_kind};
+use crate::helm_options::{HelmOptions, Install, Uninstall, Upgrade};
+use crate::translate::{Common, ResolvedTemplate, to_json};
+use ksm_plugin_sdk::contract::ServiceError;
+use ksm_plugin_sdk::k0rdent::Service;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Longest Helm release name.
+const MAX_RELEASE_NAME_LEN: usize = 53;
+/// Kinds a HelmRelease `chartRef` may have.
+const CHART_REF_KINDS: [&str; 3] = ["OCIRepository", "HelmChart", "ExternalArtifact"];
+/// Kinds a HelmRelease `valuesFrom` entry may have.
+const VALUES_FROM_KINDS: [&str; 2] = ["ConfigMap", "Secret"];
+
+/// HelmRelease `spec`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HelmReleaseSpec {
+    chart_ref: SourceReference,
+    interval: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<String>,
+    release_name: String,
+    target_namespace: String,
+    storage_namespace: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kube_config: Option<KubeConfigReference>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suspend: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values: Option<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    values_from: Vec<ValuesReference>,
+    install: Install,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upgrade: Option<Upgrade>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uninstall: Option<Uninstall>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_history: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drift_detection: Option<DriftDetection>,
+}
+
+/// HelmRelease `spec.valuesFrom[]`.
+#[derive(Serialize)]
+struct ValuesReference {
+    kind: String,
+    name: String,
+}
+
+/// HelmRelease `spec.driftDetection`.
+#[derive(Serialize)]
+struct DriftDetection {
+    mode: String,
+}
+
+/// The HelmRelease of a Helm service, as JSON.
+pub fn release(common: &Common, template: &ResolvedTemplate) -> Result<String, ServiceError> {
+    let service = common.service;
+    let config = common.config;
+    let chart_ref = template
+        .status
+        .chart_ref
+        .as_ref()
+        .ok_or_else(|| ServiceError::TemplateNotReady(format!("{} has no status.chartRef yet", template.id)))?;
+    if !CHART_REF_KINDS.contains(&chart_ref.kind.as_str()) {
+        return Err(ServiceError::UnsupportedSource(format!(
+            "{}: status.chartRef kind {:?} is not one of {}",
+            template.id,
+            chart_ref.kind,
+            CHART_REF_KINDS.join(", ")
+        )));
+    }
+    if service.name.len() > MAX_RELEASE_NAME_LEN {
+        return invalid(
+            service,
+            format!("release name {:?} is longer than {MAX_RELEASE_NAME_LEN} characters", service.name),
+        );
+    }
+    let Some(namespace) = common.target_namespace.clone() else {
+        return invalid(service, "no namespace is set and the provider config has no targetNamespace");
+    };
+    let options = HelmOptions::merged(template.spec.helm_options.as_ref(), service.helm_options.as_ref())
+        .or_else(|e| invalid(service, format!("helmOptions: {e}")))?;
+    let spec = HelmReleaseSpec {
+        chart_ref: chart_ref.into(),
+        interval: config.interval.clone(),
+        timeout: options.timeout().map(str::to_string).or_else(|| config.timeout.clone()),
+        release_name: service.name.clone(),
+        target_namespace: namespace.clone(),
+        storage_namespace: namespace,
+        kube_config: common.kube_config.clone(),
+        suspend: common.suspend,
+        values: values(service)?,
+        values_from: values_from(service)?,
+        install: options.install(&config.remediation),
+        upgrade: options.upgrade(&config.remediation),
+        uninstall: options.uninstall(),
+        max_history: options.max_history(),
+        drift_detection: config.drift_detection.clone().map(|mode| DriftDetection { mode }),
+    };
+    to_json(&FluxObject::new(&helm_release_kind(), common.metadata.clone(), spec))
+}
+
+/// A [`ServiceError::InvalidService`] naming `service`.
+fn invalid<T>(service: &Service, problem: impl std::fmt::Display) -> Result<T, ServiceError> {
+    Err(ServiceError::InvalidService(format!("service {:?}: {problem}", service.name)))
+}
+
+/// The service's `values` YAML as JSON: none when blank or null, an error unless a mapping.
+fn values(service: &Service) -> Result<Option<Value>, ServiceError> {
+    let Some(text) = service.values.as_deref().filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let problem = |p: String| ServiceError::InvalidValues(format!("service {:?}: values {p}", service.name));
+    let value: Value = serde_norway::from_str(text).map_err(|e| problem(format!("are not valid YAML: {e}")))?;
+    let kind = match value {
+        Value::Null => return Ok(None),
+        Value::Object(_) => return Ok(Some(value)),
+        Value::Array(_) => "a list",
+        Value::String(_) => "a string",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "a boolean",
+    };
+    Err(problem(format!("must be a mapping, not {kind}")))
+}
+
+/// The service's `valuesFrom`, in order; each must be a ConfigMap or Secret.
+fn values_from(service: &Service) -> Result<Vec<ValuesReference>, ServiceError> {
+    service
+        .values_from
+        .iter()
+        .map(|v| {
+            if VALUES_FROM_KINDS.contains(&v.kind.as_str()) {
+                Ok(ValuesReference { kind: v.kind.clone(), name: v.name.clone() })
+            } else {
+                invalid(service, format!("valuesFrom {:?} has kind {:?}, not ConfigMap or Secret", v.name, v.kind))
+            }
+        })
+        .collect()
+}

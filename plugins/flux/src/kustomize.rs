@@ -1,0 +1,74 @@
+//! Kustomize and resources services: a Flux `Kustomization` (`kustomize.toolkit.fluxcd.io/v1`)
+//! using the source kcm created or found for the template (`status.sourceStatus`).
+
+use crate::flux::{FluxObject, KubeConfigReference, SourceReference, kustomization_kind};
+use crate::translate::{Common, ResolvedTemplate, to_json};
+use ksm_plugin_sdk::contract::ServiceError;
+use ksm_plugin_sdk::k0rdent::SourceSpec;
+use serde::Serialize;
+
+/// Kinds a Kustomization `sourceRef` may have.
+const SOURCE_KINDS: [&str; 4] = ["OCIRepository", "GitRepository", "Bucket", "ExternalArtifact"];
+
+/// Kustomization `spec`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct KustomizationSpec {
+    source_ref: SourceReference,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    path: String,
+    prune: bool,
+    wait: bool,
+    interval: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kube_config: Option<KubeConfigReference>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suspend: Option<bool>,
+}
+
+/// The Kustomization of a kustomize or resources service whose template has `source`, as
+/// JSON. Without a service namespace or config `targetNamespace`, `targetNamespace` is
+/// omitted and the resources keep their own namespaces.
+pub fn kustomization(
+    common: &Common,
+    template: &ResolvedTemplate,
+    source: &SourceSpec,
+) -> Result<String, ServiceError> {
+    let unsupported = |kind: &str| {
+        ServiceError::UnsupportedSource(format!(
+            "{}: a Flux Kustomization cannot use a {kind} source (sourceRef kinds are {})",
+            template.id,
+            SOURCE_KINDS.join(", ")
+        ))
+    };
+    if let Some(local) = &source.local_source_ref
+        && !SOURCE_KINDS.contains(&local.kind.as_str())
+    {
+        return Err(unsupported(&local.kind));
+    }
+    let source_ref = template
+        .status
+        .source_status
+        .as_ref()
+        .ok_or_else(|| ServiceError::TemplateNotReady(format!("{} has no status.sourceStatus yet", template.id)))?;
+    if !SOURCE_KINDS.contains(&source_ref.kind.as_str()) {
+        return Err(unsupported(&source_ref.kind));
+    }
+    let config = common.config;
+    let spec = KustomizationSpec {
+        source_ref: source_ref.into(),
+        path: source.path.clone(),
+        prune: config.prune,
+        wait: config.wait,
+        interval: config.interval.clone(),
+        timeout: config.timeout.clone(),
+        target_namespace: common.target_namespace.clone(),
+        kube_config: common.kube_config.clone(),
+        suspend: common.suspend,
+    };
+    to_json(&FluxObject::new(&kustomization_kind(), common.metadata.clone(), spec))
+}

@@ -1,0 +1,314 @@
+//! `map-status`: a service's observed Flux objects to its k0rdent state.
+//!
+//! Each object is judged by the kstatus rules Flux follows, in order:
+//! 1. `metadata.deletionTimestamp` set: Deleting;
+//! 2. `status.observedGeneration` missing or not `metadata.generation`: Provisioning;
+//! 3. `Reconciling=True`: Provisioning; `Stalled=True`: Failed;
+//! 4. `Ready=True`: Deployed; `Ready=False` with a failure reason: Failed; else Provisioning.
+//!
+//! While an object is in progress (rules 2 and 3) but its `Ready` condition is False with a
+//! failure reason, the failure message says `retrying: <reason>: <message>`.
+//! A missing object is Pending, and the worst state of a service's objects wins:
+//! Failed > Deleting > Provisioning > Pending > Deployed.
+//!
+//! A service with `helmAction: Uninstall` is Deleting while any of its objects still exists
+//! and Pending (with no failure message) once none does: the host removes the service from
+//! status when it is gone.
+
+use crate::translate::UNINSTALL;
+use ksm_plugin_sdk::contract::{ObservedObject, ServiceState, ServiceStatus, ServiceType, StatusError, StatusInput};
+use ksm_plugin_sdk::k0rdent::{Metadata, ServiceSet, ServiceTemplate, ServiceTemplateSpec};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+/// Maps the observed objects of `input.service` to its status.
+pub fn map_status(input: &StatusInput) -> Result<ServiceStatus, StatusError> {
+    let service_set: ServiceSet = parse(&input.service_set, "the ServiceSet")?;
+    let template_type = match &input.template {
+        Some(text) => template_type(&parse::<ServiceTemplate>(text, "the ServiceTemplate")?.spec),
+        None => None,
+    };
+    let service_type = template_type
+        .or_else(|| input.observed.first().and_then(|o| FluxKind::of(&o.kind)).map(FluxKind::service_type))
+        .unwrap_or(ServiceType::Helm);
+    let uninstalling = service_set
+        .spec
+        .services
+        .iter()
+        .any(|s| s.name == input.service && s.helm_action.as_deref() == Some(UNINSTALL));
+    let health = if uninstalling {
+        let present = input.observed.iter().any(|o| o.object.is_some());
+        Health::state(if present { ServiceState::Deleting } else { ServiceState::Pending })
+    } else {
+        let healths = input.observed.iter().map(observed_health).collect::<Result<Vec<_>, _>>()?;
+        worst(healths)
+    };
+    Ok(ServiceStatus {
+        state: health.state,
+        service_type,
+        version: health.version,
+        failure_message: health.failure_message,
+    })
+}
+
+/// The service type of a template: by which of `helm`, `kustomize`, `resources` it has.
+fn template_type(spec: &ServiceTemplateSpec) -> Option<ServiceType> {
+    if spec.helm.is_some() {
+        Some(ServiceType::Helm)
+    } else if spec.kustomize.is_some() {
+        Some(ServiceType::Kustomize)
+    } else if spec.resources.is_some() {
+        Some(ServiceType::Resource)
+    } else {
+        None
+    }
+}
+
+/// The kinds this plugin creates.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FluxKind {
+    HelmRelease,
+    Kustomization,
+}
+
+impl FluxKind {
+    fn of(kind: &str) -> Option<Self> {
+        match kind {
+            "HelmRelease" => Some(Self::HelmRelease),
+            "Kustomization" => Some(Self::Kustomization),
+            _ => None,
+        }
+    }
+
+    fn service_type(self) -> ServiceType {
+        match self {
+            Self::HelmRelease => ServiceType::Helm,
+            Self::Kustomization => ServiceType::Kustomize,
+        }
+    }
+
+    /// Whether `Ready=False` with `reason` means the object failed (rather than being in
+    /// progress). For HelmReleases a succeeded rollback or uninstall counts: it was a
+    /// remediation, and the desired release is not deployed.
+    fn is_failure(self, reason: &str) -> bool {
+        let reasons: &[&str] = match self {
+            Self::HelmRelease => &[
+                "InstallFailed",
+                "UpgradeFailed",
+                "TestFailed",
+                "RollbackFailed",
+                "UninstallFailed",
+                "ArtifactFailed",
+                "ValuesError",
+                "RetriesExceeded",
+                "MissingRollbackTarget",
+                "RollbackSucceeded",
+                "UninstallSucceeded",
+            ],
+            Self::Kustomization => {
+                &["ArtifactFailed", "BuildFailed", "ReconciliationFailed", "PruneFailed", "HealthCheckFailed"]
+            }
+        };
+        reasons.contains(&reason)
+    }
+}
+
+/// The parts of a live HelmRelease or Kustomization that tell its health.
+#[derive(Deserialize)]
+struct LiveObject {
+    #[serde(default)]
+    metadata: Metadata,
+    #[serde(default)]
+    status: Option<LiveStatus>,
+}
+
+/// `status` of a live Flux object.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LiveStatus {
+    observed_generation: Option<i64>,
+    #[serde(default)]
+    conditions: Vec<Condition>,
+    /// HelmRelease release history, newest first.
+    #[serde(default)]
+    history: Vec<Snapshot>,
+}
+
+/// A `metav1.Condition`.
+#[derive(Deserialize)]
+struct Condition {
+    #[serde(rename = "type")]
+    kind: String,
+    status: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    message: String,
+}
+
+impl Condition {
+    /// `<reason>: <message>`, or whichever of the two is set.
+    fn describe(&self) -> String {
+        match (self.reason.as_str(), self.message.as_str()) {
+            (reason, "") => reason.to_string(),
+            ("", message) => message.to_string(),
+            (reason, message) => format!("{reason}: {message}"),
+        }
+    }
+}
+
+/// An entry of HelmRelease `status.history`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Snapshot {
+    chart_version: Option<String>,
+}
+
+/// The state of one object or of the whole service.
+struct Health {
+    state: ServiceState,
+    failure_message: Option<String>,
+    version: Option<String>,
+}
+
+impl Health {
+    fn state(state: ServiceState) -> Self {
+        Self { state, failure_message: None, version: None }
+    }
+
+    fn failed(message: String) -> Self {
+        Self { failure_message: Some(message), ..Self::state(ServiceState::Failed) }
+    }
+}
+
+/// The health of one observed object; Pending when it does not exist.
+fn observed_health(observed: &ObservedObject) -> Result<Health, StatusError> {
+    let Some(text) = &observed.object else {
+        return Ok(Health::state(ServiceState::Pending));
+    };
+    let id = format!("{} \"{}/{}\"", observed.kind, observed.namespace, observed.name);
+    let kind = FluxKind::of(&observed.kind)
+        .ok_or_else(|| StatusError::InvalidInput(format!("{id}: not a kind this plugin creates")))?;
+    Ok(health(kind, &parse(text, &id)?))
+}
+
+/// The health of a live object by the kstatus rules (see the module docs).
+fn health(kind: FluxKind, object: &LiveObject) -> Health {
+    if object.metadata.deletion_timestamp.is_some() {
+        return Health::state(ServiceState::Deleting);
+    }
+    let status = object.status.as_ref();
+    let condition = |kind: &str| status.and_then(|s| s.conditions.iter().find(|c| c.kind == kind));
+    let is_true = |kind: &str| condition(kind).filter(|c| c.status == "True");
+    let ready = condition("Ready");
+    let ready_failure = ready.filter(|c| c.status == "False" && kind.is_failure(&c.reason));
+    let in_progress = Health {
+        failure_message: ready_failure.map(|c| format!("retrying: {}", c.describe())),
+        ..Health::state(ServiceState::Provisioning)
+    };
+    let observed_generation = status.and_then(|s| s.observed_generation);
+    if observed_generation.is_none() || observed_generation != object.metadata.generation {
+        return in_progress;
+    }
+    if is_true("Reconciling").is_some() {
+        return in_progress;
+    }
+    if let Some(stalled) = is_true("Stalled") {
+        return Health::failed(stalled.describe());
+    }
+    if let Some(failure) = ready_failure {
+        return Health::failed(failure.describe());
+    }
+    if ready.is_some_and(|c| c.status == "True") {
+        let version = match kind {
+            FluxKind::HelmRelease => status.and_then(|s| s.history.first()).and_then(|h| h.chart_version.clone()),
+            FluxKind::Kustomization => None,
+        };
+        return Health { version, ..Health::state(ServiceState::Deployed) };
+    }
+    in_progress
+}
+
+/// The worst of several healths (Pending when there are none), with the first failure
+/// message and version among the objects in that state.
+fn worst(healths: Vec<Health>) -> Health {
+    let rank = |state: &ServiceState| match state {
+        ServiceState::Deployed => 0,
+        ServiceState::Pending => 1,
+        ServiceState::Provisioning => 2,
+        ServiceState::Deleting => 3,
+        ServiceState::Failed => 4,
+    };
+    let state = healths.iter().map(|h| h.state).max_by_key(rank).unwrap_or(ServiceState::Pending);
+    healths.into_iter().filter(|h| h.state == state).fold(Health::state(state), |worst, h| Health {
+        state,
+        failure_message: worst.failure_message.or(h.failure_message),
+        version: worst.version.or(h.version),
+    })
+}
+
+fn parse<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StatusError> {
+    serde_json::from_str(text).map_err(|e| StatusError::InvalidInput(format!("{what} cannot be read: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    const SERVICE_SET: &str = r#"{"metadata": {"name": "prod-eu-1", "namespace": "kcm-system"},
+        "spec": {"services": [{"name": "web", "namespace": "web", "template": "web-1"}]}}"#;
+
+    fn release(ready: &str, reason: &str) -> Value {
+        json!({"kind": "HelmRelease", "metadata": {"generation": 1}, "status": {"observedGeneration": 1,
+            "conditions": [{"type": "Ready", "status": ready, "reason": reason, "message": "m"}],
+            "history": [{"chartVersion": "1.0.0"}]}})
+    }
+
+    fn observed(kind: &str, object: Option<Value>) -> ObservedObject {
+        ObservedObject {
+            api_version: "v".into(),
+            kind: kind.into(),
+            name: "prod-eu-1-web".into(),
+            namespace: "kcm-system".into(),
+            object: object.map(|o| o.to_string()),
+        }
+    }
+
+    fn status(observed: Vec<ObservedObject>) -> Result<ServiceStatus, StatusError> {
+        map_status(&StatusInput { service_set: SERVICE_SET.into(), service: "web".into(), template: None, observed })
+    }
+
+    #[test]
+    fn the_worst_object_wins() {
+        let deployed = || observed("HelmRelease", Some(release("True", "InstallSucceeded")));
+        let all_deployed = status(vec![deployed(), deployed()]).unwrap();
+        assert_eq!((all_deployed.state, all_deployed.version.as_deref()), (ServiceState::Deployed, Some("1.0.0")));
+        assert_eq!(status(vec![deployed(), observed("HelmRelease", None)]).unwrap().state, ServiceState::Pending);
+        let failed = status(vec![
+            observed("HelmRelease", Some(release("Unknown", "Progressing"))),
+            observed("HelmRelease", Some(release("False", "UpgradeFailed"))),
+            deployed(),
+        ])
+        .unwrap();
+        assert_eq!(failed.state, ServiceState::Failed);
+        assert_eq!(failed.failure_message.as_deref(), Some("UpgradeFailed: m"));
+        assert_eq!(failed.version, None);
+    }
+
+    #[test]
+    fn no_observed_objects_is_pending() {
+        let pending = status(vec![]).unwrap();
+        assert_eq!((pending.state, pending.service_type), (ServiceState::Pending, ServiceType::Helm));
+    }
+
+    #[test]
+    fn unreadable_input_is_an_error_naming_the_object() {
+        let bad = observed("HelmRelease", None);
+        let bad = ObservedObject { object: Some("{".into()), ..bad };
+        let StatusError::InvalidInput(message) = status(vec![bad]).unwrap_err();
+        assert!(message.starts_with("HelmRelease \"kcm-system/prod-eu-1-web\" cannot be read"), "{message}");
+        let StatusError::InvalidInput(message) = status(vec![observed("Deployment", Some(json!({})))]).unwrap_err();
+        assert_eq!(message, "Deployment \"kcm-system/prod-eu-1-web\": not a kind this plugin creates");
+    }
+}

@@ -1,0 +1,151 @@
+//! Containment: a hostile plugin (built from source in `plugins/hostile`, once without WASI and
+//! once for WASI preview 2) loops, exhausts memory, traps, floods its output and snoops; each
+//! call ends in a typed error naming the plugin and the function, and the next call works.
+
+use ksm_adapter::builtin;
+use ksm_adapter::plugin::{CallError, CallErrorKind, Function, Plugin};
+use ksm_adapter::runtime::{Limits, LoadError, Runtime, WasmPlugin};
+use ksm_plugin_sdk::contract::{Target, TranslateInput};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const PLAIN: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASM"));
+const WASI: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASI_WASM"));
+
+fn limits() -> Limits {
+    Limits { timeout: Duration::from_millis(300), memory: 32 << 20, output: 1 << 20 }
+}
+
+/// Input whose ServiceSet name tells the hostile plugin how to behave.
+fn input(behaviour: &str) -> TranslateInput {
+    TranslateInput {
+        service_set: json!({"metadata": {"name": behaviour, "namespace": "team-a"}, "spec": {}}).to_string(),
+        templates: vec![],
+        target: Target::SelfManagement,
+        system_namespace: "kcm-system".into(),
+    }
+}
+
+fn call_error(plugin: &WasmPlugin, behaviour: &str) -> CallError {
+    match plugin.translate(&input(behaviour)) {
+        Err(e) => e,
+        Ok(answer) => panic!("{behaviour}: expected a call error, got {answer:?}"),
+    }
+}
+
+/// The plugin still answers honestly after misbehaving.
+fn assert_recovers(plugin: &WasmPlugin) {
+    let answer = plugin.translate(&input("honest")).expect("call after a failure").expect("translation");
+    assert_eq!(answer[0].service, "honest");
+}
+
+/// Runs `test` on both builds of the hostile plugin, naming the build when it fails.
+fn for_both_builds(test: impl Fn(&WasmPlugin)) {
+    let runtime = Runtime::new().unwrap();
+    for (build, bytes) in [("wasm32-unknown-unknown", PLAIN), ("wasm32-wasip2", WASI)] {
+        let plugin = runtime.load(bytes, limits()).unwrap();
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| test(&plugin))) {
+            eprintln!("failed with the {build} build");
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+#[test]
+fn an_infinite_loop_ends_in_a_timeout_within_the_deadline() {
+    for_both_builds(|plugin| {
+        let started = Instant::now();
+        let error = call_error(plugin, "loop");
+        let elapsed = started.elapsed();
+        assert_eq!(error.kind, CallErrorKind::Timeout(limits().timeout));
+        assert_eq!((error.plugin.as_str(), error.function), ("hostile", Function::Translate));
+        assert_eq!(error.to_string(), "plugin \"hostile\": translate exceeded its time limit of 300ms");
+        // The deadline is enforced in 10 ms epochs; allow generous scheduling slack on 2 cores.
+        assert!(elapsed >= limits().timeout && elapsed < limits().timeout * 3, "{elapsed:?}");
+        assert_recovers(plugin);
+    });
+}
+
+#[test]
+fn unbounded_memory_growth_ends_at_the_memory_limit() {
+    for_both_builds(|plugin| {
+        let error = call_error(plugin, "oom");
+        assert_eq!(error.kind, CallErrorKind::MemoryLimit(32 << 20), "{error}");
+        assert!(error.to_string().contains("exceeded its memory limit of 32 MiB"), "{error}");
+        assert_recovers(plugin);
+    });
+}
+
+#[test]
+fn a_trap_is_an_error_not_a_host_panic() {
+    for_both_builds(|plugin| {
+        let error = call_error(plugin, "trap");
+        let CallErrorKind::Trap(message) = &error.kind else { panic!("expected a trap, got {error}") };
+        assert!(message.contains("unreachable"), "{message}");
+        assert_recovers(plugin);
+    });
+}
+
+#[test]
+fn output_over_the_limit_is_refused() {
+    for_both_builds(|plugin| {
+        let error = call_error(plugin, "huge");
+        let CallErrorKind::OutputTooLarge { size, limit } = error.kind else { panic!("{error}") };
+        assert!(size > 8 << 20, "{size}");
+        assert_eq!(limit, 1 << 20);
+        assert_recovers(plugin);
+    });
+}
+
+/// A component without WASI imports cannot even ask (see the imports test); one that imports
+/// WASI gets a context that shows nothing.
+#[test]
+fn the_wasi_sandbox_shows_no_environment_files_or_network() {
+    let plugin = Runtime::new().unwrap().load(WASI, limits()).unwrap();
+    let answer = plugin.translate(&input("snoop")).unwrap().unwrap();
+    let object: Value = serde_json::from_str(&answer[0].outcome.as_ref().unwrap()[0]).unwrap();
+    let data = &object["data"];
+    assert_eq!(data["envVars"], "0", "{data}");
+    assert_eq!(data["args"], "0", "{data}");
+    assert_eq!(data["rootDirReadable"], "false", "{data}");
+    assert_eq!(data["etcPasswdReadable"], "false", "{data}");
+    assert_eq!(data["tcpConnect"], "false", "{data}");
+}
+
+#[test]
+fn wasi_components_are_accepted_and_plain_ones_import_only_the_log() {
+    let runtime = Runtime::new().unwrap();
+    let wasi = runtime.load(WASI, limits()).unwrap();
+    assert!(wasi.info().imports.iter().any(|i| i.starts_with("wasi:cli/")), "{:?}", wasi.info().imports);
+    let plain = runtime.load(PLAIN, limits()).unwrap();
+    assert_eq!(plain.info().imports, ["ksm:adapter/host@0.1.0"]);
+    let flux = runtime.load(builtin::FLUX, Limits::default()).unwrap();
+    assert!(flux.info().imports.is_empty(), "the Flux plugin imports nothing: {:?}", flux.info().imports);
+}
+
+#[test]
+fn a_looping_call_does_not_hold_up_calls_on_other_threads() {
+    let runtime = Runtime::new().unwrap();
+    let slow = Limits { timeout: Duration::from_secs(2), ..limits() };
+    let hostile = runtime.load(PLAIN, slow).unwrap();
+    let honest = runtime.load(PLAIN, limits()).unwrap();
+    std::thread::scope(|s| {
+        let looping = s.spawn(|| call_error(&hostile, "loop"));
+        std::thread::sleep(Duration::from_millis(100));
+        let started = Instant::now();
+        assert_recovers(&honest);
+        assert!(started.elapsed() < Duration::from_secs(1), "blocked for {:?}", started.elapsed());
+        assert_eq!(looping.join().unwrap().kind, CallErrorKind::Timeout(Duration::from_secs(2)));
+    });
+}
+
+#[test]
+fn bytes_that_are_not_a_component_are_refused_with_the_reason() {
+    let runtime = Runtime::new().unwrap();
+    let core_module = b"\0asm\x01\0\0\0";
+    let err = runtime.load(core_module, limits()).err().expect("a core module is refused");
+    assert!(matches!(err, LoadError::NotAComponent("a core module")), "{err}");
+    assert!(err.to_string().contains("not a WASM component"), "{err}");
+    let err = runtime.load(b"#!/bin/sh\n", limits()).err().unwrap();
+    assert!(matches!(err, LoadError::NotAComponent(_)), "{err}");
+}
