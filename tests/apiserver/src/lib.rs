@@ -1,0 +1,260 @@
+//! A **simulated** Kubernetes API server for tests, served in-process over plain HTTP on `127.0.0.1`.
+//!
+//! It is not a real kube-apiserver (none can run here): it implements, in memory, the parts of the API that
+//! ksm-adapter and kube-rs use — discovery, CRUD, list, watch, patches, server-side apply, the status
+//! subresource, finalizers and owner-reference cascading — with fault injection and request counting for tests.
+//!
+//! # Deviations from real Kubernetes
+//!
+//! - **Transport and auth**: plain HTTP/1.1 only, no TLS, no authentication or authorization (every request is
+//!   allowed; SelfSubjectAccessReview answers `allowed: true` unless [`TestApiServer::deny`] was called for its
+//!   exact verb, group and resource). No admission, no webhooks, no rate limiting (except [`TestApiServer::fail_next`]).
+//! - **Kinds**: only installed CRDs and the built-ins Namespace, ConfigMap, Secret, Event (core and
+//!   `events.k8s.io/v1`, stored separately), `apps/v1` Deployment, CustomResourceDefinition, `coordination.k8s.io/v1`
+//!   Lease and SelfSubjectAccessReview (create only, not stored). Nothing acts on objects: no controllers (a
+//!   Deployment never gets pods or status), no namespace lifecycle (deleting a Namespace does not delete its
+//!   contents), and creating in a namespace that does not exist succeeds.
+//! - **No validation** beyond identity: no OpenAPI schema validation, pruning, defaulting or CEL rules; CRD
+//!   validation only checks group, names, scope, versions and that `metadata.name` is `{plural}.{group}`. A
+//!   `metadata.resourceVersion` sent on create is ignored (Kubernetes rejects it); an apply body's `apiVersion` and
+//!   `kind` are not checked against the URL.
+//! - **Versions**: all served versions of a CRD share one storage; objects are returned with the requested
+//!   `apiVersion` but otherwise unconverted (no conversion webhooks). The preferred version of a group in
+//!   discovery is the first served one in registration order, not the highest by version priority.
+//! - **Discovery**: only the legacy documents (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`,
+//!   `/apis/{g}/{v}`); no aggregated discovery (`apidiscovery.k8s.io`), no OpenAPI (`/openapi/*`), no
+//!   categories; verbs never include `deletecollection`.
+//! - **Metadata**: `uid` is a counter formatted like a UUID; `creationTimestamp`/`deletionTimestamp` have second
+//!   precision. `generation` is kept for every kind (real built-ins such as ConfigMap have none): 1 at create, +1
+//!   when anything but `metadata` (and `status` when the kind has a status subresource) changes, +1 when
+//!   `deletionTimestamp` is set. A write that changes nothing but managedFields timestamps is a no-op (no new
+//!   resourceVersion, no event), as in Kubernetes.
+//! - **Status subresource**: on create, `status` is dropped for kinds with a status subresource; writes to the
+//!   main resource keep the stored `status`; writes to `/status` change only `status`.
+//! - **List**: `limit` and `continue` are ignored (everything is returned in one page);
+//!   `resourceVersion`/`resourceVersionMatch` on list are ignored (always the latest state). Field selectors
+//!   support only `metadata.name` and `metadata.namespace` (others → 400).
+//! - **Watch**: the history keeps the last 10,000 events (plus [`TestApiServer::compact_history`] to expire every
+//!   resourceVersion issued so far); a watch from an older resourceVersion gets one `ERROR` event with a 410
+//!   `Expired` Status. `resourceVersion` absent, `""` or `"0"` starts with synthetic ADDED events for all current
+//!   objects. With `sendInitialEvents=true` (streaming lists) the synthetic ADDED events
+//!   are sent whatever the `resourceVersion`, then a BOOKMARK annotated `k8s.io/initial-events-end`. Bookmarks
+//!   (with `allowWatchBookmarks=true`) come every second when the watcher has no pending events. The default
+//!   watch timeout is 30 minutes. A watch from a resourceVersion newer than the current one just waits.
+//! - **Patches**: strategic merge patch is applied as a JSON merge patch (no `$patch` directives, no merge keys:
+//!   lists are replaced whole). Any JSON patch failure, including a failed `test` op, is 422 `Invalid`.
+//! - **Server-side apply** (module `apply`): each Apply manager owns the *leaf* paths (scalars
+//!   and lists) of its last applied configuration, recorded in `managedFields` as a simplified `FieldsV1` (no
+//!   `.` or `k:`/`v:` entries). Lists are atomic (no `listType=map`/`set` merging, e.g. conditions or containers
+//!   are owned whole). Maps merge key by key. Only `labels`, `annotations`, `finalizers` and `ownerReferences`
+//!   of `metadata` can be applied. Conflicts arise only with other *Apply* managers owning an overlapping path
+//!   with a different value; `Update` operations (PUT, merge/JSON patch) are not recorded as managers, so they
+//!   never cause conflicts, and their writes keep the existing managedFields. A field a manager stops applying is
+//!   removed unless another Apply manager owns it (parent maps left empty are kept). `dryRun` is ignored everywhere.
+//! - **Delete**: `DeleteOptions` are ignored except `propagationPolicy: Orphan`; `Foreground` is treated as
+//!   `Background`. Garbage collection runs synchronously when an object is removed: every object whose
+//!   `ownerReferences` names its uid is deleted (with the same finalizer rules), in any namespace. `deletecollection`
+//!   is 405. The delete response is always the object, never a `Status`.
+//! - **Representations**: JSON only; `Accept` is ignored, so metadata-only (`PartialObjectMetadata`) and `Table`
+//!   requests get full objects (kube-rs `Api<PartialObjectMeta<K>>` still works: it ignores the extra fields).
+//! - **Errors**: failures are `metav1.Status` objects with `reason` and `code` but no `details`.
+//! - **Requests** are counted by (verb, resource) — resource includes `/status` — before fault injection;
+//!   non-resource paths (discovery) count as verb `get` with the path (e.g. `/apis`) as resource.
+
+mod apply;
+mod discovery;
+mod errors;
+mod http;
+mod kinds;
+mod patch;
+mod selectors;
+mod store;
+mod watch;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context as _;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, watch as signal};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::store::{Part, Store};
+
+/// Capacity of the event fan-out channel; a watcher lagging further behind gets a 410 `ERROR` event.
+const FAN_OUT_CAPACITY: usize = 16_384;
+
+/// State shared by the server's connections and the [`TestApiServer`] handle.
+pub(crate) struct Shared {
+    store: Mutex<Store>,
+    /// Bumped by [`TestApiServer::drop_watches`]; every watch stream ends when it changes.
+    drop_watches: signal::Sender<()>,
+    counts: Mutex<BTreeMap<(String, String), usize>>,
+    /// Injected failures (HTTP status codes) still to serve, by verb.
+    faults: Mutex<HashMap<String, VecDeque<u16>>>,
+    /// `host:port`, for `/api`'s `serverAddressByClientCIDRs`.
+    address: String,
+}
+
+impl Shared {
+    fn count(&self, verb: &str, resource: &str) {
+        *self.counts.lock().expect("counts lock").entry((verb.to_string(), resource.to_string())).or_default() += 1;
+    }
+
+    fn take_fault(&self, verb: &str) -> Option<u16> {
+        self.faults.lock().expect("faults lock").get_mut(verb)?.pop_front()
+    }
+}
+
+/// Snapshot of how many requests were served, by (verb, resource).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestCounts(BTreeMap<(String, String), usize>);
+
+impl RequestCounts {
+    /// Requests with this verb (`get list watch create update patch delete`) on this resource
+    /// (plural, with `/status` for the subresource, e.g. `"servicesets/status"`).
+    pub fn get(&self, verb: &str, resource: &str) -> usize {
+        self.0.get(&(verb.to_string(), resource.to_string())).copied().unwrap_or(0)
+    }
+
+    /// Requests with this verb on any resource.
+    pub fn verb(&self, verb: &str) -> usize {
+        self.0.iter().filter(|((v, _), _)| v == verb).map(|(_, n)| n).sum()
+    }
+
+    /// Every (verb, resource, count).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, usize)> {
+        self.0.iter().map(|((v, r), n)| (v.as_str(), r.as_str(), *n))
+    }
+}
+
+/// A running simulated API server; dropping it closes the listener and every connection, including watches.
+pub struct TestApiServer {
+    shared: Arc<Shared>,
+    address: SocketAddr,
+    accept: JoinHandle<()>,
+}
+
+impl TestApiServer {
+    /// Starts serving on 127.0.0.1 with a random port on the current tokio runtime; `crds` are
+    /// CustomResourceDefinition objects (JSON values) installed at start (more can be created later via the API).
+    pub async fn start(crds: Vec<Value>) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.context("binding 127.0.0.1:0")?;
+        let address = listener.local_addr()?;
+        let (events, _) = broadcast::channel(FAN_OUT_CAPACITY);
+        let mut store = Store::new(events);
+        let crd_kind = store
+            .kinds
+            .by_kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+            .cloned()
+            .expect("CustomResourceDefinition is built in");
+        for crd in crds {
+            let name = crd["metadata"]["name"].as_str().unwrap_or("").to_string();
+            store.create(&crd_kind, None, crd, Part::Main).with_context(|| format!("installing CRD {name:?}"))?;
+        }
+        let shared = Arc::new(Shared {
+            store: Mutex::new(store),
+            drop_watches: signal::channel(()).0,
+            counts: Mutex::default(),
+            faults: Mutex::default(),
+            address: address.to_string(),
+        });
+        let accept = tokio::spawn(accept_loop(listener, shared.clone()));
+        Ok(Self { shared, address, accept })
+    }
+
+    /// The base URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// A kubeconfig (YAML) pointing at [`url`](Self::url) without auth, for running a real binary against the server.
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {url}\n\
+             users:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\n\
+             current-context: test\npreferences: {{}}\n",
+            url = self.url()
+        )
+    }
+
+    /// Snapshot of the request counts since start or the last [`reset_counts`](Self::reset_counts).
+    pub fn requests(&self) -> RequestCounts {
+        RequestCounts(self.shared.counts.lock().expect("counts lock").clone())
+    }
+
+    /// Sets every request count back to zero.
+    pub fn reset_counts(&self) {
+        self.shared.counts.lock().expect("counts lock").clear();
+    }
+
+    /// Makes the next `n` resource requests with `verb` (on any resource; not discovery) fail with HTTP `status`
+    /// (e.g. 500, 409, 429) and a `metav1.Status` body; 429 responses carry `Retry-After: 1`. Adds to failures
+    /// already queued. Note that kube-rs clients retry 429, 503 and 504 by default.
+    pub fn fail_next(&self, verb: &str, n: usize, status: u16) {
+        let mut faults = self.shared.faults.lock().expect("faults lock");
+        faults.entry(verb.to_string()).or_default().extend(std::iter::repeat_n(status, n));
+    }
+
+    /// Makes SelfSubjectAccessReviews for exactly this verb, API group (`""` for core) and resource answer
+    /// `allowed: false`.
+    pub fn deny(&self, verb: &str, group: &str, resource: &str) {
+        let mut store = self.shared.store.lock().expect("store lock");
+        store.denied.insert((verb.to_string(), group.to_string(), resource.to_string()));
+    }
+
+    /// Ends every open watch stream (clients see the connection's body end and re-watch).
+    pub fn drop_watches(&self) {
+        self.shared.drop_watches.send_replace(());
+    }
+
+    /// Forgets the watch event history and ends every open watch: resuming from any resourceVersion issued so
+    /// far then gets a 410 `Expired` ERROR event, so clients must re-list.
+    pub fn compact_history(&self) {
+        self.shared.store.lock().expect("store lock").compact();
+        self.drop_watches();
+    }
+
+    /// The stored object (as `api_version`), bypassing HTTP; `namespace` is ignored for cluster-scoped kinds.
+    pub fn object(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        self.shared.store.lock().expect("store lock").object(api_version, kind, namespace, name)
+    }
+
+    /// Creates or wholly replaces an object (including `status`), bypassing HTTP, resourceVersion preconditions
+    /// and the status subresource split (e.g. to simulate Flux writing status); bumps the resourceVersion and
+    /// notifies watchers like any write. Returns the stored object.
+    pub fn put_object(&self, obj: Value) -> anyhow::Result<Value> {
+        Ok(self.shared.store.lock().expect("store lock").put(obj)?)
+    }
+}
+
+impl Drop for TestApiServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.drop_watches();
+    }
+}
+
+/// Accepts connections until aborted; aborting it drops the `JoinSet`, which ends every connection too.
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let shared = shared.clone();
+                connections.spawn(async move {
+                    let service = service_fn(move |request| http::handle(shared.clone(), request));
+                    // A connection error (e.g. the client hanging up mid-watch) only ends that connection.
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+            Some(_) = connections.join_next() => {}
+        }
+    }
+}
