@@ -139,6 +139,26 @@ fn a_looping_call_does_not_hold_up_calls_on_other_threads() {
     });
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn a_looping_call_does_not_stall_the_async_executor() {
+    let plugin: std::sync::Arc<dyn Plugin> =
+        std::sync::Arc::new(Runtime::new().unwrap().load(PLAIN, limits()).unwrap());
+    let ticks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = ticks.clone();
+    // On a single-threaded executor this ticker only runs if the plugin call is off the executor.
+    let ticker = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let error = ksm_adapter::plugin::call_blocking(plugin, |p| p.translate(&input("loop"))).await.unwrap_err();
+    ticker.abort();
+    assert_eq!(error.kind, CallErrorKind::Timeout(limits().timeout));
+    let ticks = ticks.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(ticks >= 10, "the executor ran only {ticks} ticks during a 300 ms plugin call");
+}
+
 #[test]
 fn bytes_that_are_not_a_component_are_refused_with_the_reason() {
     let runtime = Runtime::new().unwrap();

@@ -11,6 +11,7 @@ use ksm_plugin_sdk::contract::{
 };
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The plugin functions, for error messages and metrics.
@@ -113,6 +114,18 @@ pub trait Plugin: Send + Sync {
     fn translate(&self, input: &TranslateInput) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError>;
     /// Maps one service's observed objects to its state.
     fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError>;
+}
+
+/// Runs a plugin call on tokio's blocking pool: plugin calls are synchronous and CPU-bound (up
+/// to their time limit), so a slow or looping plugin never stalls the async executor.
+pub async fn call_blocking<R: Send + 'static>(
+    plugin: Arc<dyn Plugin>,
+    call: impl FnOnce(&dyn Plugin) -> R + Send + 'static,
+) -> R {
+    match tokio::task::spawn_blocking(move || call(plugin.as_ref())).await {
+        Ok(result) => result,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }
 
 /// A plugin crate linked into the host process: no sandbox, no limits. For tests and for

@@ -99,7 +99,8 @@ pub struct Runtime {
     linker: Linker<CallState>,
     wasi_linker: Linker<CallState>,
     compiled: Mutex<HashMap<String, Component>>,
-    ticker: EpochTicker,
+    /// Shared with every loaded plugin: timeouts keep working while any plugin is alive.
+    ticker: Arc<EpochTicker>,
 }
 
 impl Runtime {
@@ -115,7 +116,7 @@ impl Runtime {
         )?;
         let mut wasi_linker = linker.clone();
         wasmtime_wasi::p2::add_to_linker_sync(&mut wasi_linker)?;
-        let ticker = EpochTicker::start(engine.clone());
+        let ticker = Arc::new(EpochTicker::start(engine.clone()));
         Ok(Self { engine, linker, wasi_linker, compiled: Mutex::new(HashMap::new()), ticker })
     }
 
@@ -134,7 +135,7 @@ impl Runtime {
         let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let pre = AdapterPluginPre::new(pre).map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let info = ComponentInfo { size: bytes.len(), sha256, imports, exports };
-        let plugin = WasmPlugin::new(self.engine.clone(), pre, wasi, limits, info)?;
+        let plugin = WasmPlugin::new(self.engine.clone(), self.ticker.clone(), pre, wasi, limits, info)?;
         let found = &crate::plugin::Plugin::metadata(&plugin).contract_version;
         if found != CONTRACT_VERSION {
             return Err(LoadError::UnsupportedContract { found: found.clone(), supported: CONTRACT_VERSION });
@@ -154,12 +155,6 @@ impl Runtime {
         let component = Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256.to_string(), component.clone());
         Ok(component)
-    }
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.ticker.stop();
     }
 }
 
@@ -197,8 +192,8 @@ fn check_exports(exports: &[String]) -> Result<(), LoadError> {
 }
 
 /// A thread that advances the engine's epoch every [`EPOCH_TICK`], so stores with an epoch
-/// deadline trap when their call runs too long.
-struct EpochTicker {
+/// deadline trap when their call runs too long. Stops when the last owner drops it.
+pub(crate) struct EpochTicker {
     stop: Arc<AtomicBool>,
     thread: Option<thread::JoinHandle<()>>,
 }
@@ -218,8 +213,10 @@ impl EpochTicker {
             .expect("spawning the epoch thread");
         Self { stop, thread: Some(thread) }
     }
+}
 
-    fn stop(&mut self) {
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();

@@ -4,7 +4,7 @@
 use super::bindings::{self, AdapterPluginPre, Guest};
 use super::guest_log::GuestLog;
 use super::sandbox::CallState;
-use super::{ComponentInfo, Limits, LoadError, Runtime};
+use super::{ComponentInfo, EpochTicker, Limits, LoadError, Runtime};
 use crate::plugin::{CallError, CallErrorKind, Function, Plugin};
 use ksm_plugin_sdk::contract::{
     ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
@@ -16,6 +16,8 @@ use wasmtime::{Engine, Store, Trap};
 /// A plugin component ready to be called.
 pub struct WasmPlugin {
     engine: Engine,
+    /// Keeps the epoch advancing (and so timeouts working) even if the runtime is dropped.
+    _ticker: Arc<EpochTicker>,
     pre: AdapterPluginPre<CallState>,
     wasi: bool,
     limits: Limits,
@@ -27,6 +29,7 @@ pub struct WasmPlugin {
 impl WasmPlugin {
     pub(super) fn new(
         engine: Engine,
+        ticker: Arc<EpochTicker>,
         pre: AdapterPluginPre<CallState>,
         wasi: bool,
         limits: Limits,
@@ -40,7 +43,7 @@ impl WasmPlugin {
             creates: vec![],
             reads: vec![],
         };
-        let mut plugin = Self { engine, pre, wasi, limits, info, metadata: placeholder, log };
+        let mut plugin = Self { engine, _ticker: ticker, pre, wasi, limits, info, metadata: placeholder, log };
         let metadata = plugin.call(Function::Metadata, |g, s| g.call_metadata(s), |m| m.name.len())?;
         plugin.log = Arc::new(GuestLog::new(metadata.name.clone()));
         plugin.metadata = bindings::metadata(metadata);
