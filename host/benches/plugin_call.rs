@@ -1,1 +1,124 @@
-fn main() {}
+//! Flux plugin: WASM build (a fresh instance per call, as the host runs it) against the same
+//! crate compiled natively, on the 3-service ServiceSet `prod-eu-1` of `examples/`.
+//!
+//! One "ServiceSet" = `translate` + `map-status` for each of its 3 services. Prints a table of
+//! medians over batches and the WASM/native ratio, both measured in this run.
+//!
+//! `cargo bench -p ksm-adapter --bench plugin_call [-- --iterations N]`
+
+use ksm_adapter::builtin;
+use ksm_adapter::manifests::Manifests;
+use ksm_adapter::plan::{self, TranslatedService};
+use ksm_adapter::plugin::{NativePlugin, Plugin};
+use ksm_adapter::runtime::{Limits, Runtime};
+use ksm_flux_plugin::FluxPlugin;
+use serde_json::Value;
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const BATCHES: usize = 15;
+
+/// The inputs of one ServiceSet: the object, its templates and the observed Flux objects.
+struct Fixture {
+    manifests: Manifests,
+    service_set: Value,
+}
+
+impl Fixture {
+    fn load() -> Self {
+        let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let manifests = Manifests::read(&[examples]).expect("reading examples/");
+        let service_set = manifests.k0rdent("ServiceSet").find(|d| d.name() == "prod-eu-1").unwrap().object.clone();
+        Self { manifests, service_set }
+    }
+
+    fn translate(&self, plugin: &dyn Plugin) -> Vec<TranslatedService> {
+        plan::translate(
+            plugin,
+            &self.service_set,
+            |name| self.manifests.template("kcm-system", name).map(|d| d.object.clone()),
+            "kcm-system",
+        )
+        .expect("translation")
+    }
+
+    fn map_status(&self, plugin: &dyn Plugin, services: &[TranslatedService]) {
+        for (service, spec) in services.iter().zip(self.service_set["spec"]["services"].as_array().unwrap()) {
+            let template = self.manifests.template("kcm-system", spec["template"].as_str().unwrap());
+            let status =
+                plan::service_status(plugin, &self.service_set, template.map(|d| &d.object), service, |a, k, ns, n| {
+                    self.manifests.find(a, k, ns, n).map(|d| d.object.clone())
+                });
+            black_box(status.expect("map-status"));
+        }
+    }
+}
+
+/// Median time per iteration of `f` over [`BATCHES`] batches of `iterations`.
+fn median(iterations: usize, mut f: impl FnMut()) -> Duration {
+    for _ in 0..iterations / 10 + 1 {
+        f(); // warm-up
+    }
+    let mut per_iteration: Vec<Duration> = (0..BATCHES)
+        .map(|_| {
+            let started = Instant::now();
+            for _ in 0..iterations {
+                f();
+            }
+            started.elapsed() / iterations as u32
+        })
+        .collect();
+    per_iteration.sort();
+    per_iteration[BATCHES / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let iterations = args
+        .iter()
+        .position(|a| a == "--iterations")
+        .and_then(|i| args.get(i + 1))
+        .map_or(200, |n| n.parse().expect("--iterations takes a number"));
+
+    let fixture = Fixture::load();
+    let runtime = Runtime::new().expect("runtime");
+    let load_started = Instant::now();
+    let wasm = runtime.load(builtin::FLUX, Limits::default()).expect("loading the Flux plugin");
+    let cold_load = load_started.elapsed();
+    let native = NativePlugin::<FluxPlugin>::new();
+    let translated = fixture.translate(&wasm);
+    assert_eq!(translated, fixture.translate(&native), "both builds must agree before they are compared");
+
+    let mut rows = Vec::new();
+    for (name, plugin) in [("native", &native as &dyn Plugin), ("wasm, fresh instance per call", &wasm)] {
+        let translate = median(iterations, || drop(black_box(fixture.translate(plugin))));
+        let map_status = median(iterations, || fixture.map_status(plugin, &translated));
+        rows.push((name, translate, map_status, translate + map_status));
+    }
+
+    let base = rows[0].3.as_secs_f64();
+    println!(
+        "Flux plugin per ServiceSet (3 services): translate + 3x map-status, median of {BATCHES} batches x {iterations}"
+    );
+    println!("| build | translate | 3x map-status | per ServiceSet | ratio to native |");
+    println!("|---|---|---|---|---|");
+    for (name, translate, map_status, total) in &rows {
+        println!(
+            "| {name} | {:.1} µs | {:.1} µs | {:.1} µs | {:.2}x |",
+            micros(*translate),
+            micros(*map_status),
+            micros(*total),
+            total.as_secs_f64() / base
+        );
+    }
+    println!(
+        "component: {} KiB; first load (compile + metadata call): {:.1} ms",
+        builtin::FLUX.len() / 1024,
+        cold_load.as_secs_f64() * 1e3
+    );
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}

@@ -15,6 +15,10 @@ fn main() -> ExitCode {
         .init();
     match cli::run(args) {
         Ok(code) => code,
+        // The reader went away (e.g. `| head`): nothing more to say.
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

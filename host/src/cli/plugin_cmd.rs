@@ -85,16 +85,12 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             }))?;
             Ok(ExitCode::SUCCESS)
         }
-        PluginCommand::Translate(args) => for_each_service_set(&runtime, &args, |plugin, manifests, ss, result| {
+        PluginCommand::Translate(args) => for_each_service_set(&runtime, &args, |_, _, ss, result| {
             Ok(match result {
                 Ok(services) => {
                     json!({ "serviceSet": ss.key(), "services": services.iter().map(render).collect::<Vec<_>>() })
                 }
                 Err(failure) => json!({ "serviceSet": ss.key(), "error": failure_report(failure) }),
-            })
-            .map(|v| {
-                let _ = (plugin, manifests);
-                v
             })
         }),
         PluginCommand::Status(args) => for_each_service_set(&runtime, &args, |plugin, manifests, ss, result| {
@@ -155,7 +151,6 @@ fn for_each_service_set(
         );
         let out = report(&plugin, &manifests, ss, result)
             .with_context(|| format!("ServiceSet {} ({})", ss.key(), ss.origin))?;
-        println!("---");
         print_yaml(&out)?;
     }
     if !found {
@@ -184,7 +179,11 @@ fn failure_report(failure: TranslateFailure) -> Value {
     }
 }
 
+/// Prints `value` as one YAML document (I/O errors such as a closed pipe are returned).
 fn print_yaml(value: &Value) -> anyhow::Result<()> {
-    print!("{}", serde_norway::to_string(value)?);
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    write!(out, "---\n{}", serde_norway::to_string(value)?)?;
+    out.flush()?;
     Ok(())
 }

@@ -68,10 +68,14 @@ pub fn build(workspace_root: &Path, package_dir: &str, package: &str, target: Gu
         Ok(rustc) => cmd.env("RUSTC", rustc),
         Err(_) => cmd.env_remove("RUSTC"),
     };
+    let build_std = env::var("KSM_GUEST_BUILD_STD").is_ok_and(|v| v == "1");
+    if !build_std {
+        ensure_rustup_target(target);
+    }
     if let GuestTarget::Unknown = target {
         cmd.env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER", component_linker());
     }
-    if env::var("KSM_GUEST_BUILD_STD").is_ok_and(|v| v == "1") {
+    if build_std {
         cmd.env("RUSTC_BOOTSTRAP", "1").arg("-Zbuild-std=std,panic_abort");
     }
 
@@ -94,6 +98,18 @@ pub fn build(workspace_root: &Path, package_dir: &str, package: &str, target: Gu
         wasm.display()
     );
     wasm
+}
+
+/// Installs the rustup target when it is missing, so a fresh checkout builds with one command.
+/// Without rustup (or when it fails) the build below reports the missing target.
+fn ensure_rustup_target(target: GuestTarget) {
+    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
+    let Ok(installed) = installed else { return };
+    if String::from_utf8_lossy(&installed.stdout).lines().any(|t| t.trim() == target.triple()) {
+        return;
+    }
+    println!("cargo:warning=installing the rustup target {} to build the WASM plugins", target.triple());
+    let _ = Command::new("rustup").args(["target", "add", target.triple()]).status();
 }
 
 /// `wasm-component-ld` from `KSM_WASM_COMPONENT_LD`, else from the sysroot of the rustc in use.

@@ -1,0 +1,133 @@
+//! The `ksm-adapter` binary as a user runs it, on the `examples/` set.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn ksm_adapter(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ksm-adapter"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+        .output()
+        .expect("running ksm-adapter")
+}
+
+/// Runs a command that must succeed and parses its YAML stream.
+fn documents(args: &[&str]) -> Vec<Value> {
+    let out = ksm_adapter(args);
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    serde_norway::Deserializer::from_str(&text).map(|d| Value::deserialize(d).unwrap()).collect()
+}
+
+fn service<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["services"].as_array().unwrap().iter().find(|s| s["service"] == name).unwrap()
+}
+
+#[test]
+fn translate_prints_the_helm_release_of_the_readme_example() {
+    let docs = documents(&["plugin", "translate", "--plugin", "builtin:flux", "-f", "examples/"]);
+    assert_eq!(docs.len(), 2, "one document per ServiceSet");
+    assert_eq!(docs[0]["serviceSet"], "kcm-system/prod-eu-1");
+    let release = &service(&docs[0], "ingress-nginx")["objects"][0];
+    assert_eq!(
+        release,
+        &json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2",
+            "kind": "HelmRelease",
+            "metadata": {"name": "prod-eu-1-ingress-nginx", "namespace": "kcm-system"},
+            "spec": {
+                "chartRef": {"kind": "HelmChart", "name": "ingress-nginx-4-11-3", "namespace": "kcm-system"},
+                "install": {"createNamespace": true, "remediation": {"retries": 3}},
+                "interval": "5m",
+                "kubeConfig": {"secretRef": {"key": "value", "name": "prod-eu-1-kubeconfig"}},
+                "releaseName": "ingress-nginx",
+                "storageNamespace": "ingress-nginx",
+                "targetNamespace": "ingress-nginx",
+                "timeout": "10m",
+                "upgrade": {"remediation": {"retries": 3}},
+                "values": {"controller": {"replicaCount": 2, "service": {"type": "LoadBalancer"}}},
+            }
+        })
+    );
+    let kustomization = &service(&docs[0], "baseline-policies")["objects"][0];
+    assert_eq!(kustomization["kind"], "Kustomization");
+    assert_eq!(kustomization["spec"]["sourceRef"]["kind"], "GitRepository");
+    let self_managed = &service(&docs[1], "ingress-nginx")["objects"][0];
+    assert!(self_managed["spec"].get("kubeConfig").is_none(), "self-management has no kubeConfig");
+}
+
+#[test]
+fn status_maps_the_observed_flux_objects() {
+    let docs = documents(&["plugin", "status", "-f", "examples/"]);
+    let states = |doc: &Value| -> Vec<(String, String)> {
+        doc["services"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["service"].as_str().unwrap().into(), s["state"].as_str().unwrap().into()))
+            .collect()
+    };
+    let owned = |pairs: &[(&str, &str)]| pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+    assert_eq!(
+        states(&docs[0]),
+        owned(&[("ingress-nginx", "Deployed"), ("cert-manager", "Failed"), ("baseline-policies", "Provisioning")])
+    );
+    assert_eq!(
+        service(&docs[0], "cert-manager")["failureMessage"],
+        "RetriesExceeded: Failed to install after 4 attempt(s)"
+    );
+    // generation 2 not yet observed: still in progress although Ready is True.
+    assert_eq!(states(&docs[1]), owned(&[("ingress-nginx", "Provisioning")]));
+}
+
+#[test]
+fn inspect_shows_a_component_with_zero_imports() {
+    let docs = documents(&["plugin", "inspect", "builtin:flux"]);
+    assert_eq!(docs[0]["metadata"]["name"], "flux");
+    assert_eq!(docs[0]["metadata"]["contractVersion"], "0.1.0");
+    assert_eq!(docs[0]["component"]["imports"], json!([]));
+    assert_eq!(docs[0]["component"]["exports"], json!(["ksm:adapter/plugin@0.1.0"]));
+    assert_eq!(docs[0]["component"]["sha256"].as_str().unwrap().len(), 64);
+}
+
+#[test]
+fn errors_name_the_file_and_the_plugin() {
+    let dir = std::env::temp_dir().join(format!("ksm-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [unclosed\n").unwrap();
+    let out = ksm_adapter(&["plugin", "translate", "-f", bad.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("bad.yaml#1") && stderr.contains("not valid YAML"), "{stderr}");
+
+    let missing = ksm_adapter(&["plugin", "inspect", "/nonexistent/plugin.wasm"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("reading plugin /nonexistent/plugin.wasm"));
+
+    let not_wasm = dir.join("plugin.wasm");
+    std::fs::write(&not_wasm, b"\0asm\x01\0\0\0").unwrap();
+    let out = ksm_adapter(&["plugin", "inspect", not_wasm.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not a WASM component (a core module)"), "{stderr}");
+
+    let unknown = ksm_adapter(&["plugin", "inspect", "builtin:argo"]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no built-in plugin \"argo\"; built-in plugins: flux"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ksm-adapter"))
+        .args(["plugin", "translate", "-f", "examples/"])
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
