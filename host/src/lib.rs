@@ -6,13 +6,17 @@
 //! - [`plugin`]: the narrow interface the host calls plugins through;
 //! - [`runtime`]: the wasmtime implementation of it;
 //! - [`builtin`]: plugins embedded in the binary (Flux);
+//! - [`k0rdent`]: the k0rdent API types and their CRDs;
 //! - [`plan`]: the pure core deciding desired objects and service states, with [`policy`]
 //!   checking everything a plugin returns;
-//! - [`manifests`]: objects read from YAML files, for the offline commands.
+//! - [`manifests`]: objects read from YAML files, for the offline commands;
+//! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions).
 
 pub mod builtin;
+pub mod k0rdent;
 pub mod manifests;
 pub mod plan;
 pub mod plugin;
 pub mod policy;
 pub mod runtime;
+pub mod smp;

@@ -2,6 +2,9 @@
 //! decide each service's desired objects and its state. No I/O: the CLI and the controller
 //! feed it objects and act on what it returns.
 
+pub mod children;
+pub mod status;
+
 use crate::plugin::{CallError, Plugin};
 use crate::policy;
 use ksm_plugin_sdk::contract::{

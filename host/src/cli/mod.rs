@@ -50,11 +50,18 @@ enum Command {
     /// Tools for plugin authors: inspect, translate and map status offline.
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCommand),
+    /// Prints the CRDs of the k0rdent kinds the host serves (ServiceSet, StateManagementProvider,
+    /// ServiceTemplate) as YAML: what `crds/` holds. In a k0rdent cluster kcm installs them.
+    Crds,
 }
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plugin(command) => plugin_cmd::run(command),
+        Command::Crds => {
+            print!("{}", ksm_adapter::k0rdent::crds_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

@@ -56,6 +56,7 @@ pub type ServiceSet = Object<ServiceSetSpec>;
 pub type ServiceTemplate = Object<ServiceTemplateSpec, ServiceTemplateStatus>;
 
 /// `ServiceSet.spec`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceSetSpec {
@@ -81,6 +82,7 @@ impl ServiceSetSpec {
 }
 
 /// `ServiceSet.spec.provider`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderSpec {
@@ -89,6 +91,7 @@ pub struct ProviderSpec {
     pub name: String,
     /// Provider-specific config (free JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "free_object"))]
     pub config: Option<Value>,
     /// Deploy into the management cluster itself.
     #[serde(default)]
@@ -96,6 +99,7 @@ pub struct ProviderSpec {
 }
 
 /// `ServiceSet.spec.services[]`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Service {
@@ -117,9 +121,11 @@ pub struct Service {
     pub values_from: Vec<ValuesFrom>,
     /// Helm options overriding the template's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "free_object"))]
     pub helm_options: Option<Value>,
     /// `Install` (default) or `Uninstall`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["Install", "Uninstall"])))]
     pub helm_action: Option<String>,
 }
 
@@ -132,20 +138,24 @@ impl Service {
 }
 
 /// `ServiceSet.spec.services[].valuesFrom[]`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValuesFrom {
     /// `ConfigMap` or `Secret`.
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["ConfigMap", "Secret"])))]
     pub kind: String,
     /// Object name in the ServiceSet's namespace.
     pub name: String,
 }
 
 /// `ServiceTemplate.spec`: exactly one of `helm`, `kustomize`, `resources`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceTemplateSpec {
     /// A Helm chart (`chartSpec`, `chartRef` or `chartSource`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "free_object"))]
     pub helm: Option<Value>,
     /// A kustomization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -155,6 +165,7 @@ pub struct ServiceTemplateSpec {
     pub resources: Option<SourceSpec>,
     /// Helm options (the base the service's options override).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "free_object"))]
     pub helm_options: Option<Value>,
     /// Template version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,6 +173,7 @@ pub struct ServiceTemplateSpec {
 }
 
 /// A kustomize/resources source of a ServiceTemplate.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceSpec {
@@ -170,6 +182,7 @@ pub struct SourceSpec {
     pub local_source_ref: Option<SourceRef>,
     /// A source kcm creates (git, bucket or oci).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "free_object"))]
     pub remote_source_spec: Option<Value>,
     /// `Local` or `Remote`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +193,7 @@ pub struct SourceSpec {
 }
 
 /// A reference to a source object.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceRef {
     /// Kind, e.g. `GitRepository` or `ConfigMap`.
@@ -192,6 +206,7 @@ pub struct SourceRef {
 }
 
 /// `ServiceTemplate.status`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceTemplateStatus {
@@ -210,4 +225,10 @@ pub struct ServiceTemplateStatus {
     /// Kustomize/resources templates: the Flux source kcm created or found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_status: Option<SourceRef>,
+}
+
+/// Schema of a free-form JSON object (kept as is by the API server).
+#[cfg(feature = "schema")]
+fn free_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
 }

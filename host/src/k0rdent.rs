@@ -1,0 +1,316 @@
+//! The k0rdent API (`k0rdent.mirantis.com/v1beta1`) as kube custom resources: the field names,
+//! enums and scopes of kcm's CRDs. Nested spec types come from the plugin SDK, so the host and
+//! plugins read ServiceSets and ServiceTemplates the same way.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use ksm_plugin_sdk::k0rdent::{ProviderSpec, Service, ServiceTemplateStatus, SourceSpec};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `ServiceSet.spec`: the services one cluster should get.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "k0rdent.mirantis.com",
+    version = "v1beta1",
+    kind = "ServiceSet",
+    namespaced,
+    status = "ServiceSetStatus",
+    printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".spec.cluster"}"#,
+    printcolumn = r#"{"name":"Deployed","type":"boolean","jsonPath":".status.deployed"}"#,
+    printcolumn = r#"{"name":"Services","type":"string","jsonPath":".status.conditions[?(@.type==\"ServicesInReadyState\")].message"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceSetSpec {
+    /// ClusterDeployment name in the ServiceSet's namespace; empty for self-management.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
+    /// The MultiClusterService that produced this ServiceSet, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub multi_cluster_service: String,
+    /// The state-management provider and its config.
+    pub provider: ProviderSpec,
+    /// The services.
+    #[serde(default)]
+    pub services: Vec<Service>,
+}
+
+/// `ServiceSet.status`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceSetStatus {
+    /// The ClusterDeployment the services go to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ObjectReference>,
+    /// True when every service is Deployed.
+    pub deployed: bool,
+    /// The provider's state, copied from the StateManagementProvider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderState>,
+    /// Conditions, keyed by type.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// One entry per spec service.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<ServiceState>,
+}
+
+/// `ServiceSet.status.provider`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProviderState {
+    /// The provider is ready.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ready: bool,
+    /// The provider is suspended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspended: bool,
+}
+
+/// `ServiceSet.status.services[]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceState {
+    /// How the service is deployed.
+    #[serde(rename = "type")]
+    pub service_type: ServiceType,
+    /// Service name.
+    pub name: String,
+    /// Service namespace.
+    pub namespace: String,
+    /// ServiceTemplate name.
+    pub template: String,
+    /// The service's state.
+    pub state: State,
+    /// When `state` last changed.
+    pub last_state_transition_time: Time,
+    /// Once Deployed: the spec version (or the template name when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Why the service failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_message: Option<String>,
+}
+
+/// A service's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ServiceType {
+    /// Helm chart.
+    Helm,
+    /// Kustomization.
+    Kustomize,
+    /// Plain resources.
+    Resource,
+}
+
+/// A service's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum State {
+    /// Deployed and healthy.
+    Deployed,
+    /// Being deployed.
+    Provisioning,
+    /// Failed; see `failureMessage`.
+    Failed,
+    /// Waiting.
+    Pending,
+    /// Being deleted.
+    Deleting,
+    /// Deleted.
+    Deleted,
+}
+
+/// `StateManagementProvider.spec`: declares a provider and how to tell it is ready.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "k0rdent.mirantis.com",
+    version = "v1beta1",
+    kind = "StateManagementProvider",
+    shortname = "smp",
+    status = "StateManagementProviderStatus",
+    printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
+    printcolumn = r#"{"name":"Suspended","type":"boolean","jsonPath":".spec.suspend"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct StateManagementProviderSpec {
+    /// Which ServiceSets this provider handles.
+    pub selector: LabelSelector,
+    /// The adapter workload.
+    #[serde(default)]
+    pub adapter: ResourceReference,
+    /// The CD tool's workloads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provisioner: Vec<ResourceReference>,
+    /// CRDs the CD tool must have installed.
+    #[serde(default, rename = "provisionerCRDs", skip_serializing_if = "Vec::is_empty")]
+    pub provisioner_crds: Vec<ProvisionerCrd>,
+    /// Stop reconciling the provider's ServiceSets.
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+/// A workload an SMP depends on, with a CEL rule telling when it is ready.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceReference {
+    /// `apiVersion` of the object.
+    #[serde(default)]
+    pub api_version: String,
+    /// `kind` of the object.
+    #[serde(default)]
+    pub kind: String,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// Namespace.
+    #[serde(default)]
+    pub namespace: String,
+    /// CEL over `self` (the object); empty = ready.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub readiness_rule: String,
+}
+
+/// A group/version and resources that must be served.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProvisionerCrd {
+    /// API group.
+    pub group: String,
+    /// Version that must be listed in the CRD's `spec.versions`.
+    pub version: String,
+    /// Plural resource names.
+    #[serde(default)]
+    pub resources: Vec<String>,
+}
+
+/// `StateManagementProvider.status`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StateManagementProviderStatus {
+    /// True when no condition is False or Unknown.
+    #[serde(default)]
+    pub ready: bool,
+    /// RBACReady, AdapterReady, ProvisionerReady, ProvisionerCRDsReady.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// `ServiceTemplate.spec`: exactly one of `helm`, `kustomize`, `resources`.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "k0rdent.mirantis.com",
+    version = "v1beta1",
+    kind = "ServiceTemplate",
+    namespaced,
+    shortname = "svctmpl",
+    status = "ServiceTemplateStatus",
+    printcolumn = r#"{"name":"Valid","type":"boolean","jsonPath":".status.valid"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceTemplateSpec {
+    /// A Helm chart (`chartSpec`, `chartRef` or `chartSource`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_object")]
+    pub helm: Option<Value>,
+    /// A kustomization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kustomize: Option<SourceSpec>,
+    /// Plain resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<SourceSpec>,
+    /// Helm options (the base the service's options override).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_object")]
+    pub helm_options: Option<Value>,
+    /// Template version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Kubernetes versions the template supports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k8s_constraint: Option<String>,
+}
+
+/// Schema of a free-form JSON object (kept as is by the API server).
+fn free_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}
+
+/// The CRDs of the k0rdent kinds the host serves, as YAML documents (what `ksm-adapter crds`
+/// prints and `crds/` holds).
+pub fn crds_yaml() -> String {
+    use kube::CustomResourceExt;
+    [ServiceSet::crd(), StateManagementProvider::crd(), ServiceTemplate::crd()]
+        .iter()
+        .map(|crd| format!("---\n{}", serde_norway::to_string(crd).expect("CRDs serialize")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn crds_dir_is_up_to_date() {
+        let committed = include_str!("../../crds/k0rdent.yaml");
+        assert!(
+            committed == crds_yaml(),
+            "crds/k0rdent.yaml is stale: run `cargo run -p ksm-adapter -- crds > crds/k0rdent.yaml`"
+        );
+    }
+
+    #[test]
+    fn scopes_names_and_status_follow_kcm() {
+        use kube::CustomResourceExt;
+        let ss = serde_json::to_value(ServiceSet::crd()).unwrap();
+        assert_eq!(ss["metadata"]["name"], "servicesets.k0rdent.mirantis.com");
+        assert_eq!(ss["spec"]["scope"], "Namespaced");
+        assert_eq!(ss["spec"]["versions"][0]["subresources"]["status"], json!({}));
+        let smp = serde_json::to_value(StateManagementProvider::crd()).unwrap();
+        assert_eq!(smp["spec"]["scope"], "Cluster");
+        assert_eq!(smp["spec"]["names"]["shortNames"], json!(["smp"]));
+        let st = serde_json::to_value(ServiceTemplate::crd()).unwrap();
+        assert_eq!(st["spec"]["names"]["shortNames"], json!(["svctmpl"]));
+        let status = &ss["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+        assert_eq!(status["required"], json!(["deployed"]));
+        let service = &status["properties"]["services"]["items"];
+        assert_eq!(
+            service["properties"]["state"]["enum"],
+            json!(["Deployed", "Provisioning", "Failed", "Pending", "Deleting", "Deleted"])
+        );
+        assert_eq!(service["properties"]["type"]["enum"], json!(["Helm", "Kustomize", "Resource"]));
+        let config = &ss["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["provider"]
+            ["properties"]["config"];
+        assert_eq!(config["x-kubernetes-preserve-unknown-fields"], true);
+    }
+
+    #[test]
+    fn status_serializes_with_kcm_field_names() {
+        let status = ServiceSetStatus {
+            deployed: false,
+            provider: Some(ProviderState { ready: true, suspended: false }),
+            services: vec![ServiceState {
+                service_type: ServiceType::Helm,
+                name: "ingress-nginx".into(),
+                namespace: "ingress-nginx".into(),
+                template: "ingress-nginx-4-11-3".into(),
+                state: State::Provisioning,
+                last_state_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+                version: None,
+                failure_message: None,
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&status).unwrap(),
+            json!({"deployed": false, "provider": {"ready": true}, "services": [{
+                "type": "Helm", "name": "ingress-nginx", "namespace": "ingress-nginx",
+                "template": "ingress-nginx-4-11-3", "state": "Provisioning",
+                "lastStateTransitionTime": "1970-01-01T00:00:00Z"}]})
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! The ServiceSet status the host writes: computed from the previous status and this round's
+//! service states, so that an unchanged world gives an identical status (and no write).
+
+use crate::k0rdent::{ServiceSetStatus, ServiceState, ServiceType, State};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use ksm_plugin_sdk::contract::{ServiceState as PluginState, ServiceStatus, ServiceType as PluginType};
+use ksm_plugin_sdk::k0rdent::Service;
+
+/// Condition type whose message `"<ready>/<total>"` feeds kubectl's "Services" column.
+pub const SERVICES_READY: &str = "ServicesInReadyState";
+
+/// The status entry of one spec service, given its status this round. The transition time is
+/// kept from `previous` unless the state changed; `version` is the spec version (or the
+/// template name) once Deployed, as kcm's dependency gating requires.
+pub fn service_state(
+    service: &Service,
+    status: &ServiceStatus,
+    previous: Option<&ServiceState>,
+    now: &Time,
+) -> ServiceState {
+    let state = state(status.state);
+    let last_state_transition_time = match previous {
+        Some(p) if p.state == state => p.last_state_transition_time.clone(),
+        _ => now.clone(),
+    };
+    ServiceState {
+        service_type: service_type(status.service_type),
+        name: service.name.clone(),
+        namespace: service.namespace.clone(),
+        template: service.template.clone(),
+        state,
+        last_state_transition_time,
+        version: (state == State::Deployed).then(|| service.expected_version().to_string()),
+        failure_message: status.failure_message.clone(),
+    }
+}
+
+/// Sets `services`, `deployed` and the `ServicesInReadyState` condition of `status`.
+pub fn set_services(status: &mut ServiceSetStatus, services: Vec<ServiceState>, generation: Option<i64>, now: &Time) {
+    let ready = services.iter().filter(|s| s.state == State::Deployed).count();
+    let total = services.len();
+    status.deployed = ready == total;
+    status.services = services;
+    let (value, reason) = if ready == total { ("True", "Succeeded") } else { ("False", "ServicesNotReady") };
+    set_condition(
+        &mut status.conditions,
+        condition(SERVICES_READY, value, reason, &format!("{ready}/{total}"), generation, now),
+    );
+}
+
+/// A condition with `lastTransitionTime = now` (kept by [`set_condition`] when nothing changed).
+pub fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: generation,
+        last_transition_time: now.clone(),
+    }
+}
+
+/// Puts `new` into `conditions` (a list keyed by type), keeping the old transition time when the
+/// condition's status did not change.
+pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
+    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
+        Some(old) => {
+            if old.status == new.status {
+                new.last_transition_time = old.last_transition_time.clone();
+            }
+            *old = new;
+        }
+        None => conditions.push(new),
+    }
+}
+
+/// Removes the condition of `type_`, if any.
+pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
+    conditions.retain(|c| c.type_ != type_);
+}
+
+fn state(s: PluginState) -> State {
+    match s {
+        PluginState::Deployed => State::Deployed,
+        PluginState::Provisioning => State::Provisioning,
+        PluginState::Failed => State::Failed,
+        PluginState::Pending => State::Pending,
+        PluginState::Deleting => State::Deleting,
+    }
+}
+
+fn service_type(t: PluginType) -> ServiceType {
+    match t {
+        PluginType::Helm => ServiceType::Helm,
+        PluginType::Kustomize => ServiceType::Kustomize,
+        PluginType::Resource => ServiceType::Resource,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn service(version: Option<&str>) -> Service {
+        Service {
+            name: "ingress-nginx".into(),
+            namespace: "ingress-nginx".into(),
+            template: "ingress-nginx-4-11-3".into(),
+            version: version.map(String::from),
+            ..Default::default()
+        }
+    }
+
+    fn status(state: PluginState) -> ServiceStatus {
+        ServiceStatus { state, service_type: PluginType::Helm, version: Some("4.11.3".into()), failure_message: None }
+    }
+
+    #[test]
+    fn transition_time_changes_only_with_the_state() {
+        let first = service_state(&service(None), &status(PluginState::Provisioning), None, &at(10));
+        assert_eq!(first.last_state_transition_time, at(10));
+        let same = service_state(&service(None), &status(PluginState::Provisioning), Some(&first), &at(20));
+        assert_eq!(same, first, "an unchanged state gives an identical entry");
+        let deployed = service_state(&service(None), &status(PluginState::Deployed), Some(&same), &at(30));
+        assert_eq!(deployed.last_state_transition_time, at(30));
+    }
+
+    #[test]
+    fn version_is_the_spec_version_or_template_once_deployed() {
+        let provisioning = service_state(&service(Some("v1")), &status(PluginState::Provisioning), None, &at(0));
+        assert_eq!(provisioning.version, None);
+        let deployed = service_state(&service(Some("v1")), &status(PluginState::Deployed), None, &at(0));
+        assert_eq!(deployed.version.as_deref(), Some("v1"), "the spec version, not the chart version");
+        let no_version = service_state(&service(None), &status(PluginState::Deployed), None, &at(0));
+        assert_eq!(no_version.version.as_deref(), Some("ingress-nginx-4-11-3"));
+    }
+
+    #[test]
+    fn deployed_and_ready_condition_count_services() {
+        let mut s = ServiceSetStatus::default();
+        let deployed = service_state(&service(None), &status(PluginState::Deployed), None, &at(0));
+        let failed = service_state(&service(None), &status(PluginState::Failed), None, &at(0));
+        set_services(&mut s, vec![deployed.clone(), failed], Some(3), &at(5));
+        assert!(!s.deployed);
+        let c = &s.conditions[0];
+        assert_eq!((c.type_.as_str(), c.status.as_str(), c.message.as_str()), (SERVICES_READY, "False", "1/2"));
+        set_services(&mut s, vec![deployed.clone(), deployed], Some(3), &at(9));
+        assert!(s.deployed);
+        assert_eq!((s.conditions[0].status.as_str(), s.conditions[0].message.as_str()), ("True", "2/2"));
+        assert_eq!(s.conditions[0].last_transition_time, at(9));
+        set_services(&mut s, vec![], Some(3), &at(12));
+        assert_eq!(s.conditions[0].last_transition_time, at(9), "True again: time kept");
+        assert_eq!(s.conditions.len(), 1);
+    }
+}

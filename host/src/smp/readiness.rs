@@ -1,0 +1,237 @@
+//! CEL readiness rules (`readinessRule` of an SMP's adapter and provisioners), compiled once per
+//! distinct rule text and evaluated with one variable, `self`, bound to the object.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cel::objects::{Key, Map};
+use cel::{Context, Env, Program};
+use serde_json::Value;
+
+/// Why a readiness rule gave no verdict; messages are CEL's own.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// The rule does not parse.
+    #[error("rule {rule:?} does not compile: {message}")]
+    Compile {
+        /// The rule text.
+        rule: String,
+        /// CEL's parse error.
+        message: String,
+    },
+    /// The rule failed while running, e.g. on a missing field.
+    #[error("rule {rule:?} failed to evaluate: {message}")]
+    Evaluate {
+        /// The rule text.
+        rule: String,
+        /// CEL's execution error.
+        message: String,
+    },
+    /// The rule ran but did not return a bool.
+    #[error("rule {rule:?} returned {value}, not a bool")]
+    NotBool {
+        /// The rule text.
+        rule: String,
+        /// What it returned.
+        value: String,
+    },
+}
+
+/// A compilation: the program, or CEL's message when the rule does not parse.
+type Compiled = Result<Arc<Program>, String>;
+
+/// Compiles each distinct rule text once (failures included) and evaluates rules against objects.
+/// Shared across reconciles (`Send + Sync`); it keeps every distinct rule it has seen.
+pub struct RuleCache {
+    env: Arc<Env>,
+    programs: Mutex<HashMap<String, Compiled>>,
+    compiled: AtomicUsize,
+}
+
+impl Default for RuleCache {
+    fn default() -> Self {
+        Self { env: Arc::new(Env::stdlib()), programs: Mutex::default(), compiled: AtomicUsize::new(0) }
+    }
+}
+
+impl RuleCache {
+    /// An empty cache over CEL's standard environment (with `has`, `exists`, `all`, ...).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many rule texts have been compiled so far.
+    pub fn compiled(&self) -> usize {
+        self.compiled.load(Ordering::Relaxed)
+    }
+
+    /// Evaluates `rule` with `self` = `object`. An empty or blank rule is ready (`Ok(true)`);
+    /// a missing field is an [`RuleError::Evaluate`], not `false`.
+    pub fn evaluate(&self, rule: &str, object: &Value) -> Result<bool, RuleError> {
+        if rule.trim().is_empty() {
+            return Ok(true);
+        }
+        let program = self.program(rule).map_err(|message| RuleError::Compile { rule: rule.to_owned(), message })?;
+        let mut context = Context::with_env(Arc::clone(&self.env));
+        context.add_variable_from_value("self", to_cel(object));
+        match program.execute(&context) {
+            Ok(cel::Value::Bool(ready)) => Ok(ready),
+            Ok(value) => Err(RuleError::NotBool { rule: rule.to_owned(), value: format!("{value:?}") }),
+            Err(e) => Err(RuleError::Evaluate { rule: rule.to_owned(), message: e.to_string() }),
+        }
+    }
+
+    /// The cached compilation of `rule`, compiling it on first sight.
+    fn program(&self, rule: &str) -> Compiled {
+        let mut programs = self.programs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(compiled) = programs.get(rule) {
+            return compiled.clone();
+        }
+        self.compiled.fetch_add(1, Ordering::Relaxed);
+        let compiled = self.env.compile(rule).map(Arc::new).map_err(|e| e.to_string());
+        programs.insert(rule.to_owned(), compiled.clone());
+        compiled
+    }
+}
+
+/// A JSON value as a CEL value: integers become `int` (`uint` only beyond `i64`), like
+/// Kubernetes' int64 fields.
+fn to_cel(value: &Value) -> cel::Value {
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => number(n),
+        Value::String(s) => s.as_str().into(),
+        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(to_cel).collect())),
+        Value::Object(fields) => cel::Value::Map(Map {
+            map: Arc::new(fields.iter().map(|(k, v)| (Key::from(k.clone()), to_cel(v))).collect()),
+        }),
+    }
+}
+
+/// A JSON number as CEL `int`, `uint` or `double`.
+fn number(n: &serde_json::Number) -> cel::Value {
+    match (n.as_i64(), n.as_u64()) {
+        (Some(i), _) => cel::Value::Int(i),
+        (None, Some(u)) => cel::Value::UInt(u),
+        _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const FLUX_ADAPTER: &str = "self.status.availableReplicas == self.status.replicas && \
+        self.status.availableReplicas == self.status.updatedReplicas && \
+        self.status.availableReplicas == self.status.readyReplicas";
+    const FLUX_PROVISIONER: &str = "self.status.availableReplicas > 0 && self.status.readyReplicas > 0";
+
+    fn deployment(replicas: i64, available: i64, ready: i64, updated: i64) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "status": {
+        "replicas": replicas, "availableReplicas": available,
+        "readyReplicas": ready, "updatedReplicas": updated,
+        "conditions": [
+            {"type": "Progressing", "status": "True"},
+            {"type": "Available", "status": if available > 0 { "True" } else { "False" }},
+        ]}})
+    }
+
+    #[test]
+    fn cache_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<RuleCache>();
+    }
+
+    #[test]
+    fn flux_rules() {
+        let rules = RuleCache::new();
+        assert_eq!(rules.evaluate(FLUX_ADAPTER, &deployment(2, 2, 2, 2)), Ok(true));
+        assert_eq!(rules.evaluate(FLUX_ADAPTER, &deployment(2, 1, 2, 2)), Ok(false));
+        assert_eq!(rules.evaluate(FLUX_ADAPTER, &deployment(2, 2, 2, 1)), Ok(false));
+        assert_eq!(rules.evaluate(FLUX_PROVISIONER, &deployment(1, 1, 1, 1)), Ok(true));
+        assert_eq!(rules.evaluate(FLUX_PROVISIONER, &deployment(1, 1, 0, 1)), Ok(false));
+        assert_eq!(rules.evaluate(FLUX_PROVISIONER, &deployment(1, 0, 0, 1)), Ok(false));
+    }
+
+    #[test]
+    fn has_exists_or_not() {
+        let rules = RuleCache::new();
+        let up = deployment(1, 1, 1, 1);
+        let down = deployment(1, 0, 0, 1);
+        let available = r#"self.status.conditions.exists(c, c.type == "Available" && c.status == "True")"#;
+        assert_eq!(rules.evaluate(available, &up), Ok(true));
+        assert_eq!(rules.evaluate(available, &down), Ok(false));
+        assert_eq!(rules.evaluate(&format!("!({available})"), &down), Ok(true));
+        let guarded = "has(self.status.observedGeneration) || self.status.readyReplicas > 0";
+        assert_eq!(rules.evaluate(guarded, &up), Ok(true));
+        assert_eq!(rules.evaluate(guarded, &down), Ok(false));
+        assert_eq!(rules.evaluate("!has(self.status.observedGeneration)", &up), Ok(true));
+        let all = r#"self.status.conditions.all(c, c.status == "True")"#;
+        assert_eq!(rules.evaluate(all, &up), Ok(true));
+        assert_eq!(rules.evaluate(all, &down), Ok(false));
+    }
+
+    #[test]
+    fn missing_field_is_an_error_not_false() {
+        let rules = RuleCache::new();
+        let err = rules.evaluate(FLUX_PROVISIONER, &json!({"status": {}})).unwrap_err();
+        let RuleError::Evaluate { rule, message } = &err else { panic!("{err:?}") };
+        assert_eq!(rule, FLUX_PROVISIONER);
+        assert!(message.starts_with("No such key: "), "CEL's message kept: {message}");
+        assert!(err.to_string().contains("failed to evaluate"), "{err}");
+        let err = rules.evaluate("self.status.readyReplicas > 0", &json!({})).unwrap_err();
+        assert!(matches!(err, RuleError::Evaluate { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn non_bool_result_is_an_error() {
+        let rules = RuleCache::new();
+        let err = rules.evaluate("self.status.replicas", &deployment(3, 3, 3, 3)).unwrap_err();
+        assert!(matches!(&err, RuleError::NotBool { value, .. } if value.contains('3')), "{err:?}");
+        assert!(err.to_string().ends_with("not a bool"), "{err}");
+    }
+
+    #[test]
+    fn compile_error_is_typed_and_cached() {
+        let rules = RuleCache::new();
+        for _ in 0..2 {
+            let err = rules.evaluate("self.status.(", &json!({})).unwrap_err();
+            assert!(matches!(&err, RuleError::Compile { message, .. } if !message.is_empty()), "{err:?}");
+            assert!(err.to_string().contains("does not compile"), "{err}");
+        }
+        assert_eq!(rules.compiled(), 1);
+    }
+
+    #[test]
+    fn empty_rule_is_ready_without_compiling() {
+        let rules = RuleCache::new();
+        assert_eq!(rules.evaluate("", &json!({})), Ok(true));
+        assert_eq!(rules.evaluate("  \n\t", &json!({})), Ok(true));
+        assert_eq!(rules.compiled(), 0);
+    }
+
+    #[test]
+    fn each_distinct_rule_compiles_once() {
+        let rules = RuleCache::new();
+        for available in [0, 1, 2] {
+            let _ = rules.evaluate(FLUX_ADAPTER, &deployment(2, available, 2, 2));
+            let _ = rules.evaluate(FLUX_PROVISIONER, &deployment(2, available, 2, 2));
+        }
+        assert_eq!(rules.compiled(), 2);
+        std::thread::scope(|s| {
+            s.spawn(|| rules.evaluate(FLUX_ADAPTER, &deployment(1, 1, 1, 1)));
+        });
+        assert_eq!(rules.compiled(), 2);
+    }
+
+    #[test]
+    fn json_numbers_keep_their_kind() {
+        let rules = RuleCache::new();
+        let object = json!({"i": -1, "big": u64::MAX, "f": 0.5, "s": "x", "n": null, "b": true});
+        assert_eq!(rules.evaluate("self.i == -1 && self.f == 0.5 && self.s == 'x'", &object), Ok(true));
+        assert_eq!(rules.evaluate("self.big == 18446744073709551615u && self.n == null && self.b", &object), Ok(true));
+    }
+}
