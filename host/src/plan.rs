@@ -3,6 +3,7 @@
 //! feed it objects and act on what it returns.
 
 pub mod children;
+pub mod reconcile;
 pub mod status;
 
 use crate::plugin::{CallError, Plugin};

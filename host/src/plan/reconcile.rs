@@ -1,0 +1,365 @@
+//! One reconcile decision for one ServiceSet: what to apply, what to delete and which status
+//! to write, from the ServiceSet, its provider, its templates and its live children. Pure: the
+//! controller gathers the inputs and carries the plan out.
+
+use super::children::{self, Owner, SERVICE_LABEL};
+use super::status::{self, condition, set_condition};
+use super::{ServiceOutcome, TranslateFailure, service_status, translate};
+use crate::k0rdent::{
+    ProviderState, ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State, StateManagementProvider,
+};
+use crate::plugin::{CallError, Plugin};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Condition type telling whether the provider lets this ServiceSet be reconciled.
+pub const PROVIDER_READY: &str = "ProviderReady";
+/// Condition type carrying translation and provider-config errors, with the plugin's message.
+pub const TRANSLATED: &str = "ServicesTranslated";
+
+/// What the controller observed for one ServiceSet.
+pub struct Observed<'a> {
+    /// The StateManagementProvider named by `spec.provider.name`, if it exists.
+    pub smp: Option<&'a StateManagementProvider>,
+    /// The host's own explanation of why the provider is not ready, when it is not.
+    pub smp_diagnosis: Option<String>,
+    /// ServiceTemplates by name, in the ServiceSet's namespace.
+    pub template: &'a dyn Fn(&str) -> Option<Value>,
+    /// The ServiceSet's live children (found by the ServiceSet label, not through the plugin).
+    pub children: &'a [Value],
+}
+
+/// A child object to delete.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ChildRef {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ChildRef {
+    /// The reference of an object.
+    pub fn of(object: &Value) -> Self {
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        Self {
+            api_version: text(&object["apiVersion"]),
+            kind: text(&object["kind"]),
+            namespace: text(&object["metadata"]["namespace"]),
+            name: text(&object["metadata"]["name"]),
+        }
+    }
+}
+
+/// The decision for one ServiceSet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Children to apply (server-side), only those that changed.
+    pub apply: Vec<Value>,
+    /// Children to delete.
+    pub delete: Vec<ChildRef>,
+    /// The status to write (written only when it differs from the current one).
+    pub status: ServiceSetStatus,
+}
+
+/// Decides what to do for `service_set`. A plugin call that fails (trap, timeout, limit) is
+/// returned as an error for the controller to retry; everything else ends in a plan.
+pub fn reconcile(
+    plugin: &dyn Plugin,
+    service_set: &ServiceSet,
+    observed: &Observed,
+    system_namespace: &str,
+    now: &Time,
+) -> Result<Plan, CallError> {
+    let mut status = service_set.status.clone().unwrap_or_default();
+    let generation = service_set.metadata.generation;
+    if service_set.metadata.deletion_timestamp.is_some() {
+        return Ok(deleting(service_set, observed, status, now));
+    }
+    if let Err((reason, message)) = provider_gate(service_set, observed, &mut status) {
+        set_condition(&mut status.conditions, condition(PROVIDER_READY, "False", reason, &message, generation, now));
+        return Ok(Plan { apply: vec![], delete: vec![], status });
+    }
+    set_condition(&mut status.conditions, condition(PROVIDER_READY, "True", "ProviderReady", "", generation, now));
+
+    let json = serde_json::to_value(service_set).expect("a ServiceSet serializes");
+    let translated = match translate(plugin, &json, |name| (observed.template)(name), system_namespace) {
+        Ok(translated) => translated,
+        Err(TranslateFailure::Call(e)) => return Err(e),
+        Err(failure) => {
+            let message = failure.to_string();
+            set_condition(
+                &mut status.conditions,
+                condition(TRANSLATED, "False", failure_reason(&failure), &message, generation, now),
+            );
+            return Ok(Plan { apply: vec![], delete: vec![], status });
+        }
+    };
+
+    let owner = Owner {
+        name: service_set.metadata.name.clone().unwrap_or_default(),
+        uid: service_set.metadata.uid.clone().unwrap_or_default(),
+    };
+    let live = |r: &ChildRef| observed.children.iter().find(|c| ChildRef::of(c) == *r);
+    let (mut apply, mut keep, mut errors, mut states) = (vec![], BTreeSet::new(), vec![], vec![]);
+    for (service, spec) in translated.iter().zip(&service_set.spec.services) {
+        match &service.outcome {
+            ServiceOutcome::Objects(objects) => {
+                for object in objects {
+                    let child = children::own(object.clone(), &owner, &service.service);
+                    let key = ChildRef::of(&child);
+                    if children::needs_apply(&child, live(&key)) {
+                        apply.push(child);
+                    }
+                    keep.insert(key);
+                }
+            }
+            // A service that cannot be translated now keeps what it has: a typo in values must
+            // not uninstall a running release.
+            ServiceOutcome::Error(e) => {
+                errors.push(format!("{}: {}", service.service, e.message()));
+                keep.extend(children_of(observed.children, &service.service));
+            }
+            ServiceOutcome::Refused(message) => {
+                errors.push(format!("{}: {message}", service.service));
+                keep.extend(children_of(observed.children, &service.service));
+            }
+        }
+        let template = (observed.template)(&spec.template);
+        let found = service_status(plugin, &json, template.as_ref(), service, |a, k, ns, n| {
+            live(&ChildRef { api_version: a.into(), kind: k.into(), namespace: ns.into(), name: n.into() }).cloned()
+        })?;
+        let previous = status.services.iter().find(|s| s.name == spec.name);
+        states.push(status::service_state(spec, &found, previous, now));
+    }
+    let delete = observed.children.iter().map(ChildRef::of).filter(|r| !keep.contains(r)).collect();
+    status::set_services(&mut status, states, generation, now);
+    let translated_condition = match errors.is_empty() {
+        true => condition(TRANSLATED, "True", "Succeeded", "", generation, now),
+        false => condition(TRANSLATED, "False", "ServiceErrors", &errors.join("; "), generation, now),
+    };
+    set_condition(&mut status.conditions, translated_condition);
+    Ok(Plan { apply, delete, status })
+}
+
+/// Copies the provider's state into the status; says why reconciling must stop, if it must.
+fn provider_gate(
+    service_set: &ServiceSet,
+    observed: &Observed,
+    status: &mut ServiceSetStatus,
+) -> Result<(), (&'static str, String)> {
+    let name = &service_set.spec.provider.name;
+    let Some(smp) = observed.smp else {
+        status.provider = None;
+        return Err(("ProviderNotFound", format!("StateManagementProvider {name:?} not found")));
+    };
+    let ready = smp.status.as_ref().is_some_and(|s| s.ready);
+    status.provider = Some(ProviderState { ready, suspended: smp.spec.suspend });
+    if smp.spec.suspend {
+        return Err(("ProviderSuspended", format!("StateManagementProvider {name:?} is suspended")));
+    }
+    if !ready {
+        let why = observed.smp_diagnosis.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
+        return Err(("ProviderNotReady", format!("StateManagementProvider {name:?} is not ready{why}")));
+    }
+    Ok(())
+}
+
+fn failure_reason(failure: &TranslateFailure) -> &'static str {
+    match failure {
+        TranslateFailure::Rejected(ksm_plugin_sdk::contract::TranslateError::InvalidConfig(_)) => "InvalidConfig",
+        TranslateFailure::Rejected(_) | TranslateFailure::InvalidServiceSet(_) => "InvalidServiceSet",
+        TranslateFailure::Call(_) | TranslateFailure::WrongServices { .. } => "PluginError",
+    }
+}
+
+/// The ServiceSet is being deleted: every service is Deleting and every child goes.
+fn deleting(service_set: &ServiceSet, observed: &Observed, mut status: ServiceSetStatus, now: &Time) -> Plan {
+    let states = service_set
+        .spec
+        .services
+        .iter()
+        .map(|spec| {
+            let previous = status.services.iter().find(|s| s.name == spec.name);
+            ServiceState {
+                service_type: previous.map_or(ServiceType::Helm, |p| p.service_type),
+                name: spec.name.clone(),
+                namespace: spec.namespace.clone(),
+                template: spec.template.clone(),
+                state: State::Deleting,
+                last_state_transition_time: match previous {
+                    Some(p) if p.state == State::Deleting => p.last_state_transition_time.clone(),
+                    _ => now.clone(),
+                },
+                version: None,
+                failure_message: None,
+            }
+        })
+        .collect();
+    status::set_services(&mut status, states, service_set.metadata.generation, now);
+    Plan { apply: vec![], delete: observed.children.iter().map(ChildRef::of).collect(), status }
+}
+
+fn children_of<'a>(children: &'a [Value], service: &'a str) -> impl Iterator<Item = ChildRef> + 'a {
+    children.iter().filter(move |c| c["metadata"]["labels"][SERVICE_LABEL] == service).map(ChildRef::of)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k0rdent::{ServiceSetSpec, StateManagementProviderSpec, StateManagementProviderStatus};
+    use crate::plugin::NativePlugin;
+    use k8s_openapi::jiff::Timestamp;
+    use ksm_flux_plugin::FluxPlugin;
+    use serde_json::json;
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn service_set(services: Value) -> ServiceSet {
+        let spec: ServiceSetSpec = serde_json::from_value(json!({
+            "cluster": "prod-eu-1", "provider": {"name": "ksm-flux"}, "services": services,
+        }))
+        .unwrap();
+        let mut ss = ServiceSet::new("prod-eu-1", spec);
+        ss.metadata.namespace = Some("kcm-system".into());
+        ss.metadata.uid = Some("uid-1".into());
+        ss.metadata.generation = Some(1);
+        ss
+    }
+
+    fn ingress() -> Value {
+        json!([{"name": "ingress", "namespace": "ingress", "template": "ingress-4-11-3"}])
+    }
+
+    fn smp(ready: bool, suspend: bool) -> StateManagementProvider {
+        let spec: StateManagementProviderSpec =
+            serde_json::from_value(json!({"selector": {}, "suspend": suspend})).unwrap();
+        let mut smp = StateManagementProvider::new("ksm-flux", spec);
+        smp.status = Some(StateManagementProviderStatus { ready, conditions: vec![] });
+        smp
+    }
+
+    fn template(name: &str) -> Option<Value> {
+        (name == "ingress-4-11-3").then(|| {
+            json!({"metadata": {"name": name, "namespace": "kcm-system"}, "spec": {"helm": {}},
+                   "status": {"valid": true, "chartRef": {"kind": "HelmChart", "name": name, "namespace": "kcm-system"}}})
+        })
+    }
+
+    fn plan(ss: &ServiceSet, smp: Option<&StateManagementProvider>, children: &[Value]) -> Plan {
+        let observed =
+            Observed { smp, smp_diagnosis: Some("AdapterReady=False".into()), template: &template, children };
+        reconcile(&NativePlugin::<FluxPlugin>::new(), ss, &observed, "kcm-system", &at(100)).unwrap()
+    }
+
+    fn condition<'a>(plan: &'a Plan, type_: &str) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        plan.status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn a_new_service_set_applies_owned_children_and_waits_for_them() {
+        let ready = smp(true, false);
+        let p = plan(&service_set(ingress()), Some(&ready), &[]);
+        assert_eq!(p.apply.len(), 1);
+        assert_eq!(p.apply[0]["metadata"]["labels"][SERVICE_LABEL], "ingress");
+        assert_eq!(p.apply[0]["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert!(p.delete.is_empty());
+        assert_eq!(p.status.services[0].state, State::Pending, "not created yet");
+        assert_eq!(p.status.provider, Some(ProviderState { ready: true, suspended: false }));
+        assert_eq!(condition(&p, "ServicesInReadyState").message, "0/1");
+        assert_eq!(condition(&p, TRANSLATED).status, "True");
+    }
+
+    #[test]
+    fn the_same_world_again_applies_nothing_and_writes_the_same_status() {
+        let ready = smp(true, false);
+        let mut ss = service_set(ingress());
+        let first = plan(&ss, Some(&ready), &[]);
+        let mut live = first.apply[0].clone();
+        live["metadata"]["generation"] = json!(1);
+        live["status"] = json!({"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True", "reason": "InstallSucceeded"}]});
+        let second = plan(&ss, Some(&ready), std::slice::from_ref(&live));
+        assert!(second.apply.is_empty() && second.delete.is_empty());
+        assert_eq!(second.status.services[0].state, State::Deployed);
+        assert_eq!(second.status.services[0].version.as_deref(), Some("ingress-4-11-3"));
+        ss.status = Some(second.status.clone());
+        let third = plan(&ss, Some(&ready), std::slice::from_ref(&live));
+        assert_eq!(third.status, second.status, "steady state: identical status, so no write");
+    }
+
+    #[test]
+    fn removed_and_uninstalled_services_lose_their_children_but_broken_ones_keep_them() {
+        let ready = smp(true, false);
+        let first = plan(
+            &service_set(json!([
+            {"name": "ingress", "namespace": "ingress", "template": "ingress-4-11-3"},
+            {"name": "gone", "namespace": "x", "template": "ingress-4-11-3"},
+            {"name": "broken", "namespace": "y", "template": "ingress-4-11-3"}])),
+            Some(&ready),
+            &[],
+        );
+        let live = first.apply.clone();
+        let second = plan(
+            &service_set(json!([
+            {"name": "ingress", "namespace": "ingress", "template": "ingress-4-11-3", "helmAction": "Uninstall"},
+            {"name": "broken", "namespace": "y", "template": "ingress-4-11-3", "values": "a: [unclosed"}])),
+            Some(&ready),
+            &live,
+        );
+        let deleted: Vec<&str> = second.delete.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(deleted, ["prod-eu-1-ingress", "prod-eu-1-gone"]);
+        assert_eq!(second.status.services[1].state, State::Failed);
+        assert!(
+            condition(&second, TRANSLATED).message.starts_with("broken: service \"broken\": values are not valid YAML")
+        );
+    }
+
+    #[test]
+    fn an_unready_or_suspended_provider_changes_nothing() {
+        for (smp, reason) in [(smp(false, false), "ProviderNotReady"), (smp(true, true), "ProviderSuspended")] {
+            let p = plan(&service_set(ingress()), Some(&smp), &[]);
+            assert!(p.apply.is_empty() && p.delete.is_empty());
+            assert_eq!(condition(&p, PROVIDER_READY).reason, reason);
+        }
+        let p = plan(&service_set(ingress()), Some(&smp(false, false)), &[]);
+        assert_eq!(
+            condition(&p, PROVIDER_READY).message,
+            "StateManagementProvider \"ksm-flux\" is not ready: AdapterReady=False"
+        );
+        assert_eq!(p.status.provider, Some(ProviderState { ready: false, suspended: false }));
+        let p = plan(&service_set(ingress()), None, &[]);
+        assert_eq!(condition(&p, PROVIDER_READY).reason, "ProviderNotFound");
+    }
+
+    #[test]
+    fn an_invalid_config_is_a_condition_and_applies_nothing() {
+        let ready = smp(true, false);
+        let mut ss = service_set(ingress());
+        ss.spec.provider.config = Some(json!({"interval": "5x"}));
+        let p = plan(&ss, Some(&ready), &[]);
+        assert!(p.apply.is_empty() && p.delete.is_empty());
+        let c = condition(&p, TRANSLATED);
+        assert_eq!(
+            (c.reason.as_str(), c.message.as_str()),
+            ("InvalidConfig", "invalid provider config: interval: invalid duration \"5x\"")
+        );
+    }
+
+    #[test]
+    fn deletion_marks_services_deleting_and_deletes_every_child() {
+        let ready = smp(true, false);
+        let live = plan(&service_set(ingress()), Some(&ready), &[]).apply;
+        let mut ss = service_set(ingress());
+        ss.metadata.deletion_timestamp = Some(at(50));
+        let p = plan(&ss, None, &live);
+        assert_eq!(p.delete.len(), 1);
+        assert_eq!(p.status.services[0].state, State::Deleting);
+    }
+}
