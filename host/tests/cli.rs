@@ -131,3 +131,53 @@ fn a_closed_pipe_is_not_an_error() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }
+
+#[test]
+fn render_prints_what_the_controller_would_apply_and_write() {
+    let docs = documents(&["render", "-f", "examples/"]);
+    let prod = &docs[0];
+    assert_eq!(prod["serviceSet"], "kcm-system/prod-eu-1");
+    let applied: Vec<&str> =
+        prod["apply"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(applied, ["prod-eu-1-ingress-nginx", "prod-eu-1-cert-manager", "prod-eu-1-baseline-policies"]);
+    let metadata = &prod["apply"][0]["metadata"];
+    assert_eq!(metadata["labels"]["ksm.k0rdent.mirantis.com/service"], "ingress-nginx");
+    assert_eq!(metadata["ownerReferences"][0]["kind"], "ServiceSet");
+    let status = &prod["status"];
+    let states: Vec<&str> =
+        status["services"].as_array().unwrap().iter().map(|s| s["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["Deployed", "Failed", "Provisioning"]);
+    assert_eq!(status["services"][0]["version"], "ingress-nginx-4-11-3", "template name: the service has no version");
+    assert_eq!(status["deployed"], false);
+    assert_eq!(status["provider"], json!({"ready": true}));
+    let ready = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "ServicesInReadyState").unwrap();
+    assert_eq!(ready["message"], "1/3");
+}
+
+#[test]
+fn render_explains_an_unready_provider_and_skips_foreign_service_sets() {
+    let dir = std::env::temp_dir().join(format!("ksm-render-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("examples");
+    for file in ["servicesets.yaml", "servicetemplates.yaml"] {
+        std::fs::copy(root.join(file), dir.join(file)).unwrap();
+    }
+    let smp = std::fs::read_to_string(root.join("statemanagementprovider.yaml")).unwrap();
+    std::fs::write(dir.join("smp.yaml"), smp.replace("  ready: true", "  ready: false")).unwrap();
+    let docs = documents(&["render", "-f", dir.to_str().unwrap()]);
+    assert_eq!(docs[0]["apply"], json!([]), "nothing changes while the provider is not ready");
+    let condition =
+        docs[0]["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "ProviderReady").unwrap();
+    assert_eq!(condition["reason"], "ProviderNotReady");
+    let message = condition["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "AdapterReady=False (FailedToGetAdapter): adapter apps/v1 Deployment kcm-system/ksm-adapter not found"
+        ),
+        "{message}"
+    );
+
+    let foreign = documents(&["render", "--adapter-name", "other-adapter", "-f", dir.to_str().unwrap()]);
+    assert_eq!(foreign[0]["servedByThisHost"], false);
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -1,6 +1,7 @@
 //! Command-line interface.
 
 mod plugin_cmd;
+mod render_cmd;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -50,6 +51,10 @@ enum Command {
     /// Tools for plugin authors: inspect, translate and map status offline.
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCommand),
+    /// Prints, offline, what the controller would do for every ServiceSet in the files: whether
+    /// this host serves it, the provider's readiness as the host evaluates it, the objects it
+    /// would apply and delete, and the ServiceSet status it would write.
+    Render(render_cmd::RenderArgs),
     /// Prints the CRDs of the k0rdent kinds the host serves (ServiceSet, StateManagementProvider,
     /// ServiceTemplate) as YAML: what `crds/` holds. In a k0rdent cluster kcm installs them.
     Crds,
@@ -59,6 +64,7 @@ enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plugin(command) => plugin_cmd::run(command),
+        Command::Render(args) => render_cmd::run(args),
         Command::Crds => {
             print!("{}", ksm_adapter::k0rdent::crds_yaml());
             Ok(ExitCode::SUCCESS)

@@ -31,17 +31,24 @@ pub enum PluginCommand {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// `builtin:flux` or the path of a `.wasm` component.
-    #[arg(long, short = 'p', default_value = "builtin:flux")]
-    plugin: String,
     /// YAML/JSON files or directories holding ServiceSets, ServiceTemplates and observed objects.
     #[arg(long = "filename", short = 'f', required = true)]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    plugin: PluginArgs,
+}
+
+/// Which plugin to run, where, and under which limits.
+#[derive(Debug, Args)]
+pub struct PluginArgs {
+    /// `builtin:flux` or the path of a `.wasm` component.
+    #[arg(long, short = 'p', default_value = "builtin:flux")]
+    pub plugin: String,
     /// The namespace k0rdent runs in.
     #[arg(long, default_value = "kcm-system")]
-    system_namespace: String,
+    pub system_namespace: String,
     #[command(flatten)]
-    limits: LimitArgs,
+    pub limits: LimitArgs,
 }
 
 /// Per-call limits of the sandbox.
@@ -59,7 +66,8 @@ pub struct LimitArgs {
 }
 
 impl LimitArgs {
-    fn limits(&self) -> Limits {
+    /// The limits these flags set.
+    pub fn limits(&self) -> Limits {
         Limits {
             timeout: Duration::from_millis(self.timeout_ms),
             memory: self.memory_limit_mib << 20,
@@ -115,7 +123,7 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// Loads `builtin:<name>` or a `.wasm` file.
-fn load(runtime: &Runtime, spec: &str, limits: Limits) -> anyhow::Result<WasmPlugin> {
+pub fn load(runtime: &Runtime, spec: &str, limits: Limits) -> anyhow::Result<WasmPlugin> {
     let bytes = match spec.strip_prefix("builtin:") {
         Some(name) => match builtin::get(name) {
             Some(bytes) => bytes.to_vec(),
@@ -138,7 +146,7 @@ fn for_each_service_set(
         Result<Vec<TranslatedService>, TranslateFailure>,
     ) -> anyhow::Result<Value>,
 ) -> anyhow::Result<ExitCode> {
-    let plugin = load(runtime, &args.plugin, args.limits.limits())?;
+    let plugin = load(runtime, &args.plugin.plugin, args.plugin.limits.limits())?;
     let manifests = Manifests::read(&args.files)?;
     let mut found = false;
     for ss in manifests.k0rdent("ServiceSet") {
@@ -147,7 +155,7 @@ fn for_each_service_set(
             &plugin,
             &ss.object,
             |name| manifests.template(ss.namespace(), name).map(|d| d.object.clone()),
-            &args.system_namespace,
+            &args.plugin.system_namespace,
         );
         let out = report(&plugin, &manifests, ss, result)
             .with_context(|| format!("ServiceSet {} ({})", ss.key(), ss.origin))?;
@@ -180,7 +188,7 @@ fn failure_report(failure: TranslateFailure) -> Value {
 }
 
 /// Prints `value` as one YAML document (I/O errors such as a closed pipe are returned).
-fn print_yaml(value: &Value) -> anyhow::Result<()> {
+pub fn print_yaml(value: &Value) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     write!(out, "---\n{}", serde_norway::to_string(value)?)?;

@@ -1,0 +1,112 @@
+//! `ksm-adapter render`: the controller's decision for every ServiceSet in some files, offline.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use ksm_adapter::k0rdent::{ServiceSet, StateManagementProvider};
+use ksm_adapter::manifests::{Document, Manifests};
+use ksm_adapter::plan::children::SERVICE_SET_LABEL;
+use ksm_adapter::plan::reconcile::{Observed, reconcile};
+use ksm_adapter::runtime::Runtime;
+use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, RuleCache, SmpObservation};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// YAML/JSON files or directories: StateManagementProviders, ServiceSets, ServiceTemplates,
+    /// the adapter/provisioner workloads and CRDs an SMP refers to, and observed CD-tool objects.
+    #[arg(long = "filename", short = 'f', required = true)]
+    files: Vec<PathBuf>,
+    /// Name of this adapter's Deployment (an SMP's `spec.adapter.name` must match).
+    #[arg(long, env = "KSM_ADAPTER_NAME", default_value = "ksm-adapter")]
+    adapter_name: String,
+    /// Namespace of this adapter's Deployment (an SMP's `spec.adapter.namespace` must match).
+    #[arg(long, env = "KSM_ADAPTER_NAMESPACE", default_value = "kcm-system")]
+    adapter_namespace: String,
+    #[command(flatten)]
+    plugin: super::plugin_cmd::PluginArgs,
+}
+
+pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
+    let runtime = Runtime::new()?;
+    let plugin = super::plugin_cmd::load(&runtime, &args.plugin.plugin, args.plugin.limits.limits())?;
+    let manifests = Manifests::read(&args.files)?;
+    let identity = AdapterIdentity { name: args.adapter_name.clone(), namespace: args.adapter_namespace.clone() };
+    let rules = RuleCache::new();
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let mut found = false;
+    for doc in manifests.k0rdent("ServiceSet") {
+        found = true;
+        let out = render_one(&plugin, &manifests, doc, &identity, &rules, &args.plugin.system_namespace, &now)
+            .with_context(|| format!("ServiceSet {} ({})", doc.key(), doc.origin))?;
+        super::plugin_cmd::print_yaml(&out)?;
+    }
+    if !found {
+        bail!("no ServiceSet ({}) in {:?}", ksm_plugin_sdk::k0rdent::API_VERSION, args.files);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render_one(
+    plugin: &dyn ksm_adapter::plugin::Plugin,
+    manifests: &Manifests,
+    doc: &Document,
+    identity: &AdapterIdentity,
+    rules: &RuleCache,
+    system_namespace: &str,
+    now: &Time,
+) -> anyhow::Result<Value> {
+    let service_set: ServiceSet = serde_json::from_value(doc.object.clone()).context("not a valid ServiceSet")?;
+    let smp_name = &service_set.spec.provider.name;
+    let smp = manifests
+        .k0rdent("StateManagementProvider")
+        .find(|d| d.name() == smp_name)
+        .map(|d| serde_json::from_value::<StateManagementProvider>(d.object.clone()).with_context(|| d.origin.clone()))
+        .transpose()?;
+    let labels = service_set.metadata.labels.clone().unwrap_or_default();
+    if let Some(smp) = &smp
+        && !smp::serves(identity, smp, &labels).map_err(anyhow::Error::msg)?
+    {
+        return Ok(json!({ "serviceSet": doc.key(), "servedByThisHost": false,
+            "reason": format!("StateManagementProvider {smp_name:?} names adapter {}/{} or its selector does not match",
+                smp.spec.adapter.namespace, smp.spec.adapter.name) }));
+    }
+    // In observe mode kcm writes `status.ready`; when it says no, the host explains why.
+    let unready = smp.as_ref().filter(|smp| !smp.status.as_ref().is_some_and(|s| s.ready));
+    let diagnosis = unready.map(|smp| diagnose(smp, manifests, rules, now).diagnosis());
+    let children: Vec<Value> = manifests
+        .documents
+        .iter()
+        .filter(|d| d.namespace() == doc.namespace() && d.object["metadata"]["labels"][SERVICE_SET_LABEL] == doc.name())
+        .map(|d| d.object.clone())
+        .collect();
+    let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
+    let observed = Observed { smp: smp.as_ref(), smp_diagnosis: diagnosis, template: &template, children: &children };
+    let plan = reconcile(plugin, &service_set, &observed, system_namespace, now)?;
+    Ok(json!({
+        "serviceSet": doc.key(),
+        "apply": plan.apply,
+        "delete": plan.delete.iter().map(|r| format!("{} {} {}/{}", r.api_version, r.kind, r.namespace, r.name)).collect::<Vec<_>>(),
+        "status": plan.status,
+    }))
+}
+
+/// The host's own evaluation of an SMP from the workloads and CRDs in the files (RBAC cannot be
+/// checked offline).
+fn diagnose(smp: &StateManagementProvider, manifests: &Manifests, rules: &RuleCache, now: &Time) -> smp::SmpEvaluation {
+    let find = |r: &ksm_adapter::k0rdent::ResourceReference| {
+        manifests.find(&r.api_version, &r.kind, &r.namespace, &r.name).map(|d| &d.object)
+    };
+    let crd = |name: &str| {
+        manifests.find("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", name).map(|d| d.object.clone())
+    };
+    let observation = SmpObservation {
+        adapter: find(&smp.spec.adapter),
+        provisioners: smp.spec.provisioner.iter().map(find).collect(),
+        crds: &crd,
+        rbac: RbacCheck::Unknown("not checked offline".into()),
+    };
+    smp::evaluate(smp, &observation, rules, now.clone())
+}
