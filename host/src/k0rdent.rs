@@ -214,7 +214,7 @@ pub struct StateManagementProviderStatus {
 pub struct ServiceTemplateSpec {
     /// A Helm chart (`chartSpec`, `chartRef` or `chartSource`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "free_object")]
+    #[schemars(schema_with = "ksm_plugin_sdk::k0rdent::free_object")]
     pub helm: Option<Value>,
     /// A kustomization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -224,7 +224,7 @@ pub struct ServiceTemplateSpec {
     pub resources: Option<SourceSpec>,
     /// Helm options (the base the service's options override).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "free_object")]
+    #[schemars(schema_with = "ksm_plugin_sdk::k0rdent::free_object")]
     pub helm_options: Option<Value>,
     /// Template version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -232,11 +232,6 @@ pub struct ServiceTemplateSpec {
     /// Kubernetes versions the template supports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k8s_constraint: Option<String>,
-}
-
-/// Schema of a free-form JSON object (kept as is by the API server).
-fn free_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
 }
 
 /// The CRDs of the k0rdent kinds the host serves, as YAML documents (what `ksm-adapter crds`

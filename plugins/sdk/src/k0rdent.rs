@@ -229,6 +229,6 @@ pub struct ServiceTemplateStatus {
 
 /// Schema of a free-form JSON object (kept as is by the API server).
 #[cfg(feature = "schema")]
-fn free_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub fn free_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
 }
