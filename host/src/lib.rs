@@ -10,9 +10,11 @@
 //! - [`plan`]: the pure core deciding desired objects and service states, with [`policy`]
 //!   checking everything a plugin returns;
 //! - [`manifests`]: objects read from YAML files, for the offline commands;
+//! - [`controller`]: the Kubernetes I/O of `ksm-adapter run` (watches, apply, status);
 //! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions).
 
 pub mod builtin;
+pub mod controller;
 pub mod k0rdent;
 pub mod manifests;
 pub mod plan;

@@ -1,7 +1,9 @@
 //! Command-line interface.
 
+mod identity;
 mod plugin_cmd;
 mod render_cmd;
+mod run_cmd;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -51,6 +53,9 @@ enum Command {
     /// Tools for plugin authors: inspect, translate and map status offline.
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCommand),
+    /// Runs the controller: serves the ServiceSets whose StateManagementProvider names this
+    /// host as its adapter, applying the plugin's objects and writing ServiceSet status.
+    Run(run_cmd::RunArgs),
     /// Prints, offline, what the controller would do for every ServiceSet in the files: whether
     /// this host serves it, the provider's readiness as the host evaluates it, the objects it
     /// would apply and delete, and the ServiceSet status it would write.
@@ -64,6 +69,7 @@ enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plugin(command) => plugin_cmd::run(command),
+        Command::Run(args) => run_cmd::run(args),
         Command::Render(args) => render_cmd::run(args),
         Command::Crds => {
             print!("{}", ksm_adapter::k0rdent::crds_yaml());

@@ -19,12 +19,8 @@ pub struct RenderArgs {
     /// the adapter/provisioner workloads and CRDs an SMP refers to, and observed CD-tool objects.
     #[arg(long = "filename", short = 'f', required = true)]
     files: Vec<PathBuf>,
-    /// Name of this adapter's Deployment (an SMP's `spec.adapter.name` must match).
-    #[arg(long, env = "KSM_ADAPTER_NAME", default_value = "ksm-adapter")]
-    adapter_name: String,
-    /// Namespace of this adapter's Deployment (an SMP's `spec.adapter.namespace` must match).
-    #[arg(long, env = "KSM_ADAPTER_NAMESPACE", default_value = "kcm-system")]
-    adapter_namespace: String,
+    #[command(flatten)]
+    identity: super::identity::IdentityArgs,
     #[command(flatten)]
     plugin: super::plugin_cmd::PluginArgs,
 }
@@ -33,7 +29,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let runtime = Runtime::new()?;
     let plugin = super::plugin_cmd::load(&runtime, &args.plugin.plugin, args.plugin.limits.limits())?;
     let manifests = Manifests::read(&args.files)?;
-    let identity = AdapterIdentity { name: args.adapter_name.clone(), namespace: args.adapter_namespace.clone() };
+    let identity = args.identity.identity();
     let rules = RuleCache::new();
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let mut found = false;

@@ -1,0 +1,89 @@
+//! `ksm-adapter run`: the controller, against a cluster.
+
+use super::identity::IdentityArgs;
+use super::plugin_cmd::{PluginArgs, load};
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use ksm_adapter::controller::{self, Mode, Settings};
+use ksm_adapter::plugin::Plugin;
+use ksm_adapter::runtime::Runtime;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Kubeconfig file to use [default: $KUBECONFIG, else ~/.kube/config, else the in-cluster
+    /// service account].
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Who writes StateManagementProvider status.
+    #[arg(long, value_enum, default_value_t = ModeArg::Observe)]
+    mode: ModeArg,
+    /// ServiceSets reconciled concurrently.
+    #[arg(long, default_value_t = 4)]
+    concurrency: u16,
+    /// Seconds after which every ServiceSet is reconciled again even if nothing changed (changes
+    /// are picked up at once through watches; this only bounds drift).
+    #[arg(long, default_value_t = 600)]
+    resync_seconds: u64,
+    /// `manage` mode: seconds between re-evaluations of each SMP (also re-evaluated on change).
+    #[arg(long, default_value_t = 10)]
+    smp_interval_seconds: u64,
+    #[command(flatten)]
+    identity: IdentityArgs,
+    #[command(flatten)]
+    plugin: PluginArgs,
+}
+
+/// Who writes StateManagementProvider status.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ModeArg {
+    /// kcm evaluates SMPs and writes their status; the host reads `status.ready` and, when it is
+    /// false, adds its own diagnosis to the ServiceSet's condition.
+    Observe,
+    /// No kcm: the host evaluates each SMP naming it as adapter (CEL readiness rules,
+    /// provisioner CRDs, its own RBAC via SelfSubjectAccessReview) and writes the SMP status.
+    Manage,
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let runtime = Runtime::new()?;
+    let plugin = load(&runtime, &args.plugin.plugin, args.plugin.limits.limits())?;
+    let settings = Settings {
+        identity: args.identity.identity(),
+        mode: match args.mode {
+            ModeArg::Observe => Mode::Observe,
+            ModeArg::Manage => Mode::Manage,
+        },
+        system_namespace: args.plugin.system_namespace.clone(),
+        concurrency: args.concurrency,
+        resync: Duration::from_secs(args.resync_seconds),
+        smp_interval: Duration::from_secs(args.smp_interval_seconds),
+    };
+    tracing::info!(
+        adapter = %format!("{}/{}", settings.identity.namespace, settings.identity.name),
+        mode = ?settings.mode,
+        plugin = %plugin.metadata().name,
+        "starting"
+    );
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    tokio.block_on(async {
+        let client = client(args.kubeconfig.as_ref()).await?;
+        controller::run(client, Arc::new(plugin), settings).await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::infer().await.context("no kubeconfig found and not running in a cluster")?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}

@@ -1,0 +1,130 @@
+//! The kinds the plugin creates: one cache per kind of the objects the host manages (by label),
+//! and the writes — server-side apply under the field manager `ksm-adapter`, and delete.
+
+use crate::k0rdent::ServiceSet;
+use crate::plan::children::{MANAGED_LABEL, SERVICE_SET_LABEL};
+use crate::plan::reconcile::ChildRef;
+use futures::Stream;
+use futures::future::join_all;
+use ksm_plugin_sdk::contract::PluginMetadata;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::reflector::{Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+/// The field manager of every server-side apply the host makes.
+pub const FIELD_MANAGER: &str = "ksm-adapter";
+
+/// One kind the plugin creates, with the cache of the objects the host manages.
+struct ChildKind {
+    resource: ApiResource,
+    cache: Store<DynamicObject>,
+}
+
+/// The plugin's kinds.
+pub struct ChildKinds {
+    client: Client,
+    kinds: Vec<ChildKind>,
+}
+
+/// A stream of changes to one child kind, for the controller to map to owners.
+pub type ChildEvents = std::pin::Pin<Box<dyn Stream<Item = Result<DynamicObject, watcher::Error>> + Send>>;
+
+impl ChildKinds {
+    /// Starts caching every kind the plugin declares it creates; returns the kinds and, per
+    /// kind, the stream of changes (which drives the caches, so it must be polled).
+    pub fn watch(client: &Client, metadata: &PluginMetadata) -> (Self, Vec<(ApiResource, ChildEvents)>) {
+        let mut kinds = Vec::new();
+        let mut events = Vec::new();
+        for kind in &metadata.creates {
+            let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+            let resource = ApiResource::from_gvk_with_plural(&gvk, &kind.plural);
+            let writer = Writer::new(resource.clone());
+            let cache = writer.as_reader();
+            let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
+            let stream = watcher(Api::<DynamicObject>::all_with(client.clone(), &resource), config)
+                .default_backoff()
+                .modify(|object| object.managed_fields_mut().clear())
+                .reflect(writer)
+                .touched_objects();
+            events.push((resource.clone(), Box::pin(stream) as ChildEvents));
+            kinds.push(ChildKind { resource, cache });
+        }
+        (Self { client: client.clone(), kinds }, events)
+    }
+
+    /// Waits until every child cache holds a complete list.
+    pub async fn ready(&self) {
+        join_all(self.kinds.iter().map(|k| k.cache.wait_until_ready())).await;
+    }
+
+    /// The cached children of `service_set` (found by the ServiceSet label), as JSON.
+    pub fn cached(&self, service_set: &ServiceSet) -> Vec<Value> {
+        let (name, namespace) = (service_set.name_any(), service_set.namespace());
+        self.kinds
+            .iter()
+            .flat_map(|kind| {
+                kind.cache.state_filter(|o| o.namespace() == namespace && o.labels().get(SERVICE_SET_LABEL) == Some(&name))
+            })
+            .filter_map(|object| serde_json::to_value(&*object).ok())
+            .collect()
+    }
+
+    /// The children of `service_set` that exist right now, read from the API server rather than
+    /// the caches: what the host checks before it lets a ServiceSet go.
+    pub async fn live(&self, service_set: &ServiceSet) -> kube::Result<Vec<ChildRef>> {
+        let namespace = service_set.namespace().unwrap_or_default();
+        let params = ListParams::default().labels(&format!("{SERVICE_SET_LABEL}={}", service_set.name_any()));
+        let mut found = Vec::new();
+        for kind in &self.kinds {
+            let api = Api::<DynamicObject>::namespaced_with(self.client.clone(), &namespace, &kind.resource);
+            for object in api.list_metadata(&params).await? {
+                found.push(ChildRef {
+                    api_version: kind.resource.api_version.clone(),
+                    kind: kind.resource.kind.clone(),
+                    namespace: namespace.clone(),
+                    name: object.name_any(),
+                });
+            }
+        }
+        Ok(found)
+    }
+
+    /// Whether the cached child `child` is already being deleted.
+    pub fn is_deleting(&self, child: &ChildRef) -> bool {
+        self.find(&child.api_version, &child.kind).is_some_and(|kind| {
+            let key = kube::runtime::reflector::ObjectRef::new_with(&child.name, kind.resource.clone())
+                .within(&child.namespace);
+            kind.cache.get(&key).is_some_and(|o| o.metadata.deletion_timestamp.is_some())
+        })
+    }
+
+    /// Server-side applies `child` (forcing ownership of the fields it sets).
+    pub async fn apply(&self, child: &Value) -> kube::Result<()> {
+        let reference = ChildRef::of(child);
+        let api = self.api(&reference)?;
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(&reference.name, &params, &Patch::Apply(child)).await.map(drop)
+    }
+
+    /// Deletes `child`; one that is already gone is fine.
+    pub async fn delete(&self, child: &ChildRef) -> kube::Result<()> {
+        match self.api(child)?.delete(&child.name, &DeleteParams::background()).await {
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+            result => result.map(drop),
+        }
+    }
+
+    fn find(&self, api_version: &str, kind: &str) -> Option<&ChildKind> {
+        self.kinds.iter().find(|k| k.resource.api_version == api_version && k.resource.kind == kind)
+    }
+
+    fn api(&self, child: &ChildRef) -> kube::Result<Api<DynamicObject>> {
+        let kind = self.find(&child.api_version, &child.kind).ok_or_else(|| {
+            kube::Error::Service(format!("{} {} is not a kind the plugin declared", child.api_version, child.kind).into())
+        })?;
+        Ok(Api::namespaced_with(self.client.clone(), &child.namespace, &kind.resource))
+    }
+}

@@ -1,0 +1,137 @@
+//! The Kubernetes I/O layer of `ksm-adapter run`: it watches ServiceSets and what they depend on,
+//! gathers each ServiceSet's inputs from its caches and carries out what
+//! [`plan::reconcile`](crate::plan::reconcile::reconcile) decides.
+//!
+//! - [`context`]: what every reconcile shares (client, plugin, caches, settings);
+//! - [`reconciler`]: one ServiceSet, top to bottom, and the retry policy;
+//! - [`children`]: the plugin's kinds: their caches, server-side apply and delete;
+//! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
+//! - [`status`]: ServiceSet status writes, only when the status changed;
+//! - `access`: the host's own permissions (SelfSubjectAccessReview);
+//! - [`provider`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status).
+
+mod access;
+pub mod children;
+pub mod context;
+pub mod finalizer;
+pub mod provider;
+pub mod reconciler;
+pub mod status;
+
+use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
+use crate::plugin::Plugin;
+use crate::smp::AdapterIdentity;
+use children::ChildKinds;
+use context::Context;
+use futures::StreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Who writes StateManagementProvider status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// kcm evaluates SMPs and writes their status; the host reads `status.ready`.
+    Observe,
+    /// No kcm: the host evaluates the SMPs naming it as adapter and writes their status.
+    Manage,
+}
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The adapter Deployment this host runs as.
+    pub identity: AdapterIdentity,
+    /// Who writes SMP status.
+    pub mode: Mode,
+    /// The namespace k0rdent runs in (self-management ServiceSets live there).
+    pub system_namespace: String,
+    /// ServiceSets reconciled at the same time.
+    pub concurrency: u16,
+    /// Every ServiceSet is reconciled again after this long even when nothing changed.
+    pub resync: Duration,
+    /// `manage` mode: SMPs are re-evaluated at least this often (kcm uses 10 s).
+    pub smp_interval: Duration,
+}
+
+impl Settings {
+    /// Whether `smp` names this host as its adapter.
+    pub fn is_adapter_of(&self, smp: &StateManagementProvider) -> bool {
+        smp.spec.adapter.name == self.identity.name && smp.spec.adapter.namespace == self.identity.namespace
+    }
+}
+
+/// Runs the controller until SIGTERM or Ctrl-C, then finishes the reconciles in flight.
+pub async fn run(client: Client, plugin: Arc<dyn Plugin>, settings: Settings) -> anyhow::Result<()> {
+    let (service_sets, service_set_events) = cache::<ServiceSet>(&client);
+    let (providers, provider_events) = cache::<StateManagementProvider>(&client);
+    let (templates, template_events) = cache::<ServiceTemplate>(&client);
+    let (children, child_events) = ChildKinds::watch(&client, plugin.metadata());
+    let provider_changed = Arc::new(Notify::new());
+    let notify = provider_changed.clone();
+    let provider_events = provider_events.inspect(move |_| notify.notify_one());
+
+    let mode = settings.mode;
+    let concurrency = settings.concurrency;
+    let ctx = Arc::new(Context::new(client, plugin, settings, service_sets.clone(), providers, templates, children));
+    let mut controller = Controller::for_stream(service_set_events, service_sets.clone())
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .watches_stream(provider_events, {
+            let service_sets = service_sets.clone();
+            move |smp| users_of_provider(&service_sets, &smp)
+        })
+        .watches_stream(template_events, move |template| users_of_template(&service_sets, &template));
+    for (resource, events) in child_events {
+        controller = controller.owns_stream_with(events, resource);
+    }
+    if mode == Mode::Manage {
+        tokio::spawn(provider::manage(ctx.clone(), provider_changed));
+    }
+    tracing::info!("controller started");
+    controller
+        .shutdown_on_signal()
+        .run(reconciler::reconcile, reconciler::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!("{e}");
+            }
+        })
+        .await;
+    tracing::info!("controller stopped");
+    Ok(())
+}
+
+/// A cache of every object of kind `K` (managedFields dropped: the host never reads them) and
+/// the stream of its changes.
+fn cache<K>(client: &Client) -> (Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static)
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let events = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .modify(|object| object.managed_fields_mut().clear())
+        .reflect(writer)
+        .touched_objects();
+    (reader, events)
+}
+
+/// The ServiceSets whose `spec.provider.name` is `smp`.
+fn users_of_provider(service_sets: &Store<ServiceSet>, smp: &StateManagementProvider) -> Vec<ObjectRef<ServiceSet>> {
+    let name = smp.name_any();
+    service_sets.state().iter().filter(|ss| ss.spec.provider.name == name).map(|ss| ObjectRef::from_obj(&**ss)).collect()
+}
+
+/// The ServiceSets in the template's namespace that use it.
+fn users_of_template(service_sets: &Store<ServiceSet>, template: &ServiceTemplate) -> Vec<ObjectRef<ServiceSet>> {
+    let (name, namespace) = (template.name_any(), template.namespace());
+    service_sets
+        .state()
+        .iter()
+        .filter(|ss| ss.namespace() == namespace && ss.spec.services.iter().any(|s| s.template == name))
+        .map(|ss| ObjectRef::from_obj(&**ss))
+        .collect()
+}

@@ -1,0 +1,249 @@
+//! One ServiceSet, top to bottom: is it ours, is it going away, what does the plan say, carry
+//! it out, write the status. Plus the retry policy when a round fails.
+
+use super::context::Context;
+use super::status::{self, Written};
+use super::{finalizer, provider};
+use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
+use crate::plan::reconcile::{ChildRef, Observed, Plan, TRANSLATED, reconcile as decide};
+use crate::plan::status::{condition, remove_condition, set_condition};
+use crate::plugin::{CallError, call_blocking};
+use crate::smp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Condition type set when the API server refused a child the plugin produced (e.g. the CD
+/// tool's CRD rejects a field); absent when every child was applied.
+pub const APPLIED: &str = "ObjectsApplied";
+
+/// Retries of a ServiceSet that keeps failing start here and double up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest wait between retries of a failing ServiceSet.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// The wait before retrying a write that lost a race with another writer.
+const CONFLICT_RETRY: Duration = Duration::from_millis(200);
+/// How often a ServiceSet being deleted checks whether its children are gone (their deletion
+/// also wakes it through the watch).
+const DELETION_POLL: Duration = Duration::from_secs(5);
+
+/// Why a reconcile round failed; the ServiceSet is retried (see [`error_policy`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API request failed.
+    #[error("Kubernetes API: {0}")]
+    Api(#[from] kube::Error),
+    /// The ServiceSet changed since it was read; the next round reads the latest version.
+    #[error("ServiceSet changed while it was being reconciled: {0}")]
+    Stale(kube::Error),
+    /// The plugin call failed (trap, timeout, limit).
+    #[error(transparent)]
+    Plugin(#[from] CallError),
+    /// The API server refused children the plugin produced.
+    #[error("objects refused by the API server: {0}")]
+    Refused(String),
+}
+
+/// Reconciles one ServiceSet.
+pub async fn reconcile(service_set: Arc<ServiceSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.caches_ready().await;
+    let key = ObjectRef::from_obj(&*service_set);
+    let span = tracing::info_span!("reconcile", serviceset = %key);
+    let result = tracing::Instrument::instrument(round(&service_set, &ctx), span).await;
+    if result.is_ok() {
+        ctx.failures.lock().unwrap().remove(&key);
+    }
+    result
+}
+
+/// How long to wait before retrying a ServiceSet whose round failed: a lost race is retried
+/// at once on the latest version; anything else backs off exponentially per ServiceSet.
+pub fn error_policy(service_set: Arc<ServiceSet>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = ObjectRef::from_obj(&*service_set);
+    if let Error::Stale(e) = error {
+        tracing::debug!(serviceset = %key, "{e}; retrying");
+        return Action::requeue(CONFLICT_RETRY);
+    }
+    let failures = {
+        let mut failures = ctx.failures.lock().unwrap();
+        let count = failures.entry(key.clone()).or_insert(0);
+        *count += 1;
+        *count
+    };
+    let delay = backoff(failures);
+    tracing::warn!(serviceset = %key, retry_in = ?delay, failures, "{error}");
+    Action::requeue(delay)
+}
+
+fn backoff(failures: u32) -> Duration {
+    FIRST_BACKOFF.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(MAX_BACKOFF)
+}
+
+async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Action, Error> {
+    let api = Api::<ServiceSet>::namespaced(ctx.client.clone(), &service_set.namespace().unwrap_or_default());
+    let smp = ctx.providers.get(&ObjectRef::new(&service_set.spec.provider.name));
+    let ours = finalizer::has(service_set);
+    if service_set.meta().deletion_timestamp.is_some() {
+        // Ours to clean up even if the SMP is gone or no longer names this host.
+        return if ours { clean_up(service_set, smp, ctx, &api).await } else { Ok(Action::await_change()) };
+    }
+    match &smp {
+        Some(smp) => match smp::serves(&ctx.settings.identity, smp, service_set.labels()) {
+            Ok(true) => {}
+            Ok(false) => return Ok(Action::await_change()),
+            Err(e) => {
+                tracing::warn!("cannot tell whether this host serves it: {e}");
+                return Ok(Action::await_change());
+            }
+        },
+        // A ServiceSet this host served keeps being told that its provider is gone.
+        None if ours => {}
+        None => return Ok(Action::await_change()),
+    }
+    if !ours {
+        finalizer::add(&api, service_set).await.map_err(stale_or_api)?;
+        return Ok(Action::await_change()); // the finalizer's write comes back through the watch
+    }
+    let plan = match plan(service_set, smp, ctx).await {
+        Ok(plan) => plan,
+        Err(call) => {
+            report_plugin_failure(&api, service_set, &call).await;
+            return Err(call.into());
+        }
+    };
+    carry_out(plan, service_set, ctx, &api).await
+}
+
+/// Runs the pure core on the blocking pool (plugin calls are synchronous), over the cached
+/// SMP, templates and children.
+async fn plan(
+    service_set: &Arc<ServiceSet>,
+    smp: Option<Arc<StateManagementProvider>>,
+    ctx: &Arc<Context>,
+) -> Result<Plan, CallError> {
+    let unready = smp.as_ref().filter(|s| !s.spec.suspend && !s.status.as_ref().is_some_and(|st| st.ready));
+    let diagnosis = match unready {
+        Some(smp) => Some(provider::diagnosis(ctx, smp).await),
+        None => None,
+    };
+    let children = ctx.children.cached(service_set);
+    let (service_set, ctx) = (service_set.clone(), ctx.clone());
+    call_blocking(ctx.plugin.clone(), move |plugin| {
+        let namespace = service_set.namespace().unwrap_or_default();
+        let template = |name: &str| ctx.template(&namespace, name);
+        let observed = Observed { smp: smp.as_deref(), smp_diagnosis: diagnosis, template: &template, children: &children };
+        decide(plugin, &service_set, &observed, &ctx.settings.system_namespace, &now())
+    })
+    .await
+}
+
+/// Applies and deletes what the plan says, then writes the status. A child the API server
+/// refuses is reported in the status (condition [`APPLIED`]) and retried with backoff; other
+/// API errors stop the round and retry it.
+async fn carry_out(plan: Plan, service_set: &ServiceSet, ctx: &Context, api: &Api<ServiceSet>) -> Result<Action, Error> {
+    let mut refused = Vec::new();
+    for child in &plan.apply {
+        match ctx.children.apply(child).await {
+            Ok(()) => {}
+            Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 404 | 422) => {
+                refused.push(format!("{}: {}", describe(&ChildRef::of(child)), e.message));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    delete_children(&plan.delete, ctx).await?;
+    let mut status = plan.status;
+    if refused.is_empty() {
+        remove_condition(&mut status.conditions, APPLIED);
+    } else {
+        let generation = service_set.meta().generation;
+        let message = refused.join("; ");
+        set_condition(&mut status.conditions, condition(APPLIED, "False", "ApplyFailed", &message, generation, &now()));
+    }
+    write_status(api, service_set, status).await?;
+    if !refused.is_empty() {
+        return Err(Error::Refused(refused.join("; ")));
+    }
+    Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// A ServiceSet being deleted: services go `Deleting`, children are deleted, and the finalizer
+/// goes only once the API server lists none of them (Flux uninstalls before its objects go).
+async fn clean_up(
+    service_set: &Arc<ServiceSet>,
+    smp: Option<Arc<StateManagementProvider>>,
+    ctx: &Arc<Context>,
+    api: &Api<ServiceSet>,
+) -> Result<Action, Error> {
+    let plan = plan(service_set, smp, ctx).await?;
+    delete_children(&plan.delete, ctx).await?;
+    write_status(api, service_set, plan.status).await?;
+    let remaining = ctx.children.live(service_set).await?;
+    if !remaining.is_empty() {
+        let names: Vec<String> = remaining.iter().map(describe).collect();
+        tracing::info!("waiting for {} to be gone", names.join(", "));
+        return Ok(Action::requeue(DELETION_POLL));
+    }
+    finalizer::remove(api, service_set).await.map_err(stale_or_api)?;
+    tracing::info!("children gone; finalizer removed");
+    Ok(Action::await_change())
+}
+
+/// Deletes children, skipping those already being deleted (no write while Flux uninstalls).
+async fn delete_children(children: &[ChildRef], ctx: &Context) -> Result<(), Error> {
+    for child in children.iter().filter(|c| !ctx.children.is_deleting(c)) {
+        ctx.children.delete(child).await?;
+        tracing::info!("deleted {}", describe(child));
+    }
+    Ok(())
+}
+
+async fn write_status(api: &Api<ServiceSet>, service_set: &ServiceSet, status: ServiceSetStatus) -> Result<(), Error> {
+    if status::write(api, service_set, status).await.map_err(stale_or_api)? == Written::Replaced {
+        tracing::debug!("status written");
+    }
+    Ok(())
+}
+
+/// A plugin that fails outright leaves the children alone; the status says why.
+async fn report_plugin_failure(api: &Api<ServiceSet>, service_set: &ServiceSet, call: &CallError) {
+    let mut status = service_set.status.clone().unwrap_or_default();
+    let generation = service_set.meta().generation;
+    set_condition(&mut status.conditions, condition(TRANSLATED, "False", "PluginError", &call.to_string(), generation, &now()));
+    if let Err(e) = status::write(api, service_set, status).await {
+        tracing::warn!("writing the plugin failure to the status: {e}");
+    }
+}
+
+/// 409 Conflict (stale resourceVersion) and 422 (a failed JSON patch `test` of the version)
+/// mean the ServiceSet changed since it was read.
+fn stale_or_api(e: kube::Error) -> Error {
+    match &e {
+        kube::Error::Api(status) if status.is_conflict() || status.is_invalid() => Error::Stale(e),
+        _ => Error::Api(e),
+    }
+}
+
+fn describe(child: &ChildRef) -> String {
+    format!("{} {}/{}", child.kind, child.namespace, child.name)
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_half_a_second_up_to_five_minutes() {
+        let delays: Vec<u64> = (1..=4).map(|n| backoff(n).as_millis() as u64).collect();
+        assert_eq!(delays, [500, 1000, 2000, 4000]);
+        assert_eq!(backoff(20), MAX_BACKOFF);
+        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+    }
+}
