@@ -55,9 +55,13 @@ impl ChildKinds {
         (Self { client: client.clone(), kinds }, events)
     }
 
-    /// Waits until every child cache holds a complete list.
-    pub async fn ready(&self) {
-        join_all(self.kinds.iter().map(|k| k.cache.wait_until_ready())).await;
+    /// Resolves once every child cache holds a complete list (await it from one task only: a
+    /// cache wakes a single waiter).
+    pub fn readiness(&self) -> impl Future<Output = ()> + Send + 'static {
+        let caches: Vec<_> = self.kinds.iter().map(|k| k.cache.clone()).collect();
+        async move {
+            join_all(caches.iter().map(|cache| cache.wait_until_ready())).await;
+        }
     }
 
     /// The cached children of `service_set` (found by the ServiceSet label), as JSON.

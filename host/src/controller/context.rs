@@ -11,6 +11,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
 
 /// Shared state of the controller.
 pub struct Context {
@@ -34,10 +35,12 @@ pub struct Context {
     pub provider_cache: ProviderCache,
     /// Consecutive failed reconciles per ServiceSet, for the retry backoff.
     pub failures: Mutex<HashMap<ObjectRef<ServiceSet>, u32>>,
+    /// Turns true once every cache holds a complete list.
+    caches_ready: watch::Receiver<bool>,
 }
 
 impl Context {
-    /// The context over the given caches.
+    /// The context over the given caches (spawns the task that reports them ready).
     pub fn new(
         client: Client,
         plugin: Arc<dyn Plugin>,
@@ -47,6 +50,18 @@ impl Context {
         templates: Store<ServiceTemplate>,
         children: ChildKinds,
     ) -> Self {
+        let (ready, caches_ready) = watch::channel(false);
+        let stores = (providers.clone(), templates.clone(), children.readiness());
+        // A store's readiness wakes a single waiting task, so one task waits for each store
+        // (the ServiceSet store is waited for by the controller itself before any reconcile)
+        // and the reconciles wait on this channel.
+        tokio::spawn(async move {
+            let (providers, templates, children) = stores;
+            let _ = providers.wait_until_ready().await;
+            let _ = templates.wait_until_ready().await;
+            children.await;
+            let _ = ready.send(true);
+        });
         Self {
             client,
             plugin,
@@ -58,16 +73,14 @@ impl Context {
             rules: RuleCache::new(),
             provider_cache: ProviderCache::default(),
             failures: Mutex::default(),
+            caches_ready,
         }
     }
 
     /// Waits until every cache holds a complete list, so that a reconcile never mistakes a
     /// cache still loading for objects that do not exist.
     pub async fn caches_ready(&self) {
-        let _ = self.service_sets.wait_until_ready().await;
-        let _ = self.providers.wait_until_ready().await;
-        let _ = self.templates.wait_until_ready().await;
-        self.children.ready().await;
+        let _ = self.caches_ready.clone().wait_for(|ready| *ready).await;
     }
 
     /// The ServiceTemplate `name` in `namespace`, as JSON.
