@@ -1,0 +1,154 @@
+//! The oracle for a ServiceSet's children: what `ksm-adapter plugin translate` prints for the
+//! live ServiceSet and its templates, plus what the host adds to every child (labels, applied
+//! hash, controller owner reference, field manager).
+//!
+//! Using the binary's own offline translation keeps these tests about the controller (does it
+//! apply exactly what the plugin translates, and keep it so?) while the plugin's translations
+//! themselves are pinned by its golden tests.
+
+use serde_json::{Value, json};
+
+use crate::adapter::run_command;
+use crate::env::Env;
+use crate::fixtures::yaml_documents;
+use crate::objects::{Kind, ObjRef};
+use crate::status::uid;
+use crate::{APPLIED_HASH_ANNOTATION, FIELD_MANAGER, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL};
+
+/// What the plugin translates one ServiceSet into.
+#[derive(Clone, Debug)]
+pub struct Expected {
+    /// The ServiceSet as it was translated.
+    pub service_set: Value,
+    /// The whole translation, as printed: `{serviceSet, services: [{service, objects | error}]}`
+    /// or `{serviceSet, error}`.
+    pub translation: Value,
+}
+
+impl Expected {
+    /// Translates the live ServiceSet `name` of the test's namespace with the namespace's
+    /// ServiceTemplates, by running `ksm-adapter plugin translate` on them.
+    pub async fn translate(env: &Env, name: &str) -> Self {
+        let service_set = env.must_get(&env.obj(Kind::ServiceSet, name)).await;
+        let mut inputs = vec![service_set.clone()];
+        inputs.extend(env.list(Kind::ServiceTemplate, env.namespace(), "").await);
+        let text: String = inputs.iter().map(|o| format!("---\n{}", to_yaml(&without_managed_fields(o)))).collect();
+        let dir = env.workdir().join(format!("translate-{name}"));
+        std::fs::create_dir_all(&dir).expect("creating the translate directory");
+        std::fs::write(dir.join("input.yaml"), &text).expect("writing the translate input");
+        let output = tokio::task::spawn_blocking(move || {
+            run_command(&["plugin", "translate", "-f", dir.to_str().expect("a UTF-8 path")])
+        })
+        .await
+        .expect("plugin translate ran");
+        let key = format!("{}/{name}", env.namespace());
+        let translation = yaml_documents(&String::from_utf8_lossy(&output.stdout))
+            .into_iter()
+            .find(|doc| doc["serviceSet"] == key.as_str())
+            .unwrap_or_else(|| panic!("plugin translate printed nothing for ServiceSet {key}"));
+        Self { service_set, translation }
+    }
+
+    /// The translation's error (the whole ServiceSet was rejected), if any.
+    pub fn error(&self) -> Option<&Value> {
+        self.translation.get("error")
+    }
+
+    /// Every object to apply, with the name of its service.
+    pub fn objects(&self) -> Vec<(&str, &Value)> {
+        self.translation["services"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| {
+                let service = s["service"].as_str().unwrap_or_default();
+                s["objects"].as_array().into_iter().flatten().map(move |o| (service, o))
+            })
+            .collect()
+    }
+
+    /// The one object of `service`; panics when the plugin gives it none or several.
+    pub fn object_of(&self, service: &str) -> &Value {
+        match self.objects().into_iter().filter(|(s, _)| *s == service).collect::<Vec<_>>().as_slice() {
+            [(_, object)] => object,
+            other => panic!("service {service} translates to {} objects: {:#}", other.len(), self.translation),
+        }
+    }
+
+    /// Whether `children` (the live children of the ServiceSet) are exactly the plugin's objects
+    /// as the host must apply them; `Err` describes every difference.
+    pub fn check_children(&self, children: &[Value]) -> Result<(), Value> {
+        let mut problems = Vec::new();
+        let objects = self.objects();
+        for (service, object) in &objects {
+            let r = ObjRef::of(object);
+            let live = children.iter().find(|c| ObjRef::of(c) == r);
+            problems.extend(
+                child_problems(object, live, &self.service_set, service).into_iter().map(|p| format!("{r}: {p}")),
+            );
+        }
+        for child in children {
+            let r = ObjRef::of(child);
+            if !objects.iter().any(|(_, o)| ObjRef::of(o) == r) {
+                problems.push(format!("{r}: not in the translation, yet labelled as a child"));
+            }
+        }
+        if problems.is_empty() { Ok(()) } else { Err(json!({"problems": problems, "children": children})) }
+    }
+}
+
+/// How a live child differs from the plugin's `expected` object as the host must apply it for
+/// `service` of `service_set` (empty: as expected).
+pub fn child_problems(expected: &Value, live: Option<&Value>, service_set: &Value, service: &str) -> Vec<String> {
+    let Some(live) = live else { return vec!["missing".into()] };
+    let mut problems = Vec::new();
+    if live["spec"] != expected["spec"] {
+        problems.push(format!("spec differs: expected {}, live {}", expected["spec"], live["spec"]));
+    }
+    let ss_name = service_set["metadata"]["name"].as_str().unwrap_or_default();
+    let mut labels = expected["metadata"]["labels"].as_object().cloned().unwrap_or_default();
+    labels.insert(MANAGED_LABEL.into(), json!("true"));
+    labels.insert(SERVICE_SET_LABEL.into(), json!(ss_name));
+    labels.insert(SERVICE_LABEL.into(), json!(service));
+    for (key, value) in &labels {
+        if live["metadata"]["labels"][key] != *value {
+            problems.push(format!("label {key} is {}, expected {value}", live["metadata"]["labels"][key]));
+        }
+    }
+    for (key, value) in expected["metadata"]["annotations"].as_object().into_iter().flatten() {
+        if live["metadata"]["annotations"][key] != *value {
+            problems.push(format!("annotation {key} is {}, expected {value}", live["metadata"]["annotations"][key]));
+        }
+    }
+    if live["metadata"]["annotations"][APPLIED_HASH_ANNOTATION].as_str().is_none_or(str::is_empty) {
+        problems.push(format!("annotation {APPLIED_HASH_ANNOTATION} is missing"));
+    }
+    let owner = json!([{
+        "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet", "name": ss_name,
+        "uid": uid(service_set), "controller": true, "blockOwnerDeletion": true,
+    }]);
+    if live["metadata"]["ownerReferences"] != owner {
+        problems.push(format!("ownerReferences are {}, expected {owner}", live["metadata"]["ownerReferences"]));
+    }
+    let applied_by_host = live["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|m| m["manager"] == FIELD_MANAGER && m["operation"] == "Apply");
+    if !applied_by_host {
+        problems.push(format!("managedFields have no Apply entry of manager {FIELD_MANAGER:?}"));
+    }
+    problems
+}
+
+fn without_managed_fields(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        metadata.remove("managedFields");
+    }
+    object
+}
+
+fn to_yaml(value: &Value) -> String {
+    serde_norway::to_string(value).expect("JSON values serialize as YAML")
+}

@@ -1,0 +1,272 @@
+//! One test's world: an [`Env`] with the common fixtures (ServiceTemplates, a ready adapter and
+//! provisioner workload, an SMP naming the adapter under test) and the adapter running; plus the
+//! waits and shortcuts the scenarios share. Derefs to [`Env`] (and so to its object helpers).
+//!
+//! Every wait panics on timeout with what it waited for, what it saw last and the adapter's log
+//! tail; it fails at once if the adapter process exited.
+
+use std::ops::Deref;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::adapter::{Adapter, Mode};
+use crate::env::Env;
+use crate::expect::Expected;
+use crate::fixtures::{self, PROVISIONER_NAME, service_templates, set_workload_ready};
+use crate::flux::FluxState;
+use crate::objects::{Kind, ObjRef};
+use crate::status::{
+    condition_is, condition_is_current, generation, has_finalizer, spec_service_names, status_service_names,
+};
+use crate::wait::poll;
+use crate::writes::{Writes, writes_during};
+use crate::{ADAPTER_NAME, HOST_FINALIZER, SERVICE_LABEL, SERVICE_SET_LABEL, WAIT};
+
+/// A running scenario. Fields drop in order: the adapter is stopped before the environment is
+/// cleaned up.
+pub struct Scenario {
+    adapter: Adapter,
+    env: Env,
+    smp: ObjRef,
+}
+
+impl Scenario {
+    /// Sets up the environment for `test` and starts the adapter in `mode`. The SMP
+    /// `<namespace>-flux` names the adapter; in observe mode the test plays kcm and marks it
+    /// ready, in manage mode its status is left to the host.
+    pub async fn start(test: &str, mode: Mode) -> Self {
+        let env = Env::start(test).await;
+        for template in service_templates(env.namespace()) {
+            env.create(template).await;
+        }
+        for workload in [ADAPTER_NAME, PROVISIONER_NAME] {
+            set_workload_ready(&env, workload, true).await;
+        }
+        let smp = create_smp(&env, "flux", ADAPTER_NAME, (mode == Mode::Observe).then_some(true)).await;
+        let adapter = Adapter::start(&env, mode);
+        Self { adapter, env, smp }
+    }
+
+    /// The SMP serving the scenario's ServiceSets.
+    pub fn smp(&self) -> &ObjRef {
+        &self.smp
+    }
+
+    /// The SMP's name.
+    pub fn smp_name(&self) -> &str {
+        &self.smp.name
+    }
+
+    /// Creates another SMP, `<namespace>-<suffix>`, whose adapter is `adapter` (in the test's
+    /// namespace), with `status.ready` set when given.
+    pub async fn create_smp(&self, suffix: &str, adapter: &str, ready: Option<bool>) -> ObjRef {
+        create_smp(&self.env, suffix, adapter, ready).await
+    }
+
+    /// Writes the scenario SMP's `status.ready`, as kcm would.
+    pub async fn set_smp_ready(&self, ready: bool) {
+        self.set_status(&self.smp, fixtures::smp_status(ready)).await;
+    }
+
+    /// Sets the scenario SMP's `spec.suspend`.
+    pub async fn set_smp_suspended(&self, suspended: bool) {
+        self.merge_patch(&self.smp, json!({"spec": {"suspend": suspended}})).await;
+    }
+
+    /// A ServiceSet of the test's namespace.
+    pub fn service_set(&self, name: &str) -> ObjRef {
+        self.obj(Kind::ServiceSet, name)
+    }
+
+    /// The ServiceSet `name` with `services`, served by the scenario SMP (not created).
+    pub fn service_set_object(&self, name: &str, services: Value) -> Value {
+        fixtures::service_set(self.namespace(), name, self.smp_name(), services)
+    }
+
+    /// Creates the ServiceSet `name` with `services`, served by the scenario SMP.
+    pub async fn create_service_set(&self, name: &str, services: Value) -> ObjRef {
+        self.create(self.service_set_object(name, services)).await;
+        self.service_set(name)
+    }
+
+    /// The live children of ServiceSet `name` (found by the host's label).
+    pub async fn children(&self, service_set: &str) -> Vec<Value> {
+        self.labelled_children(&format!("{SERVICE_SET_LABEL}={service_set}")).await
+    }
+
+    /// The live child of one service, if any (panics if there are several).
+    pub async fn child(&self, service_set: &str, service: &str) -> Option<Value> {
+        let mut found =
+            self.labelled_children(&format!("{SERVICE_SET_LABEL}={service_set},{SERVICE_LABEL}={service}")).await;
+        assert!(found.len() <= 1, "service {service} of {service_set} has several children: {found:#?}");
+        found.pop()
+    }
+
+    /// The reference of one service's child; panics when it does not exist.
+    pub async fn child_ref(&self, service_set: &str, service: &str) -> ObjRef {
+        let child = self.child(service_set, service).await;
+        ObjRef::of(&child.unwrap_or_else(|| panic!("service {service} of ServiceSet {service_set} has no child")))
+    }
+
+    async fn labelled_children(&self, labels: &str) -> Vec<Value> {
+        let mut children = Vec::new();
+        for kind in Kind::CHILDREN {
+            children.extend(self.list(kind, self.namespace(), labels).await);
+        }
+        children
+    }
+
+    /// [`poll`] with the adapter's log on timeout; fails at once if the adapter exited.
+    pub async fn wait_for<T>(
+        &self,
+        desc: &str,
+        timeout: Duration,
+        mut probe: impl AsyncFnMut() -> Result<T, Value>,
+    ) -> T {
+        let checked = async || {
+            if self.adapter.exited().is_some() {
+                panic!("while waiting for: {desc}\n{}", self.adapter.failure_context());
+            }
+            probe().await
+        };
+        match poll(desc, timeout, checked).await {
+            Ok(value) => value,
+            Err(timed_out) => panic!("{}\n{}", timed_out.report(), self.adapter.failure_context()),
+        }
+    }
+
+    /// Waits until the object exists and `holds` for it; returns it.
+    pub async fn wait_object(
+        &self,
+        desc: &str,
+        r: &ObjRef,
+        timeout: Duration,
+        holds: impl Fn(&Value) -> bool,
+    ) -> Value {
+        self.wait_for(&format!("{r}: {desc}"), timeout, async || match self.get(r).await {
+            Some(object) if holds(&object) => Ok(object),
+            Some(object) => Err(object),
+            None => Err(json!("<object absent>")),
+        })
+        .await
+    }
+
+    /// Waits (up to [`WAIT`]) until ServiceSet `name` exists and `holds` for it; returns it.
+    pub async fn wait_service_set(&self, name: &str, desc: &str, holds: impl Fn(&Value) -> bool) -> Value {
+        self.wait_object(desc, &self.service_set(name), WAIT, holds).await
+    }
+
+    /// Waits until the object no longer exists.
+    pub async fn wait_gone(&self, r: &ObjRef, timeout: Duration) {
+        self.wait_for(&format!("{r} to be gone"), timeout, async || match self.get(r).await {
+            Some(object) => Err(object),
+            None => Ok(()),
+        })
+        .await
+    }
+
+    /// Waits until the host has fully reconciled ServiceSet `name`: its finalizer is on, it has
+    /// a service status per spec service, `ServicesTranslated` is True for the current
+    /// generation, and its children are exactly the plugin's translation as the host applies
+    /// it. Returns the translation.
+    pub async fn wait_converged(&self, name: &str) -> Expected {
+        self.wait_service_set(name, "host finalizer, translated, a status per service", |ss| {
+            has_finalizer(ss, HOST_FINALIZER)
+                && condition_is(ss, "ServicesTranslated", "True", "Succeeded")
+                && condition_is_current(ss, "ServicesTranslated")
+                && status_service_names(ss) == spec_service_names(ss)
+        })
+        .await;
+        self.wait_children_match(name).await
+    }
+
+    /// Waits until the children of ServiceSet `name` are exactly what the plugin translates the
+    /// live ServiceSet into (translated once, now). Returns the translation.
+    pub async fn wait_children_match(&self, name: &str) -> Expected {
+        let expected = Expected::translate(&self.env, name).await;
+        self.wait_for(&format!("children of ServiceSet {name} as translated"), WAIT, async || {
+            expected.check_children(&self.children(name).await)
+        })
+        .await;
+        expected
+    }
+
+    /// Waits until service `service` of ServiceSet `name` is in `state`; returns the ServiceSet.
+    pub async fn wait_service_state(&self, name: &str, service: &str, state: &str, timeout: Duration) -> Value {
+        let desc = format!("service {service} in state {state}");
+        self.wait_object(&desc, &self.service_set(name), timeout, |ss| {
+            crate::status::service_state(ss, service) == Some(state)
+        })
+        .await
+    }
+
+    /// Plays Flux: writes `state` as the status of the HelmRelease of one service.
+    pub async fn set_flux(&self, service_set: &str, service: &str, state: FluxState) {
+        let r = self.child_ref(service_set, service).await;
+        let live = self.must_get(&r).await;
+        self.set_status(&r, state.helm_release_status(generation(&live))).await;
+    }
+
+    /// Asserts that nothing is written during `period`: no write requests (simulated server)
+    /// and no change to the SMP, any ServiceSet or any child of the namespace.
+    pub async fn assert_no_writes(&self, period: Duration) {
+        let mut watched = vec![self.smp.clone()];
+        for ss in self.list(Kind::ServiceSet, self.namespace(), "").await {
+            watched.push(ObjRef::of(&ss));
+        }
+        let writes: Writes = writes_during(&self.env, &watched, period).await;
+        assert!(
+            writes.is_empty(),
+            "expected no writes during {period:?}, got:\n{}\n{}",
+            writes.breakdown(),
+            self.adapter.failure_context()
+        );
+    }
+
+    /// On the simulated server, serves one successful request of each write verb the fault
+    /// tests inject failures for (update, patch, delete on a scratch ConfigMap), so that no injected failure is left
+    /// queued for the test's own writes. A no-op on a real cluster.
+    pub async fn drain_faults(&self) {
+        if self.server().is_none() {
+            return;
+        }
+        let scratch = self.obj(Kind::ConfigMap, "ksm-e2e-drain");
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": scratch.name, "namespace": scratch.namespace}});
+        if self.get(&scratch).await.is_none() {
+            self.create(object.clone()).await;
+        }
+        let api = self.api(Kind::ConfigMap, self.namespace());
+        let body: kube::api::DynamicObject = serde_json::from_value(object).expect("a ConfigMap");
+        let patch = kube::api::Patch::Merge(json!({"data": {"drained": "true"}}));
+        for verb in ["update", "patch", "delete"] {
+            self.wait_for(&format!("a {verb} without an injected failure"), WAIT, async || {
+                let result = match verb {
+                    "update" => api.replace(&scratch.name, &Default::default(), &body).await.map(drop),
+                    "patch" => api.patch(&scratch.name, &Default::default(), &patch).await.map(drop),
+                    _ => api.delete(&scratch.name, &Default::default()).await.map(drop),
+                };
+                result.map_err(|e| json!(e.to_string()))
+            })
+            .await;
+        }
+    }
+}
+
+impl Deref for Scenario {
+    type Target = Env;
+
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
+
+/// Creates the SMP `<namespace>-<suffix>` naming `adapter`, with `status.ready` when given.
+async fn create_smp(env: &Env, suffix: &str, adapter: &str, ready: Option<bool>) -> ObjRef {
+    let mut smp = fixtures::smp(&format!("{}-{suffix}", env.namespace()), adapter, env.namespace());
+    if let Some(ready) = ready {
+        smp["status"] = fixtures::smp_status(ready);
+    }
+    ObjRef::of(&env.create(smp).await)
+}

@@ -1,0 +1,100 @@
+//! Scenarios 1 and 2: a ServiceSet is deployed as the plugin translates it, and Flux's status
+//! on its HelmReleases shows in its status.
+
+use std::time::Instant;
+
+use ksm_e2e::fixtures::{CERT_MANAGER_TEMPLATE, INGRESS_TEMPLATE, two_services};
+use ksm_e2e::flux::FluxState;
+use ksm_e2e::status::{condition_is, condition_message, service, service_state};
+use ksm_e2e::{Mode, STATUS_WAIT, Scenario};
+use serde_json::{Value, json};
+
+const SERVICES: [&str; 2] = ["ingress-nginx", "cert-manager"];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deploy() {
+    let t = Scenario::start("deploy", Mode::Observe).await;
+    t.create_service_set("web", two_services()).await;
+
+    // Children exactly as translated, with the host's labels, owner and field manager.
+    let expected = t.wait_converged("web").await;
+    let ingress = expected.object_of("ingress-nginx");
+    assert_eq!(ingress["kind"], "HelmRelease", "the oracle itself: {ingress:#}");
+    assert_eq!(ingress["metadata"]["namespace"], t.namespace());
+    assert_eq!(
+        ingress["spec"]["chartRef"],
+        json!({"kind": "HelmChart", "name": INGRESS_TEMPLATE, "namespace": t.namespace()})
+    );
+    assert_eq!(ingress["spec"]["releaseName"], "ingress-nginx");
+    assert_eq!(ingress["spec"]["values"], json!({"controller": {"replicaCount": 2}}));
+    assert_eq!(expected.object_of("cert-manager")["spec"]["chartRef"]["name"], CERT_MANAGER_TEMPLATE);
+
+    let ss = t
+        .wait_service_set("web", "services Pending/Provisioning, 0/2", |ss| {
+            SERVICES.iter().all(|s| matches!(service_state(ss, s), Some("Pending" | "Provisioning")))
+                && condition_message(ss, "ServicesInReadyState") == "0/2"
+        })
+        .await;
+    assert_eq!(ss["status"]["provider"]["ready"], true, "{:#}", ss["status"]);
+    assert!(condition_is(&ss, "ProviderReady", "True", "ProviderReady"), "{:#}", ss["status"]);
+    assert_eq!(ss["status"]["deployed"], false);
+    for (name, template) in SERVICES.iter().zip([INGRESS_TEMPLATE, CERT_MANAGER_TEMPLATE]) {
+        let entry = service(&ss, name).expect("a status entry per service");
+        assert_eq!((entry["type"].as_str(), entry["namespace"].as_str()), (Some("Helm"), Some(*name)), "{entry:#}");
+        assert_eq!(entry["template"], template);
+        assert!(entry["lastStateTransitionTime"].is_string(), "{entry:#}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn flux_status_mapping() {
+    let t = Scenario::start("flux-status", Mode::Observe).await;
+    t.create_service_set("web", two_services()).await;
+    t.wait_converged("web").await;
+
+    for name in SERVICES {
+        t.set_flux("web", name, FluxState::Ready).await;
+    }
+    let started = Instant::now();
+    let ss = t
+        .wait_object("all Deployed, 2/2", &t.service_set("web"), STATUS_WAIT, |ss| {
+            SERVICES.iter().all(|s| service_state(ss, s) == Some("Deployed"))
+                && ss["status"]["deployed"] == true
+                && condition_is(ss, "ServicesInReadyState", "True", "Succeeded")
+                && condition_message(ss, "ServicesInReadyState") == "2/2"
+        })
+        .await;
+    eprintln!("Flux Ready reached ServiceSet status after {:?}", started.elapsed());
+    assert_eq!(
+        service(&ss, "ingress-nginx").unwrap()["version"],
+        INGRESS_TEMPLATE,
+        "no spec version: the template name"
+    );
+    assert_eq!(service(&ss, "cert-manager").unwrap()["version"], "v1.16.2", "the spec version");
+    let untouched = service(&ss, "cert-manager").unwrap()["lastStateTransitionTime"].clone();
+
+    for state in [FluxState::InstallFailed, FluxState::RetriesExceeded, FluxState::Reconciling] {
+        t.set_flux("web", "ingress-nginx", state).await;
+        let started = Instant::now();
+        let ss = t
+            .wait_object(
+                &format!("ingress-nginx {} after Flux {state:?}", state.service_state()),
+                &t.service_set("web"),
+                STATUS_WAIT,
+                |ss| maps_to(ss, "ingress-nginx", state) && condition_message(ss, "ServicesInReadyState") == "1/2",
+            )
+            .await;
+        eprintln!("Flux {state:?} reached ServiceSet status after {:?}", started.elapsed());
+        assert_eq!(ss["status"]["deployed"], false, "{:#}", ss["status"]);
+        assert!(condition_is(&ss, "ServicesInReadyState", "False", "ServicesNotReady"), "{:#}", ss["status"]);
+        let cert_manager = service(&ss, "cert-manager").unwrap();
+        assert_eq!(cert_manager["lastStateTransitionTime"], untouched, "changes only when the state changes");
+    }
+}
+
+/// Whether service `name` shows what Flux `state` maps to (state, and failure reason if any).
+fn maps_to(ss: &Value, name: &str, state: FluxState) -> bool {
+    let Some(entry) = service(ss, name) else { return false };
+    let message = entry["failureMessage"].as_str().unwrap_or_default();
+    entry["state"] == state.service_state() && state.failure_reason().is_none_or(|reason| message.contains(reason))
+}

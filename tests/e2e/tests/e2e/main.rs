@@ -1,0 +1,14 @@
+//! End-to-end scenarios: the real `ksm-adapter run` against a fresh simulated API server per
+//! test, or a real cluster when `KSM_E2E_KUBECONFIG` is set (see the package README).
+//!
+//! Each test starts its own adapter in its own namespace, plays kcm (SMP status) and Flux
+//! (HelmRelease status) itself, and waits at most 30 s for anything.
+
+mod bad_input;
+mod changes;
+mod deletion;
+mod deploy;
+mod faults;
+mod manage;
+mod provider;
+mod steady;
