@@ -124,7 +124,7 @@ fn push_object(object: Value, origin: String, documents: &mut Vec<Document>) -> 
         ("kind", &object["kind"]),
         ("metadata.name", &object["metadata"]["name"]),
     ] {
-        if !value.as_str().is_some_and(|s| !s.is_empty()) {
+        if value.as_str().is_none_or(|s| s.is_empty()) {
             bail!("{origin}: object has no {field}");
         }
     }
@@ -146,12 +146,12 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join("notes.txt"), "ignored").unwrap();
-        let m = Manifests::read(&[dir.clone()]).unwrap();
+        let m = Manifests::read(std::slice::from_ref(&dir)).unwrap();
         assert_eq!(m.documents.iter().map(Document::key).collect::<Vec<_>>(), ["x/one", "two"]);
         assert!(m.find("v1", "Secret", "", "two").is_some());
 
         std::fs::write(dir.join("b.yaml"), "kind: ConfigMap\nmetadata: {name: nameless}\n").unwrap();
-        let err = Manifests::read(&[dir.clone()]).unwrap_err().to_string();
+        let err = Manifests::read(std::slice::from_ref(&dir)).unwrap_err().to_string();
         assert!(err.contains("b.yaml#1") && err.contains("apiVersion"), "{err}");
         std::fs::remove_dir_all(dir).unwrap();
     }

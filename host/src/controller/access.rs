@@ -3,8 +3,8 @@
 
 use crate::smp::RbacCheck;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
-use kube::api::{Api, PostParams};
 use kube::Client;
+use kube::api::{Api, PostParams};
 
 /// One permission: a verb on a resource (optionally a subresource) of a group, in all namespaces
 /// or in one.
@@ -27,13 +27,25 @@ impl Permission {
     pub fn each(verbs: &[&'static str], group: &str, resource: &str) -> Vec<Self> {
         verbs
             .iter()
-            .map(|verb| Self { verb, group: group.into(), resource: resource.into(), subresource: None, namespace: None })
+            .map(|verb| Self {
+                verb,
+                group: group.into(),
+                resource: resource.into(),
+                subresource: None,
+                namespace: None,
+            })
             .collect()
     }
 
     /// `update` on the status subresource of `resource`.
     pub fn status_update(group: &str, resource: &str) -> Self {
-        Self { verb: "update", group: group.into(), resource: resource.into(), subresource: Some("status"), namespace: None }
+        Self {
+            verb: "update",
+            group: group.into(),
+            resource: resource.into(),
+            subresource: Some("status"),
+            namespace: None,
+        }
     }
 
     /// How a person names it: `list helmreleases.helm.toolkit.fluxcd.io`.

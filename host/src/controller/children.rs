@@ -70,7 +70,8 @@ impl ChildKinds {
         self.kinds
             .iter()
             .flat_map(|kind| {
-                kind.cache.state_filter(|o| o.namespace() == namespace && o.labels().get(SERVICE_SET_LABEL) == Some(&name))
+                kind.cache
+                    .state_filter(|o| o.namespace() == namespace && o.labels().get(SERVICE_SET_LABEL) == Some(&name))
             })
             .filter_map(|object| serde_json::to_value(&*object).ok())
             .collect()
@@ -127,7 +128,9 @@ impl ChildKinds {
 
     fn api(&self, child: &ChildRef) -> kube::Result<Api<DynamicObject>> {
         let kind = self.find(&child.api_version, &child.kind).ok_or_else(|| {
-            kube::Error::Service(format!("{} {} is not a kind the plugin declared", child.api_version, child.kind).into())
+            kube::Error::Service(
+                format!("{} {} is not a kind the plugin declared", child.api_version, child.kind).into(),
+            )
         })?;
         Ok(Api::namespaced_with(self.client.clone(), &child.namespace, &kind.resource))
     }

@@ -122,7 +122,12 @@ where
 /// The ServiceSets whose `spec.provider.name` is `smp`.
 fn users_of_provider(service_sets: &Store<ServiceSet>, smp: &StateManagementProvider) -> Vec<ObjectRef<ServiceSet>> {
     let name = smp.name_any();
-    service_sets.state().iter().filter(|ss| ss.spec.provider.name == name).map(|ss| ObjectRef::from_obj(&**ss)).collect()
+    service_sets
+        .state()
+        .iter()
+        .filter(|ss| ss.spec.provider.name == name)
+        .map(|ss| ObjectRef::from_obj(&**ss))
+        .collect()
 }
 
 /// The ServiceSets in the template's namespace that use it.

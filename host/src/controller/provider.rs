@@ -29,8 +29,30 @@ const DIAGNOSIS_TTL: Duration = Duration::from_secs(10);
 #[derive(Default)]
 pub struct ProviderCache {
     kinds: Mutex<HashMap<String, (ApiResource, bool)>>,
-    rbac: Mutex<HashMap<String, (Option<i64>, Instant, RbacCheck)>>,
-    diagnoses: Mutex<HashMap<String, (Option<String>, Instant, String)>>,
+    rbac: Stamped<Option<i64>, RbacCheck>,
+    diagnoses: Stamped<Option<String>, String>,
+}
+
+/// Values per SMP name, each for one version `V` of the SMP and good for a while.
+struct Stamped<V, T>(Mutex<HashMap<String, (V, Instant, T)>>);
+
+impl<V, T> Default for Stamped<V, T> {
+    fn default() -> Self {
+        Self(Mutex::default())
+    }
+}
+
+impl<V: PartialEq, T: Clone> Stamped<V, T> {
+    /// The value for SMP `name` at `version`, if found less than `ttl` ago.
+    fn get(&self, name: &str, version: &V, ttl: Duration) -> Option<T> {
+        let map = self.0.lock().unwrap();
+        let (v, at, value) = map.get(name)?;
+        (v == version && at.elapsed() < ttl).then(|| value.clone())
+    }
+
+    fn put(&self, name: String, version: V, value: T) {
+        self.0.lock().unwrap().insert(name, (version, Instant::now(), value));
+    }
 }
 
 /// Why the host could not look at an SMP's objects.
@@ -46,17 +68,14 @@ pub struct LookError {
 /// seconds: every ServiceSet of an unready SMP asks).
 pub async fn diagnosis(ctx: &Context, smp: &StateManagementProvider) -> String {
     let (name, version) = (smp.name_any(), smp.resource_version());
-    if let Some((v, at, text)) = ctx.provider_cache.diagnoses.lock().unwrap().get(&name)
-        && *v == version
-        && at.elapsed() < DIAGNOSIS_TTL
-    {
-        return text.clone();
+    if let Some(text) = ctx.provider_cache.diagnoses.get(&name, &version, DIAGNOSIS_TTL) {
+        return text;
     }
     let text = match evaluate(ctx, smp).await {
         Ok(evaluation) => evaluation.diagnosis(),
         Err(e) => format!("the host could not check it: {e}"),
     };
-    ctx.provider_cache.diagnoses.lock().unwrap().insert(name, (version, Instant::now(), text.clone()));
+    ctx.provider_cache.diagnoses.put(name, version, text.clone());
     text
 }
 
@@ -137,11 +156,8 @@ async fn manage_one(ctx: &Context, smp: &StateManagementProvider) -> anyhow::Res
 /// [`RBAC_TTL`] per SMP generation.
 async fn rbac(ctx: &Context, smp: &StateManagementProvider) -> RbacCheck {
     let (name, generation) = (smp.name_any(), smp.meta().generation);
-    if let Some((g, at, check)) = ctx.provider_cache.rbac.lock().unwrap().get(&name)
-        && *g == generation
-        && at.elapsed() < RBAC_TTL
-    {
-        return check.clone();
+    if let Some(check) = ctx.provider_cache.rbac.get(&name, &generation, RBAC_TTL) {
+        return check;
     }
     let mut needed = host_permissions(ctx);
     for reference in std::iter::once(&smp.spec.adapter).chain(&smp.spec.provisioner) {
@@ -159,7 +175,7 @@ async fn rbac(ctx: &Context, smp: &StateManagementProvider) -> RbacCheck {
         }
     }
     let check = access::check(&ctx.client, &needed).await;
-    ctx.provider_cache.rbac.lock().unwrap().insert(name, (generation, Instant::now(), check.clone()));
+    ctx.provider_cache.rbac.put(name, generation, check.clone());
     check
 }
 
@@ -177,7 +193,11 @@ fn host_permissions(ctx: &Context) -> Vec<Permission> {
         needed.push(Permission::status_update(k0rdent, "statemanagementproviders"));
     }
     for kind in &ctx.plugin.metadata().creates {
-        needed.extend(Permission::each(&["get", "list", "watch", "create", "patch", "delete"], &kind.group, &kind.plural));
+        needed.extend(Permission::each(
+            &["get", "list", "watch", "create", "patch", "delete"],
+            &kind.group,
+            &kind.plural,
+        ));
     }
     needed
 }

@@ -134,7 +134,8 @@ async fn plan(
     call_blocking(ctx.plugin.clone(), move |plugin| {
         let namespace = service_set.namespace().unwrap_or_default();
         let template = |name: &str| ctx.template(&namespace, name);
-        let observed = Observed { smp: smp.as_deref(), smp_diagnosis: diagnosis, template: &template, children: &children };
+        let observed =
+            Observed { smp: smp.as_deref(), smp_diagnosis: diagnosis, template: &template, children: &children };
         decide(plugin, &service_set, &observed, &ctx.settings.system_namespace, &now())
     })
     .await
@@ -143,7 +144,12 @@ async fn plan(
 /// Applies and deletes what the plan says, then writes the status. A child the API server
 /// refuses is reported in the status (condition [`APPLIED`]) and retried with backoff; other
 /// API errors stop the round and retry it.
-async fn carry_out(plan: Plan, service_set: &ServiceSet, ctx: &Context, api: &Api<ServiceSet>) -> Result<Action, Error> {
+async fn carry_out(
+    plan: Plan,
+    service_set: &ServiceSet,
+    ctx: &Context,
+    api: &Api<ServiceSet>,
+) -> Result<Action, Error> {
     let mut refused = Vec::new();
     for child in &plan.apply {
         match ctx.children.apply(child).await {
@@ -212,7 +218,10 @@ async fn write_status(api: &Api<ServiceSet>, service_set: &ServiceSet, status: S
 async fn report_plugin_failure(api: &Api<ServiceSet>, service_set: &ServiceSet, call: &CallError) {
     let mut status = service_set.status.clone().unwrap_or_default();
     let generation = service_set.meta().generation;
-    set_condition(&mut status.conditions, condition(TRANSLATED, "False", "PluginError", &call.to_string(), generation, &now()));
+    set_condition(
+        &mut status.conditions,
+        condition(TRANSLATED, "False", "PluginError", &call.to_string(), generation, &now()),
+    );
     if let Err(e) = status::write(api, service_set, status).await {
         tracing::warn!("writing the plugin failure to the status: {e}");
     }
