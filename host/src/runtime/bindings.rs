@@ -71,6 +71,11 @@ pub(super) fn translation(
                     w::ServiceError::InvalidValues(m) => c::ServiceError::InvalidValues(m),
                     w::ServiceError::InvalidService(m) => c::ServiceError::InvalidService(m),
                 }),
+                claims: s
+                    .claims
+                    .into_iter()
+                    .map(|c| c::Claim { target: c.target, kind: c.kind, namespace: c.namespace, name: c.name })
+                    .collect(),
             })
             .collect()),
         Err(w::TranslateError::InvalidConfig(errors)) => Err(c::TranslateError::InvalidConfig(config_errors(errors))),
@@ -132,6 +137,10 @@ pub(super) fn translation_size(result: &Result<Vec<w::ServiceTranslation>, w::Tr
                         Ok(objects) => objects.iter().map(String::len).sum(),
                         Err(e) => service_error_len(e),
                     }
+                    + s.claims
+                        .iter()
+                        .map(|c| c.target.len() + c.kind.len() + c.namespace.len() + c.name.len())
+                        .sum::<usize>()
             })
             .sum(),
         Err(w::TranslateError::InvalidConfig(errors)) => errors.iter().map(|e| e.path.len() + e.message.len()).sum(),

@@ -87,7 +87,9 @@ impl FluxConfig {
                 "wait" => config.wait = bool_field(path, value)?,
                 "suspend" => config.suspend = bool_field(path, value)?,
                 "targetNamespace" => config.target_namespace = namespace_field(path, value)?,
+                // Conflict arbitration is the host's (priority, stopOnConflict): checked, not used.
                 "priority" => priority_field(path, value)?,
+                "stopOnConflict" => drop(bool_field(path, value)?),
                 "driftDetection" => {
                     config.drift_detection = Some(one_of_field(path, value, &["enabled", "warn", "disabled"])?);
                 }
@@ -213,7 +215,7 @@ mod tests {
     fn parses_every_field() {
         let config = FluxConfig::from_value(&json!({
             "interval": "1h30m", "timeout": "5m", "prune": false, "wait": false, "suspend": true,
-            "targetNamespace": "apps", "priority": 2147483647, "driftDetection": "warn",
+            "targetNamespace": "apps", "priority": 2147483647, "stopOnConflict": true, "driftDetection": "warn",
             "remediation": {"retries": -1, "strategy": "uninstall"},
         }))
         .unwrap();

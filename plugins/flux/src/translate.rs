@@ -7,7 +7,9 @@
 use crate::config::FluxConfig;
 use crate::flux::{KubeConfigReference, ObjectMeta, SecretKeyReference};
 use crate::{helm, kustomize};
-use ksm_plugin_sdk::contract::{ServiceError, ServiceTranslation, Target, Template, TranslateError, TranslateInput};
+use ksm_plugin_sdk::contract::{
+    Claim, ServiceError, ServiceTranslation, Target, Template, TranslateError, TranslateInput,
+};
 use ksm_plugin_sdk::k0rdent::{
     PAUSE_ANNOTATION, Service, ServiceSet, ServiceTemplate, ServiceTemplateSpec, ServiceTemplateStatus,
 };
@@ -42,8 +44,41 @@ pub fn translate(input: &TranslateInput) -> Result<Vec<ServiceTranslation>, Tran
         .spec
         .services
         .iter()
-        .map(|service| ServiceTranslation { service: service.name.clone(), outcome: context.service(service) })
+        .map(|service| {
+            let outcome = context.service(service);
+            let claims = outcome.as_deref().map(|objects| context.claims(objects)).unwrap_or_default();
+            ServiceTranslation { service: service.name.clone(), outcome, claims }
+        })
         .collect())
+}
+
+/// What a claim on a Helm release is called.
+pub const HELM_RELEASE_CLAIM: &str = "helm-release";
+
+impl Context<'_> {
+    /// The Helm releases `objects` install on the target: one claim per HelmRelease, on its
+    /// storage namespace (where Helm keeps the release) and release name.
+    fn claims(&self, objects: &[String]) -> Vec<Claim> {
+        let target = match self.target {
+            Target::SelfManagement => "management".to_string(),
+            Target::Remote(cluster) => format!("{}/{}", self.namespace, cluster.name),
+        };
+        objects
+            .iter()
+            .filter_map(|text| serde_json::from_str::<Value>(text).ok())
+            .filter(|object| object["kind"] == "HelmRelease")
+            .map(|release| {
+                let spec = &release["spec"];
+                let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+                Claim {
+                    target: target.clone(),
+                    kind: HELM_RELEASE_CLAIM.into(),
+                    namespace: text(&spec["storageNamespace"]),
+                    name: text(&spec["releaseName"]),
+                }
+            })
+            .collect()
+    }
 }
 
 /// What the services of one ServiceSet share.

@@ -202,6 +202,26 @@ impl fmt::Display for ServiceError {
     }
 }
 
+/// Something a service takes on its target exclusively (e.g. a Helm release); the host
+/// arbitrates between services of different ServiceSets claiming the same thing.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Claim {
+    /// The target cluster, e.g. `<namespace>/<cluster>`, or `management`.
+    pub target: String,
+    /// What kind of thing is claimed, e.g. `helm-release`.
+    pub kind: String,
+    /// Its namespace on the target.
+    pub namespace: String,
+    /// Its name on the target.
+    pub name: String,
+}
+
+impl fmt::Display for Claim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{} on {}", self.kind, self.namespace, self.name, self.target)
+    }
+}
+
 /// The outcome for one service, in spec order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceTranslation {
@@ -209,6 +229,9 @@ pub struct ServiceTranslation {
     pub service: String,
     /// Its desired objects as JSON, or why there are none.
     pub outcome: Result<Vec<String>, ServiceError>,
+    /// What the service claims on its target.
+    #[serde(default)]
+    pub claims: Vec<Claim>,
 }
 
 /// Why `translate` failed for the whole ServiceSet.

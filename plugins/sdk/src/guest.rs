@@ -56,7 +56,15 @@ impl<P: PluginApi> Guest for Exports<P> {
         match P::translate(input) {
             Ok(services) => Ok(services
                 .into_iter()
-                .map(|s| w::ServiceTranslation { service: s.service, outcome: s.outcome.map_err(service_error) })
+                .map(|s| w::ServiceTranslation {
+                    service: s.service,
+                    outcome: s.outcome.map_err(service_error),
+                    claims: s
+                        .claims
+                        .into_iter()
+                        .map(|c| w::Claim { target: c.target, kind: c.kind, namespace: c.namespace, name: c.name })
+                        .collect(),
+                })
                 .collect()),
             Err(c::TranslateError::InvalidConfig(errors)) => {
                 Err(w::TranslateError::InvalidConfig(config_errors(errors)))

@@ -21,13 +21,17 @@ pub fn translation(result: &Result<Vec<ServiceTranslation>, TranslateError>) -> 
 }
 
 fn service(t: &ServiceTranslation) -> Value {
-    match &t.outcome {
+    let mut rendered = match &t.outcome {
         Ok(objects) => json!({
             "service": t.service,
             "objects": objects.iter().map(|o| parse_object(o)).collect::<Vec<_>>(),
         }),
         Err(error) => json!({ "service": t.service, "error": service_error(error) }),
+    };
+    if !t.claims.is_empty() {
+        rendered["claims"] = json!(t.claims.iter().map(ToString::to_string).collect::<Vec<_>>());
     }
+    rendered
 }
 
 fn parse_object(text: &str) -> Value {

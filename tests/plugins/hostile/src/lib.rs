@@ -48,7 +48,7 @@ impl PluginApi for Hostile {
             "snoop" => vec![snoop().to_string()],
             _ => vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).to_string()],
         };
-        Ok(vec![ServiceTranslation { service: name, outcome: Ok(objects) }])
+        Ok(vec![ServiceTranslation { service: name, outcome: Ok(objects), claims: vec![] }])
     }
 
     fn map_status(_input: StatusInput) -> Result<ServiceStatus, StatusError> {
