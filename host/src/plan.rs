@@ -3,13 +3,14 @@
 //! feed it objects and act on what it returns.
 
 pub mod children;
+pub mod claims;
 pub mod reconcile;
 pub mod status;
 
 use crate::plugin::{CallError, Plugin};
 use crate::policy;
 use ksm_plugin_sdk::contract::{
-    ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceType, StatusInput, TranslateError,
+    Claim, ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceType, StatusInput, TranslateError,
 };
 use ksm_plugin_sdk::inputs;
 use serde_json::Value;
@@ -23,6 +24,11 @@ pub enum ServiceOutcome {
     Error(ServiceError),
     /// The plugin returned something the host refuses (see [`policy`]).
     Refused(String),
+    /// A service of another ServiceSet holds what this one claims (see [`claims`]).
+    Conflict(String),
+    /// Held back: applies nothing now and keeps what it has (it won a claim whose loser still
+    /// has objects, or an earlier service lost a claim and the ServiceSet stops on conflict).
+    Waiting(String),
 }
 
 /// One service's translation.
@@ -32,6 +38,8 @@ pub struct TranslatedService {
     pub service: String,
     /// What came of it.
     pub outcome: ServiceOutcome,
+    /// What the service claims on its target (empty unless its objects passed the checks).
+    pub claims: Vec<Claim>,
 }
 
 /// Why a whole ServiceSet could not be translated.
@@ -85,7 +93,8 @@ pub fn translate(
                     .collect::<Result<Vec<_>, _>>()
                     .map_or_else(ServiceOutcome::Refused, ServiceOutcome::Objects),
             };
-            TranslatedService { service: t.service, outcome }
+            let claims = if matches!(outcome, ServiceOutcome::Objects(_)) { t.claims } else { vec![] };
+            TranslatedService { service: t.service, outcome, claims }
         })
         .collect())
 }
@@ -112,9 +121,10 @@ pub fn service_status(
         ServiceOutcome::Error(error) => {
             return Ok(error_status(template, error.state(), error.message()));
         }
-        ServiceOutcome::Refused(message) => {
+        ServiceOutcome::Refused(message) | ServiceOutcome::Conflict(message) => {
             return Ok(error_status(template, ServiceState::Failed, message));
         }
+        ServiceOutcome::Waiting(message) => return Ok(error_status(template, ServiceState::Pending, message)),
         ServiceOutcome::Objects(objects) => objects,
     };
     let observed = objects

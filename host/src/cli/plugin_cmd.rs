@@ -169,15 +169,26 @@ fn for_each_service_set(
 
 /// Renders one service's translation as the golden files do.
 fn render(t: &TranslatedService) -> Value {
-    match &t.outcome {
+    let held = |kind: &str, state: &str, message: &str| json!({ "kind": kind, "state": state, "message": message });
+    let mut rendered = match &t.outcome {
         ServiceOutcome::Objects(objects) => json!({ "service": t.service, "objects": objects }),
         ServiceOutcome::Error(error) => {
             json!({ "service": t.service, "error": report::service_error(error) })
         }
         ServiceOutcome::Refused(message) => {
-            json!({ "service": t.service, "error": { "kind": "Refused", "state": "Failed", "message": message } })
+            json!({ "service": t.service, "error": held("Refused", "Failed", message) })
         }
+        ServiceOutcome::Conflict(message) => {
+            json!({ "service": t.service, "error": held("Conflict", "Failed", message) })
+        }
+        ServiceOutcome::Waiting(message) => {
+            json!({ "service": t.service, "error": held("Waiting", "Pending", message) })
+        }
+    };
+    if !t.claims.is_empty() {
+        rendered["claims"] = json!(t.claims.iter().map(ToString::to_string).collect::<Vec<_>>());
     }
+    rendered
 }
 
 fn failure_report(failure: TranslateFailure) -> Value {

@@ -5,10 +5,15 @@ use clap::Args;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ksm_adapter::k0rdent::{ServiceSet, StateManagementProvider};
 use ksm_adapter::manifests::{Document, Manifests};
-use ksm_adapter::plan::children::SERVICE_SET_LABEL;
+use ksm_adapter::plan;
+use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL};
+use ksm_adapter::plan::claims::{ClaimIndex, Contender, Key, arbitrate, key_of};
 use ksm_adapter::plan::reconcile::{Observed, reconcile};
+use ksm_adapter::plugin::Plugin;
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, RuleCache, SmpObservation};
+use ksm_plugin_sdk::contract::Claim;
+use kube::ResourceExt;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,10 +37,11 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let identity = args.identity.identity();
     let rules = RuleCache::new();
     let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let claims = claim_index(&plugin, &manifests, &identity, &args.plugin.system_namespace)?;
     let mut found = false;
     for doc in manifests.k0rdent("ServiceSet") {
         found = true;
-        let out = render_one(&plugin, &manifests, doc, &identity, &rules, &args.plugin.system_namespace, &now)
+        let out = render_one(&plugin, &manifests, doc, &identity, &rules, &claims, &args.plugin.system_namespace, &now)
             .with_context(|| format!("ServiceSet {} ({})", doc.key(), doc.origin))?;
         super::plugin_cmd::print_yaml(&out)?;
     }
@@ -45,22 +51,54 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The claims of every ServiceSet in the files this host serves, as the controller records
+/// them before its first reconcile.
+fn claim_index(
+    plugin: &dyn Plugin,
+    manifests: &Manifests,
+    identity: &AdapterIdentity,
+    system_namespace: &str,
+) -> anyhow::Result<ClaimIndex> {
+    let mut index = ClaimIndex::default();
+    for doc in manifests.k0rdent("ServiceSet") {
+        let Ok(service_set) = serde_json::from_value::<ServiceSet>(doc.object.clone()) else { continue };
+        let Some(smp) = provider(manifests, &service_set)? else { continue };
+        if !smp::serves(identity, &smp, service_set.labels()).unwrap_or(false) {
+            continue;
+        }
+        let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
+        if let Ok(translated) = plan::translate(plugin, &doc.object, template, system_namespace) {
+            let claims: Vec<_> = translated.into_iter().map(|t| (t.service, t.claims)).collect();
+            index.record(&Contender::of(&service_set), &claims);
+        }
+    }
+    Ok(index)
+}
+
+/// The StateManagementProvider a ServiceSet names, if it is in the files.
+fn provider(manifests: &Manifests, service_set: &ServiceSet) -> anyhow::Result<Option<StateManagementProvider>> {
+    let name = &service_set.spec.provider.name;
+    manifests
+        .k0rdent("StateManagementProvider")
+        .find(|d| d.name() == name)
+        .map(|d| serde_json::from_value::<StateManagementProvider>(d.object.clone()).with_context(|| d.origin.clone()))
+        .transpose()
+}
+
+#[allow(clippy::too_many_arguments)]
 fn render_one(
-    plugin: &dyn ksm_adapter::plugin::Plugin,
+    plugin: &dyn Plugin,
     manifests: &Manifests,
     doc: &Document,
     identity: &AdapterIdentity,
     rules: &RuleCache,
+    claims: &ClaimIndex,
     system_namespace: &str,
     now: &Time,
 ) -> anyhow::Result<Value> {
     let service_set: ServiceSet = serde_json::from_value(doc.object.clone()).context("not a valid ServiceSet")?;
     let smp_name = &service_set.spec.provider.name;
-    let smp = manifests
-        .k0rdent("StateManagementProvider")
-        .find(|d| d.name() == smp_name)
-        .map(|d| serde_json::from_value::<StateManagementProvider>(d.object.clone()).with_context(|| d.origin.clone()))
-        .transpose()?;
+    let smp = provider(manifests, &service_set)?;
     let labels = service_set.metadata.labels.clone().unwrap_or_default();
     if let Some(smp) = &smp
         && !smp::serves(identity, smp, &labels).map_err(anyhow::Error::msg)?
@@ -79,7 +117,21 @@ fn render_one(
         .map(|d| d.object.clone())
         .collect();
     let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
-    let observed = Observed { smp: smp.as_ref(), smp_diagnosis: diagnosis, template: &template, children: &children };
+    let key = key_of(&service_set);
+    let has_objects = |(namespace, name): &Key, service: &str| {
+        manifests.documents.iter().any(|d| {
+            let labels = &d.object["metadata"]["labels"];
+            d.namespace() == namespace && labels[SERVICE_SET_LABEL] == name.as_str() && labels[SERVICE_LABEL] == service
+        })
+    };
+    let arbitrate = |_: &[(String, Vec<Claim>)]| arbitrate(claims, &key, has_objects);
+    let observed = Observed {
+        smp: smp.as_ref(),
+        smp_diagnosis: diagnosis,
+        template: &template,
+        children: &children,
+        arbitrate: &arbitrate,
+    };
     let plan = reconcile(plugin, &service_set, &observed, system_namespace, now)?;
     Ok(json!({
         "serviceSet": doc.key(),

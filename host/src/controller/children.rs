@@ -2,10 +2,9 @@
 //! and the writes — server-side apply under the field manager `ksm-adapter`, and delete.
 
 use crate::k0rdent::ServiceSet;
-use crate::plan::children::{MANAGED_LABEL, SERVICE_SET_LABEL};
+use crate::plan::children::{MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL};
 use crate::plan::reconcile::ChildRef;
-use futures::Stream;
-use futures::future::join_all;
+use futures::{Stream, StreamExt};
 use ksm_plugin_sdk::contract::PluginMetadata;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -13,6 +12,7 @@ use kube::runtime::reflector::{Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
+use tokio::sync::watch;
 
 /// The field manager of every server-side apply the host makes.
 pub const FIELD_MANAGER: &str = "ksm-adapter";
@@ -33,35 +33,38 @@ pub struct ChildKinds {
 pub type ChildEvents = std::pin::Pin<Box<dyn Stream<Item = Result<DynamicObject, watcher::Error>> + Send>>;
 
 impl ChildKinds {
-    /// Starts caching every kind the plugin declares it creates; returns the kinds and, per
-    /// kind, the stream of changes (which drives the caches, so it must be polled).
-    pub fn watch(client: &Client, metadata: &PluginMetadata) -> (Self, Vec<(ApiResource, ChildEvents)>) {
+    /// Starts caching every kind the plugin declares it creates; returns the kinds, per kind
+    /// the stream of changes (which fills the cache, so it must be polled) and the flag that
+    /// turns true once the cache holds a complete list.
+    pub fn watch(
+        client: &Client,
+        metadata: &PluginMetadata,
+    ) -> (Self, Vec<(ApiResource, ChildEvents)>, Vec<watch::Receiver<bool>>) {
         let mut kinds = Vec::new();
         let mut events = Vec::new();
+        let mut flags = Vec::new();
         for kind in &metadata.creates {
             let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
             let resource = ApiResource::from_gvk_with_plural(&gvk, &kind.plural);
             let writer = Writer::new(resource.clone());
             let cache = writer.as_reader();
             let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
+            let (listed, is_listed) = watch::channel(false);
             let stream = watcher(Api::<DynamicObject>::all_with(client.clone(), &resource), config)
                 .default_backoff()
                 .modify(|object| object.managed_fields_mut().clear())
                 .reflect(writer)
+                .inspect(move |event| {
+                    if let Ok(event) = event {
+                        super::mark_listed(&listed, event);
+                    }
+                })
                 .touched_objects();
+            flags.push(is_listed);
             events.push((resource.clone(), Box::pin(stream) as ChildEvents));
             kinds.push(ChildKind { resource, cache });
         }
-        (Self { client: client.clone(), kinds }, events)
-    }
-
-    /// Resolves once every child cache holds a complete list (await it from one task only: a
-    /// cache wakes a single waiter).
-    pub fn readiness(&self) -> impl Future<Output = ()> + Send + 'static {
-        let caches: Vec<_> = self.kinds.iter().map(|k| k.cache.clone()).collect();
-        async move {
-            join_all(caches.iter().map(|cache| cache.wait_until_ready())).await;
-        }
+        (Self { client: client.clone(), kinds }, events, flags)
     }
 
     /// The cached children of `service_set` (found by the ServiceSet label), as JSON.
@@ -75,6 +78,19 @@ impl ChildKinds {
             })
             .filter_map(|object| serde_json::to_value(&*object).ok())
             .collect()
+    }
+
+    /// Whether service `service` of ServiceSet `namespace/name` has any cached child.
+    pub fn any(&self, namespace: &str, name: &str, service: &str) -> bool {
+        self.kinds.iter().any(|kind| {
+            kind.cache
+                .find(|o| {
+                    o.metadata.namespace.as_deref() == Some(namespace)
+                        && o.labels().get(SERVICE_SET_LABEL).is_some_and(|v| v == name)
+                        && o.labels().get(SERVICE_LABEL).is_some_and(|v| v == service)
+                })
+                .is_some()
+        })
     }
 
     /// The children of `service_set` that exist right now, read from the API server rather than

@@ -1,17 +1,32 @@
-//! What every reconcile shares: the client, the plugin, the caches and the settings.
+//! What every reconcile shares: the client, the plugin, the caches and the settings; and the
+//! preparation that must finish before the first reconcile.
 
 use super::Settings;
+use super::arbiter::Arbiter;
 use super::children::ChildKinds;
 use super::provider::ProviderCache;
 use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
-use crate::plugin::Plugin;
-use crate::smp::RuleCache;
-use kube::Client;
+use crate::plan;
+use crate::plugin::{Plugin, call_blocking};
+use crate::smp::{self, RuleCache};
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, ResourceExt};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
+
+/// The caches the controller reads.
+pub struct Caches {
+    /// Every ServiceSet.
+    pub service_sets: Store<ServiceSet>,
+    /// Every StateManagementProvider.
+    pub providers: Store<StateManagementProvider>,
+    /// Every ServiceTemplate.
+    pub templates: Store<ServiceTemplate>,
+    /// The plugin's kinds: cached children, apply and delete.
+    pub children: ChildKinds,
+}
 
 /// Shared state of the controller.
 pub struct Context {
@@ -21,71 +36,93 @@ pub struct Context {
     pub plugin: Arc<dyn Plugin>,
     /// How the controller runs.
     pub settings: Settings,
-    /// Every ServiceSet.
-    pub service_sets: Store<ServiceSet>,
-    /// Every StateManagementProvider.
-    pub providers: Store<StateManagementProvider>,
-    /// Every ServiceTemplate.
-    pub templates: Store<ServiceTemplate>,
-    /// The plugin's kinds: cached children, apply and delete.
-    pub children: ChildKinds,
+    /// The caches.
+    pub caches: Caches,
+    /// Claims across ServiceSets.
+    pub arbiter: Arc<Arbiter>,
     /// Compiled CEL readiness rules.
     pub rules: RuleCache,
     /// What the host found when it looked at SMPs itself (discovery, RBAC, diagnoses).
     pub provider_cache: ProviderCache,
     /// Consecutive failed reconciles per ServiceSet, for the retry backoff.
     pub failures: Mutex<HashMap<ObjectRef<ServiceSet>, u32>>,
-    /// Turns true once every cache holds a complete list.
-    caches_ready: watch::Receiver<bool>,
+    /// Turns true once [`prepare`] is done.
+    ready: watch::Sender<bool>,
 }
 
 impl Context {
-    /// The context over the given caches (spawns the task that reports them ready).
+    /// The context over the given caches.
     pub fn new(
         client: Client,
         plugin: Arc<dyn Plugin>,
         settings: Settings,
-        service_sets: Store<ServiceSet>,
-        providers: Store<StateManagementProvider>,
-        templates: Store<ServiceTemplate>,
-        children: ChildKinds,
+        caches: Caches,
+        arbiter: Arc<Arbiter>,
     ) -> Self {
-        let (ready, caches_ready) = watch::channel(false);
-        let stores = (providers.clone(), templates.clone(), children.readiness());
-        // A store's readiness wakes a single waiting task, so one task waits for each store
-        // (the ServiceSet store is waited for by the controller itself before any reconcile)
-        // and the reconciles wait on this channel.
-        tokio::spawn(async move {
-            let (providers, templates, children) = stores;
-            let _ = providers.wait_until_ready().await;
-            let _ = templates.wait_until_ready().await;
-            children.await;
-            let _ = ready.send(true);
-        });
         Self {
             client,
             plugin,
             settings,
-            service_sets,
-            providers,
-            templates,
-            children,
+            caches,
+            arbiter,
             rules: RuleCache::new(),
             provider_cache: ProviderCache::default(),
             failures: Mutex::default(),
-            caches_ready,
+            ready: watch::channel(false).0,
         }
     }
 
-    /// Waits until every cache holds a complete list, so that a reconcile never mistakes a
-    /// cache still loading for objects that do not exist.
-    pub async fn caches_ready(&self) {
-        let _ = self.caches_ready.clone().wait_for(|ready| *ready).await;
+    /// Waits until [`prepare`] is done: every cache holds a complete list (so a reconcile
+    /// never mistakes a cache still loading for objects that do not exist) and the claim index
+    /// holds every served ServiceSet's claims.
+    pub async fn ready(&self) {
+        let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
     }
 
     /// The ServiceTemplate `name` in `namespace`, as JSON.
     pub fn template(&self, namespace: &str, name: &str) -> Option<Value> {
-        let template = self.templates.get(&ObjectRef::new(name).within(namespace))?;
+        let template = self.caches.templates.get(&ObjectRef::new(name).within(namespace))?;
         serde_json::to_value(&*template).ok()
     }
+
+    /// Whether this host serves `service_set` (its SMP names this host and its selector
+    /// matches); `None` when the SMP does not exist or its selector is invalid.
+    pub fn serves(&self, service_set: &ServiceSet) -> Option<bool> {
+        let smp = self.caches.providers.get(&ObjectRef::new(&service_set.spec.provider.name))?;
+        smp::serves(&self.settings.identity, &smp, service_set.labels()).ok()
+    }
+}
+
+/// Waits until every cache is listed (`listed` flags), then records the claims of every served
+/// ServiceSet, so that the first reconciles arbitrate against all of them rather than against
+/// whichever happened to come first; then lets reconciles run.
+pub async fn prepare(ctx: Arc<Context>, listed: Vec<watch::Receiver<bool>>) {
+    for mut flag in listed {
+        let _ = flag.wait_for(|listed| *listed).await;
+    }
+    let served: Vec<Arc<ServiceSet>> = ctx
+        .caches
+        .service_sets
+        .state()
+        .into_iter()
+        .filter(|ss| ss.metadata.deletion_timestamp.is_none() && ctx.serves(ss) == Some(true))
+        .collect();
+    let count = served.len();
+    let ctx_for_claims = ctx.clone();
+    call_blocking(ctx.plugin.clone(), move |plugin| {
+        for service_set in served {
+            let Ok(json) = serde_json::to_value(&*service_set) else { continue };
+            let namespace = service_set.namespace().unwrap_or_default();
+            let template = |name: &str| ctx_for_claims.template(&namespace, name);
+            // A ServiceSet that cannot be translated now claims nothing until it can.
+            if let Ok(translated) = plan::translate(plugin, &json, template, &ctx_for_claims.settings.system_namespace)
+            {
+                let claims: Vec<_> = translated.into_iter().map(|t| (t.service, t.claims)).collect();
+                ctx_for_claims.arbiter.record(&service_set, &claims);
+            }
+        }
+    })
+    .await;
+    tracing::info!(servicesets = count, "caches listed and claims recorded; reconciling");
+    ctx.ready.send_replace(true);
 }

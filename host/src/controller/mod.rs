@@ -4,6 +4,7 @@
 //!
 //! - [`context`]: what every reconcile shares (client, plugin, caches, settings);
 //! - [`reconciler`]: one ServiceSet, top to bottom, and the retry policy;
+//! - [`arbiter`]: the index of claims across ServiceSets and who wins them;
 //! - [`children`]: the plugin's kinds: their caches, server-side apply and delete;
 //! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
 //! - [`status`]: ServiceSet status writes, only when the status changed;
@@ -11,6 +12,7 @@
 //! - [`provider`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status).
 
 mod access;
+pub mod arbiter;
 pub mod children;
 pub mod context;
 pub mod finalizer;
@@ -21,15 +23,16 @@ pub mod status;
 use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
 use crate::plugin::Plugin;
 use crate::smp::AdapterIdentity;
+use arbiter::Arbiter;
 use children::ChildKinds;
-use context::Context;
-use futures::StreamExt;
+use context::{Caches, Context};
+use futures::{Stream, StreamExt};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 /// Who writes StateManagementProvider status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,24 +69,38 @@ impl Settings {
 
 /// Runs the controller until SIGTERM or Ctrl-C, then finishes the reconciles in flight.
 pub async fn run(client: Client, plugin: Arc<dyn Plugin>, settings: Settings) -> anyhow::Result<()> {
-    let (service_sets, service_set_events) = cache::<ServiceSet>(&client);
-    let (providers, provider_events) = cache::<StateManagementProvider>(&client);
-    let (templates, template_events) = cache::<ServiceTemplate>(&client);
-    let (children, child_events) = ChildKinds::watch(&client, plugin.metadata());
+    let (arbiter, woken) = Arbiter::new();
+    let arbiter = Arc::new(arbiter);
+    let released = arbiter.clone();
+    let (service_sets, service_set_events, service_sets_listed) = cache::<ServiceSet>(&client, move |event| {
+        // A ServiceSet gone by any path gives up its claims.
+        if let watcher::Event::Delete(service_set) = event {
+            released.release(service_set);
+        }
+    });
+    let (providers, provider_events, providers_listed) = cache::<StateManagementProvider>(&client, |_| {});
+    let (templates, template_events, templates_listed) = cache::<ServiceTemplate>(&client, |_| {});
+    let (children, child_events, children_listed) = ChildKinds::watch(&client, plugin.metadata());
     let provider_changed = Arc::new(Notify::new());
     let notify = provider_changed.clone();
     let provider_events = provider_events.inspect(move |_| notify.notify_one());
 
     let mode = settings.mode;
     let concurrency = settings.concurrency;
-    let ctx = Arc::new(Context::new(client, plugin, settings, service_sets.clone(), providers, templates, children));
+    let caches = Caches { service_sets: service_sets.clone(), providers, templates, children };
+    let ctx = Arc::new(Context::new(client, plugin, settings, caches, arbiter));
+    let mut listed = vec![service_sets_listed, providers_listed, templates_listed];
+    listed.extend(children_listed);
+    tokio::spawn(context::prepare(ctx.clone(), listed));
+
     let mut controller = Controller::for_stream(service_set_events, service_sets.clone())
         .with_config(controller::Config::default().concurrency(concurrency))
         .watches_stream(provider_events, {
             let service_sets = service_sets.clone();
             move |smp| users_of_provider(&service_sets, &smp)
         })
-        .watches_stream(template_events, move |template| users_of_template(&service_sets, &template));
+        .watches_stream(template_events, move |template| users_of_template(&service_sets, &template))
+        .reconcile_on(woken);
     for (resource, events) in child_events {
         controller = controller.owns_stream_with(events, resource);
     }
@@ -104,19 +121,37 @@ pub async fn run(client: Client, plugin: Arc<dyn Plugin>, settings: Settings) ->
     Ok(())
 }
 
-/// A cache of every object of kind `K` (managedFields dropped: the host never reads them) and
-/// the stream of its changes.
-fn cache<K>(client: &Client) -> (Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static)
+/// A cache of every object of kind `K` (managedFields dropped: the host never reads them), the
+/// stream of its changes (which fills the cache, so it must be polled), and a flag that turns
+/// true once the cache holds a complete list. `on_event` sees every event once it is cached.
+fn cache<K>(
+    client: &Client,
+    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static, watch::Receiver<bool>)
 where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
+    let (listed, is_listed) = watch::channel(false);
     let events = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
         .default_backoff()
         .modify(|object| object.managed_fields_mut().clear())
         .reflect(writer)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                mark_listed(&listed, event);
+                on_event(event);
+            }
+        })
         .touched_objects();
-    (reader, events)
+    (reader, events, is_listed)
+}
+
+/// Turns `listed` true at the end of the (first) initial list.
+fn mark_listed<K>(listed: &watch::Sender<bool>, event: &watcher::Event<K>) {
+    if matches!(event, watcher::Event::InitDone) {
+        listed.send_replace(true);
+    }
 }
 
 /// The ServiceSets whose `spec.provider.name` is `smp`.

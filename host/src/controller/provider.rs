@@ -114,9 +114,9 @@ pub async fn evaluate(ctx: &Context, smp: &StateManagementProvider) -> Result<Sm
 /// `manage` mode: evaluates every SMP naming this host as its adapter, at least every
 /// `smp_interval` and soon after any SMP changes, and writes its status when it changed.
 pub async fn manage(ctx: Arc<Context>, changed: Arc<Notify>) {
-    ctx.caches_ready().await;
+    ctx.ready().await;
     loop {
-        for smp in ctx.providers.state() {
+        for smp in ctx.caches.providers.state() {
             if !ctx.settings.is_adapter_of(&smp) {
                 continue;
             }

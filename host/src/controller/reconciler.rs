@@ -5,11 +5,13 @@ use super::context::Context;
 use super::status::{self, Written};
 use super::{finalizer, provider};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
+use crate::plan::claims::Key;
 use crate::plan::reconcile::{ChildRef, Observed, Plan, TRANSLATED, reconcile as decide};
 use crate::plan::status::{condition, remove_condition, set_condition};
 use crate::plugin::{CallError, call_blocking};
 use crate::smp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use ksm_plugin_sdk::contract::Claim;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -49,7 +51,7 @@ pub enum Error {
 
 /// Reconciles one ServiceSet.
 pub async fn reconcile(service_set: Arc<ServiceSet>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.caches_ready().await;
+    ctx.ready().await;
     let key = ObjectRef::from_obj(&*service_set);
     let span = tracing::info_span!("reconcile", serviceset = %key);
     let result = tracing::Instrument::instrument(round(&service_set, &ctx), span).await;
@@ -84,7 +86,7 @@ fn backoff(failures: u32) -> Duration {
 
 async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Action, Error> {
     let api = Api::<ServiceSet>::namespaced(ctx.client.clone(), &service_set.namespace().unwrap_or_default());
-    let smp = ctx.providers.get(&ObjectRef::new(&service_set.spec.provider.name));
+    let smp = ctx.caches.providers.get(&ObjectRef::new(&service_set.spec.provider.name));
     let ours = finalizer::has(service_set);
     if service_set.meta().deletion_timestamp.is_some() {
         // Ours to clean up even if the SMP is gone or no longer names this host.
@@ -93,7 +95,10 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
     match &smp {
         Some(smp) => match smp::serves(&ctx.settings.identity, smp, service_set.labels()) {
             Ok(true) => {}
-            Ok(false) => return Ok(Action::await_change()),
+            Ok(false) => {
+                ctx.arbiter.release(service_set);
+                return Ok(Action::await_change());
+            }
             Err(e) => {
                 tracing::warn!("cannot tell whether this host serves it: {e}");
                 return Ok(Action::await_change());
@@ -129,13 +134,20 @@ async fn plan(
         Some(smp) => Some(provider::diagnosis(ctx, smp).await),
         None => None,
     };
-    let children = ctx.children.cached(service_set);
+    let children = ctx.caches.children.cached(service_set);
     let (service_set, ctx) = (service_set.clone(), ctx.clone());
     call_blocking(ctx.plugin.clone(), move |plugin| {
         let namespace = service_set.namespace().unwrap_or_default();
         let template = |name: &str| ctx.template(&namespace, name);
-        let observed =
-            Observed { smp: smp.as_deref(), smp_diagnosis: diagnosis, template: &template, children: &children };
+        let has_objects = |(namespace, name): &Key, service: &str| ctx.caches.children.any(namespace, name, service);
+        let arbitrate = |claims: &[(String, Vec<Claim>)]| ctx.arbiter.arbitrate(&service_set, claims, has_objects);
+        let observed = Observed {
+            smp: smp.as_deref(),
+            smp_diagnosis: diagnosis,
+            template: &template,
+            children: &children,
+            arbitrate: &arbitrate,
+        };
         decide(plugin, &service_set, &observed, &ctx.settings.system_namespace, &now())
     })
     .await
@@ -152,7 +164,7 @@ async fn carry_out(
 ) -> Result<Action, Error> {
     let mut refused = Vec::new();
     for child in &plan.apply {
-        match ctx.children.apply(child).await {
+        match ctx.caches.children.apply(child).await {
             Ok(()) => {}
             Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 404 | 422) => {
                 refused.push(format!("{}: {}", describe(&ChildRef::of(child)), e.message));
@@ -187,12 +199,14 @@ async fn clean_up(
     let plan = plan(service_set, smp, ctx).await?;
     delete_children(&plan.delete, ctx).await?;
     write_status(api, service_set, plan.status).await?;
-    let remaining = ctx.children.live(service_set).await?;
+    let remaining = ctx.caches.children.live(service_set).await?;
     if !remaining.is_empty() {
         let names: Vec<String> = remaining.iter().map(describe).collect();
         tracing::info!("waiting for {} to be gone", names.join(", "));
         return Ok(Action::requeue(DELETION_POLL));
     }
+    // Its claims go only now, so a waiting loser never installs beside an uninstalling winner.
+    ctx.arbiter.release(service_set);
     finalizer::remove(api, service_set).await.map_err(stale_or_api)?;
     tracing::info!("children gone; finalizer removed");
     Ok(Action::await_change())
@@ -200,8 +214,8 @@ async fn clean_up(
 
 /// Deletes children, skipping those already being deleted (no write while Flux uninstalls).
 async fn delete_children(children: &[ChildRef], ctx: &Context) -> Result<(), Error> {
-    for child in children.iter().filter(|c| !ctx.children.is_deleting(c)) {
-        ctx.children.delete(child).await?;
+    for child in children.iter().filter(|c| !ctx.caches.children.is_deleting(c)) {
+        ctx.caches.children.delete(child).await?;
         tracing::info!("deleted {}", describe(child));
     }
     Ok(())

@@ -51,6 +51,15 @@ pub fn own(mut object: Value, owner: &Owner, service: &str) -> Value {
     object
 }
 
+/// Whether `object`'s controller ownerReference names the ServiceSet with `uid`.
+pub fn controlled_by(object: &Value, uid: &str) -> bool {
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|owner| owner["controller"] == true && owner["uid"] == uid && owner["kind"] == "ServiceSet")
+}
+
 /// Whether `desired` (from [`own`]) must be applied over `live`: it is absent, was applied from
 /// different content, or a field the host sets differs in the live object.
 pub fn needs_apply(desired: &Value, live: Option<&Value>) -> bool {

@@ -3,6 +3,7 @@
 //! controller gathers the inputs and carries the plan out.
 
 use super::children::{self, Owner, SERVICE_LABEL};
+use super::claims::{Arbitration, stops_on_conflict};
 use super::status::{self, condition, set_condition};
 use super::{ServiceOutcome, TranslateFailure, service_status, translate};
 use crate::k0rdent::{
@@ -10,6 +11,7 @@ use crate::k0rdent::{
 };
 use crate::plugin::{CallError, Plugin};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use ksm_plugin_sdk::contract::Claim;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -28,6 +30,9 @@ pub struct Observed<'a> {
     pub template: &'a dyn Fn(&str) -> Option<Value>,
     /// The ServiceSet's live children (found by the ServiceSet label, not through the plugin).
     pub children: &'a [Value],
+    /// Arbitration of claims against the other ServiceSets: given what this ServiceSet's
+    /// services claim now, the services that lose (see [`claims`](super::claims)).
+    pub arbitrate: &'a dyn Fn(&[(String, Vec<Claim>)]) -> Arbitration,
 }
 
 /// A child object to delete.
@@ -88,7 +93,7 @@ pub fn reconcile(
     set_condition(&mut status.conditions, condition(PROVIDER_READY, "True", "ProviderReady", "", generation, now));
 
     let json = serde_json::to_value(service_set).expect("a ServiceSet serializes");
-    let translated = match translate(plugin, &json, |name| (observed.template)(name), system_namespace) {
+    let mut translated = match translate(plugin, &json, |name| (observed.template)(name), system_namespace) {
         Ok(translated) => translated,
         Err(TranslateFailure::Call(e)) => return Err(e),
         Err(failure) => {
@@ -100,6 +105,23 @@ pub fn reconcile(
             return Ok(Plan { apply: vec![], delete: vec![], status });
         }
     };
+
+    let claims: Vec<(String, Vec<Claim>)> = translated.iter().map(|t| (t.service.clone(), t.claims.clone())).collect();
+    let arbitration = (observed.arbitrate)(&claims);
+    let mut stopped_by: Option<String> = None;
+    for service in &mut translated {
+        if let Some(loss) = arbitration.losses.get(&service.service) {
+            service.outcome = ServiceOutcome::Conflict(loss.to_string());
+            if stops_on_conflict(service_set) && stopped_by.is_none() {
+                stopped_by = Some(service.service.clone());
+            }
+        } else if let Some(message) = arbitration.waiting.get(&service.service) {
+            service.outcome = ServiceOutcome::Waiting(message.clone());
+        } else if let (Some(first), ServiceOutcome::Objects(_)) = (&stopped_by, &service.outcome) {
+            let message = format!("not applied: stopOnConflict is set and service {first:?} lost a conflict");
+            service.outcome = ServiceOutcome::Waiting(message);
+        }
+    }
 
     let owner = Owner {
         name: service_set.metadata.name.clone().unwrap_or_default(),
@@ -129,6 +151,17 @@ pub fn reconcile(
                 errors.push(format!("{}: {message}", service.service));
                 keep.extend(children_of(observed.children, &service.service));
             }
+            ServiceOutcome::Waiting(_) => keep.extend(children_of(observed.children, &service.service)),
+            // The loser of a claim applies nothing; of what it has, only objects provably its
+            // own (controlled by this ServiceSet's uid) are removed.
+            ServiceOutcome::Conflict(_) => keep.extend(
+                observed
+                    .children
+                    .iter()
+                    .filter(|c| c["metadata"]["labels"][SERVICE_LABEL] == service.service.as_str())
+                    .filter(|c| !children::controlled_by(c, &owner.uid))
+                    .map(ChildRef::of),
+            ),
         }
         let template = (observed.template)(&spec.template);
         let found = service_status(plugin, &json, template.as_ref(), service, |a, k, ns, n| {
@@ -254,8 +287,13 @@ mod tests {
     }
 
     fn plan(ss: &ServiceSet, smp: Option<&StateManagementProvider>, children: &[Value]) -> Plan {
-        let observed =
-            Observed { smp, smp_diagnosis: Some("AdapterReady=False".into()), template: &template, children };
+        let observed = Observed {
+            smp,
+            smp_diagnosis: Some("AdapterReady=False".into()),
+            template: &template,
+            children,
+            arbitrate: &|_| Arbitration::default(),
+        };
         reconcile(&NativePlugin::<FluxPlugin>::new(), ss, &observed, "kcm-system", &at(100)).unwrap()
     }
 
@@ -275,6 +313,87 @@ mod tests {
         assert_eq!(p.status.provider, Some(ProviderState { ready: true, suspended: false }));
         assert_eq!(condition(&p, "ServicesInReadyState").message, "0/1");
         assert_eq!(condition(&p, TRANSLATED).status, "True");
+    }
+
+    #[test]
+    fn a_service_that_loses_its_claim_applies_nothing_and_removes_only_its_own_child() {
+        use crate::plan::claims::{Contender, Loss};
+        use std::collections::BTreeMap;
+        let ready = smp(true, false);
+        let ss = service_set(ingress());
+        let own = plan(&ss, Some(&ready), &[]).apply.remove(0);
+        let mut foreign = own.clone();
+        foreign["metadata"]["name"] = json!("left-by-someone-else");
+        foreign["metadata"]["ownerReferences"][0]["uid"] = json!("uid-2");
+        let release = Claim {
+            target: "kcm-system/prod-eu-1".into(),
+            kind: "helm-release".into(),
+            namespace: "ingress".into(),
+            name: "ingress".into(),
+        };
+        let winner = Contender { key: ("team-a".into(), "winner".into()), priority: 200, created: None };
+        let arbitrate = |claims: &[(String, Vec<Claim>)]| {
+            assert_eq!(claims, [("ingress".to_string(), vec![release.clone()])], "the Flux plugin claims the release");
+            let loss = Loss { claim: release.clone(), winner: winner.clone(), winner_service: "ingress".into() };
+            Arbitration { losses: BTreeMap::from([("ingress".to_string(), loss)]), waiting: BTreeMap::new() }
+        };
+        let children = [own.clone(), foreign];
+        let observed = Observed {
+            smp: Some(&ready),
+            smp_diagnosis: None,
+            template: &template,
+            children: &children,
+            arbitrate: &arbitrate,
+        };
+        let p = reconcile(&NativePlugin::<FluxPlugin>::new(), &ss, &observed, "kcm-system", &at(100)).unwrap();
+        assert!(p.apply.is_empty(), "the loser applies nothing");
+        assert_eq!(p.delete, [ChildRef::of(&own)], "only the loser's own object goes");
+        let service = &p.status.services[0];
+        assert_eq!(service.state, State::Failed);
+        let message = service.failure_message.as_deref().unwrap();
+        assert!(message.starts_with(r#"conflicts with team-a/winner service "ingress" (priority 200)"#), "{message}");
+        assert_eq!(condition(&p, TRANSLATED).status, "True", "a lost claim is not a translation error");
+    }
+
+    #[test]
+    fn stop_on_conflict_holds_back_the_services_after_the_first_loser() {
+        use crate::plan::claims::{Contender, Loss};
+        use std::collections::BTreeMap;
+        let ready = smp(true, false);
+        let services = json!([
+            {"name": "first", "namespace": "a", "template": "ingress-4-11-3"},
+            {"name": "loser", "namespace": "b", "template": "ingress-4-11-3"},
+            {"name": "after", "namespace": "c", "template": "ingress-4-11-3"},
+        ]);
+        let mut ss = service_set(services);
+        let run = |ss: &ServiceSet| {
+            let arbitrate = |claims: &[(String, Vec<Claim>)]| {
+                let loss = Loss {
+                    claim: claims[1].1[0].clone(),
+                    winner: Contender { key: ("team-a".into(), "winner".into()), priority: 200, created: None },
+                    winner_service: "loser".into(),
+                };
+                Arbitration { losses: BTreeMap::from([("loser".to_string(), loss)]), waiting: BTreeMap::new() }
+            };
+            let observed = Observed {
+                smp: Some(&ready),
+                smp_diagnosis: None,
+                template: &template,
+                children: &[],
+                arbitrate: &arbitrate,
+            };
+            reconcile(&NativePlugin::<FluxPlugin>::new(), ss, &observed, "kcm-system", &at(100)).unwrap()
+        };
+        let applied = |p: &Plan| -> Vec<String> {
+            p.apply.iter().map(|c| c["metadata"]["labels"][SERVICE_LABEL].as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(applied(&run(&ss)), ["first", "after"], "by default only the loser is held back");
+        ss.spec.provider.config = Some(json!({"stopOnConflict": true}));
+        let stopped = run(&ss);
+        assert_eq!(applied(&stopped), ["first"], "services before the conflict still apply");
+        let after = &stopped.status.services[2];
+        assert_eq!(after.state, State::Pending);
+        assert!(after.failure_message.as_deref().unwrap().contains("stopOnConflict"), "{after:?}");
     }
 
     #[test]

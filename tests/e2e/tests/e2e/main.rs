@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod changes;
+mod conflicts;
 mod deletion;
 mod deploy;
 mod faults;

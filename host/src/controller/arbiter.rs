@@ -1,0 +1,62 @@
+//! The controller's side of claim arbitration: the one [`ClaimIndex`] of every ServiceSet this
+//! host serves, filled from all of them before the first reconcile, kept current by each
+//! reconcile, and waking the ServiceSets whose outcome a change may have turned.
+
+use crate::k0rdent::ServiceSet;
+use crate::plan::claims::{Arbitration, ClaimIndex, Contender, Key, arbitrate, key_of};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use ksm_plugin_sdk::contract::Claim;
+use kube::runtime::reflector::ObjectRef;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+/// The claim index and the way to wake ServiceSets.
+pub struct Arbiter {
+    index: Mutex<ClaimIndex>,
+    wake: UnboundedSender<ObjectRef<ServiceSet>>,
+}
+
+impl Arbiter {
+    /// An empty arbiter, and the stream of ServiceSets it wakes (for the controller).
+    pub fn new() -> (Self, UnboundedReceiver<ObjectRef<ServiceSet>>) {
+        let (wake, woken) = unbounded();
+        (Self { index: Mutex::default(), wake }, woken)
+    }
+
+    /// Records what `service_set`'s services claim now; returns which services lose or must
+    /// wait (`has_objects` tells whether another ServiceSet's service still has objects), and
+    /// wakes the other ServiceSets contending for the same claims.
+    pub fn arbitrate(
+        &self,
+        service_set: &ServiceSet,
+        claims: &[(String, Vec<Claim>)],
+        has_objects: impl Fn(&Key, &str) -> bool,
+    ) -> Arbitration {
+        let contender = Contender::of(service_set);
+        let (touched, arbitration) = {
+            let mut index = self.index.lock().unwrap();
+            let touched = index.record(&contender, claims);
+            (touched, arbitrate(&index, &contender.key, has_objects))
+        };
+        self.wake_all(touched);
+        arbitration
+    }
+
+    /// Records claims without waking anyone (filling the index before the first reconcile).
+    pub fn record(&self, service_set: &ServiceSet, claims: &[(String, Vec<Claim>)]) {
+        self.index.lock().unwrap().record(&Contender::of(service_set), claims);
+    }
+
+    /// Forgets `service_set`'s claims (deleted or no longer served) and wakes its contenders,
+    /// which may now take over.
+    pub fn release(&self, service_set: &ServiceSet) {
+        let touched = self.index.lock().unwrap().release(&key_of(service_set));
+        self.wake_all(touched);
+    }
+
+    fn wake_all(&self, keys: BTreeSet<Key>) {
+        for (namespace, name) in keys {
+            let _ = self.wake.unbounded_send(ObjectRef::new(&name).within(&namespace));
+        }
+    }
+}

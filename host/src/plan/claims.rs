@@ -1,0 +1,341 @@
+//! Arbitration of claims across ServiceSets. A plugin states what each service takes on its
+//! target exclusively (e.g. a Helm release); when services of several ServiceSets claim the same
+//! thing, one wins: the higher `spec.provider.config.priority` (default 100, as kcm), then the
+//! ServiceSet created first, then namespace, name and service name, so that the outcome never
+//! depends on the order in which ServiceSets were seen. Losers apply nothing for that service.
+
+use crate::k0rdent::ServiceSet;
+use k8s_openapi::jiff::Timestamp;
+use ksm_plugin_sdk::contract::Claim;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// kcm's default priority of a ServiceSet's services.
+pub const DEFAULT_PRIORITY: i64 = 100;
+
+/// A ServiceSet's namespace and name.
+pub type Key = (String, String);
+
+/// A ServiceSet as a contender for claims.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Contender {
+    /// Namespace and name.
+    pub key: Key,
+    /// `spec.provider.config.priority`, or [`DEFAULT_PRIORITY`].
+    pub priority: i64,
+    /// `metadata.creationTimestamp` (none sorts last).
+    pub created: Option<Timestamp>,
+}
+
+impl Contender {
+    /// The contender for `service_set`.
+    pub fn of(service_set: &ServiceSet) -> Self {
+        let priority = service_set
+            .spec
+            .provider
+            .config
+            .as_ref()
+            .and_then(|config| config.get("priority"))
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(DEFAULT_PRIORITY);
+        Self {
+            key: key_of(service_set),
+            priority,
+            created: service_set.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        }
+    }
+}
+
+/// `spec.provider.config.stopOnConflict`: once a service loses a claim, the services after it
+/// (in spec order) apply nothing either, as kcm's `stopOnConflict` stops a deployment at its
+/// first conflict.
+pub fn stops_on_conflict(service_set: &ServiceSet) -> bool {
+    let config = service_set.spec.provider.config.as_ref();
+    config.and_then(|c| c.get("stopOnConflict")).and_then(serde_json::Value::as_bool).unwrap_or(false)
+}
+
+/// A ServiceSet's key.
+pub fn key_of(service_set: &ServiceSet) -> Key {
+    (service_set.metadata.namespace.clone().unwrap_or_default(), service_set.metadata.name.clone().unwrap_or_default())
+}
+
+/// Why a service may not apply: the claim it lost, and who holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// The contested claim.
+    pub claim: Claim,
+    /// The winning ServiceSet.
+    pub winner: Contender,
+    /// The winning service.
+    pub winner_service: String,
+}
+
+impl fmt::Display for Loss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (namespace, name) = &self.winner.key;
+        write!(
+            f,
+            "conflicts with {namespace}/{name} service {:?} (priority {}) over {}",
+            self.winner_service, self.winner.priority, self.claim
+        )
+    }
+}
+
+/// The outcome of arbitration for one ServiceSet's services.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Arbitration {
+    /// Services that lose a claim: they apply nothing and are Failed.
+    pub losses: BTreeMap<String, Loss>,
+    /// Services that win a claim a loser still has objects for: they wait (Pending) until the
+    /// loser's objects are gone, so two CD objects never fight over one release. The message
+    /// names who they wait for.
+    pub waiting: BTreeMap<String, String>,
+}
+
+/// Arbitrates for ServiceSet `key` over `index`; `has_objects(service_set, service)` tells
+/// whether a service of another ServiceSet still has live objects.
+pub fn arbitrate(index: &ClaimIndex, key: &Key, has_objects: impl Fn(&Key, &str) -> bool) -> Arbitration {
+    let losses = index.losses(key);
+    let mut waiting = BTreeMap::new();
+    for (claim, winner, loser) in index.beaten(key) {
+        if !losses.contains_key(&winner.service) && has_objects(&loser.contender.key, &loser.service) {
+            let (namespace, name) = &loser.contender.key;
+            waiting.entry(winner.service.clone()).or_insert_with(|| {
+                format!("waiting for {namespace}/{name} service {:?} to remove its objects for {claim}", loser.service)
+            });
+        }
+    }
+    Arbitration { losses, waiting }
+}
+
+#[derive(Clone, Debug)]
+struct Holder {
+    contender: Contender,
+    service: String,
+}
+
+impl Holder {
+    /// Smaller wins.
+    fn rank(&self) -> impl Ord + '_ {
+        let created = (self.contender.created.is_none(), self.contender.created);
+        (Reverse(self.contender.priority), created, &self.contender.key, &self.service)
+    }
+}
+
+/// Every claim of the ServiceSets the host serves, and who holds it.
+#[derive(Debug, Default)]
+pub struct ClaimIndex {
+    holders: BTreeMap<Claim, Vec<Holder>>,
+    claimed: BTreeMap<Key, BTreeSet<Claim>>,
+}
+
+impl ClaimIndex {
+    /// Records what `contender`'s services claim now (`(service, claims)` pairs), replacing what
+    /// it claimed before. Returns the other ServiceSets contending for any claim it held or
+    /// holds: their outcome may have changed.
+    pub fn record(&mut self, contender: &Contender, claims: &[(String, Vec<Claim>)]) -> BTreeSet<Key> {
+        let mut touched = self.forget(&contender.key);
+        for (service, service_claims) in claims {
+            for claim in service_claims {
+                let holder = Holder { contender: contender.clone(), service: service.clone() };
+                self.holders.entry(claim.clone()).or_default().push(holder);
+                self.claimed.entry(contender.key.clone()).or_default().insert(claim.clone());
+                touched.insert(claim.clone());
+            }
+        }
+        self.contenders_of(&touched, &contender.key)
+    }
+
+    /// Forgets a ServiceSet's claims (it is gone or no longer served). Returns the ServiceSets
+    /// that contended for them.
+    pub fn release(&mut self, key: &Key) -> BTreeSet<Key> {
+        let released = self.forget(key);
+        self.contenders_of(&released, key)
+    }
+
+    /// The services of ServiceSet `key` that lose a claim, each with the first claim it loses.
+    pub fn losses(&self, key: &Key) -> BTreeMap<String, Loss> {
+        let mut losses = BTreeMap::new();
+        for claim in self.claimed.get(key).into_iter().flatten() {
+            let holders = &self.holders[claim];
+            let winner = holders.iter().min_by(|a, b| a.rank().cmp(&b.rank())).expect("a recorded claim has a holder");
+            for loser in holders.iter().filter(|h| h.contender.key == *key && h.rank() != winner.rank()) {
+                losses.entry(loser.service.clone()).or_insert_with(|| Loss {
+                    claim: claim.clone(),
+                    winner: winner.contender.clone(),
+                    winner_service: winner.service.clone(),
+                });
+            }
+        }
+        losses
+    }
+
+    /// For each claim a service of `key` wins, the other ServiceSets' holders it beats.
+    fn beaten(&self, key: &Key) -> Vec<(&Claim, &Holder, &Holder)> {
+        let mut beaten = Vec::new();
+        for claim in self.claimed.get(key).into_iter().flatten() {
+            let holders = &self.holders[claim];
+            let winner = holders.iter().min_by(|a, b| a.rank().cmp(&b.rank())).expect("a recorded claim has a holder");
+            if winner.contender.key == *key {
+                beaten.extend(holders.iter().filter(|h| h.contender.key != *key).map(|h| (claim, winner, h)));
+            }
+        }
+        beaten
+    }
+
+    /// Removes every claim of `key`; returns those claims.
+    fn forget(&mut self, key: &Key) -> BTreeSet<Claim> {
+        let claims = self.claimed.remove(key).unwrap_or_default();
+        for claim in &claims {
+            if let Some(holders) = self.holders.get_mut(claim) {
+                holders.retain(|h| h.contender.key != *key);
+                if holders.is_empty() {
+                    self.holders.remove(claim);
+                }
+            }
+        }
+        claims
+    }
+
+    /// The ServiceSets other than `except` holding any of `claims`.
+    fn contenders_of(&self, claims: &BTreeSet<Claim>, except: &Key) -> BTreeSet<Key> {
+        claims
+            .iter()
+            .filter_map(|claim| self.holders.get(claim))
+            .flatten()
+            .map(|h| h.contender.key.clone())
+            .filter(|k| k != except)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn release(name: &str) -> Claim {
+        Claim {
+            target: "team-a/prod-eu-1".into(),
+            kind: "helm-release".into(),
+            namespace: "ingress".into(),
+            name: name.into(),
+        }
+    }
+
+    fn contender(name: &str, priority: i64, created: i64) -> Contender {
+        Contender {
+            key: ("team-a".into(), name.into()),
+            priority,
+            created: Some(Timestamp::from_second(created).unwrap()),
+        }
+    }
+
+    fn claims(service: &str, claim: Claim) -> Vec<(String, Vec<Claim>)> {
+        vec![(service.into(), vec![claim])]
+    }
+
+    fn losers(index: &ClaimIndex, names: &[&str]) -> Vec<String> {
+        names
+            .iter()
+            .filter(|n| !index.losses(&("team-a".into(), n.to_string())).is_empty())
+            .map(|n| n.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn higher_priority_wins_whoever_came_first() {
+        let mut index = ClaimIndex::default();
+        let (old, new) = (contender("old", 100, 1), contender("new", 200, 2));
+        assert!(index.record(&old, &claims("ingress", release("ingress"))).is_empty());
+        let touched = index.record(&new, &claims("ingress", release("ingress")));
+        assert_eq!(touched, BTreeSet::from([old.key.clone()]), "the old holder must be told");
+        assert_eq!(losers(&index, &["old", "new"]), ["old"]);
+        let loss = &index.losses(&old.key)["ingress"];
+        assert_eq!(
+            loss.to_string(),
+            r#"conflicts with team-a/new service "ingress" (priority 200) over helm-release ingress/ingress on team-a/prod-eu-1"#
+        );
+    }
+
+    #[test]
+    fn ties_go_to_the_older_then_to_the_name() {
+        let mut index = ClaimIndex::default();
+        index.record(&contender("b", 100, 2), &claims("x", release("r")));
+        index.record(&contender("a", 100, 3), &claims("x", release("r")));
+        assert_eq!(losers(&index, &["a", "b"]), ["a"], "created first wins the tie");
+
+        let mut index = ClaimIndex::default();
+        index.record(&contender("b", 100, 5), &claims("x", release("r")));
+        index.record(&contender("a", 100, 5), &claims("x", release("r")));
+        assert_eq!(losers(&index, &["a", "b"]), ["b"], "same second: the name decides");
+    }
+
+    #[test]
+    fn three_way_one_winner_and_unrelated_claims_untouched() {
+        let mut index = ClaimIndex::default();
+        index.record(&contender("a", 50, 1), &claims("x", release("r")));
+        index.record(&contender("b", 300, 2), &claims("x", release("r")));
+        index
+            .record(&contender("c", 200, 3), &[("x".into(), vec![release("r")]), ("y".into(), vec![release("other")])]);
+        assert_eq!(losers(&index, &["a", "b", "c"]), ["a", "c"]);
+        let c = index.losses(&("team-a".into(), "c".into()));
+        assert_eq!(c.keys().collect::<Vec<_>>(), ["x"], "c's other service keeps its own release");
+        assert_eq!(c["x"].winner.key.1, "b");
+    }
+
+    #[test]
+    fn the_winner_going_away_hands_over() {
+        let mut index = ClaimIndex::default();
+        let (a, b) = (contender("a", 200, 1), contender("b", 100, 2));
+        index.record(&a, &claims("x", release("r")));
+        index.record(&b, &claims("x", release("r")));
+        assert_eq!(losers(&index, &["a", "b"]), ["b"]);
+        assert_eq!(index.release(&a.key), BTreeSet::from([b.key.clone()]), "the loser is told");
+        assert!(losers(&index, &["a", "b"]).is_empty());
+        // The winner dropping the service (recording no claims) hands over the same way.
+        index.record(&a, &claims("x", release("r")));
+        assert_eq!(losers(&index, &["a", "b"]), ["b"]);
+        assert_eq!(index.record(&a, &[]), BTreeSet::from([b.key.clone()]));
+        assert!(losers(&index, &["a", "b"]).is_empty());
+    }
+
+    #[test]
+    fn a_winner_waits_while_the_loser_still_has_objects() {
+        let mut index = ClaimIndex::default();
+        let (old, new) = (contender("old", 100, 1), contender("new", 200, 2));
+        index.record(&old, &claims("ingress", release("r")));
+        index.record(&new, &claims("ingress", release("r")));
+        let loser_has_objects = arbitrate(&index, &new.key, |key, service| *key == old.key && service == "ingress");
+        assert!(loser_has_objects.losses.is_empty());
+        assert_eq!(
+            loser_has_objects.waiting["ingress"],
+            "waiting for team-a/old service \"ingress\" to remove its objects for helm-release ingress/r on team-a/prod-eu-1"
+        );
+        assert_eq!(arbitrate(&index, &new.key, |_, _| false), Arbitration::default(), "loser gone: apply");
+        let loser = arbitrate(&index, &old.key, |_, _| true);
+        assert!(loser.waiting.is_empty() && loser.losses.contains_key("ingress"), "the loser never waits, it yields");
+    }
+
+    #[test]
+    fn a_priority_change_turns_the_tables() {
+        let mut index = ClaimIndex::default();
+        index.record(&contender("a", 200, 1), &claims("x", release("r")));
+        index.record(&contender("b", 100, 2), &claims("x", release("r")));
+        assert_eq!(losers(&index, &["a", "b"]), ["b"]);
+        let touched = index.record(&contender("b", 500, 2), &claims("x", release("r")));
+        assert_eq!(touched, BTreeSet::from([("team-a".to_string(), "a".to_string())]));
+        assert_eq!(losers(&index, &["a", "b"]), ["a"]);
+    }
+
+    #[test]
+    fn priority_comes_from_the_provider_config_with_kcms_default() {
+        let service_set = |config: serde_json::Value| {
+            let spec = serde_json::from_value(serde_json::json!({"provider": {"name": "ksm-flux", "config": config}}))
+                .unwrap();
+            ServiceSet::new("x", spec)
+        };
+        assert_eq!(Contender::of(&service_set(serde_json::json!({"priority": 250}))).priority, 250);
+        assert_eq!(Contender::of(&service_set(serde_json::json!({}))).priority, DEFAULT_PRIORITY);
+    }
+}
