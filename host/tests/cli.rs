@@ -181,3 +181,64 @@ fn render_explains_an_unready_provider_and_skips_foreign_service_sets() {
     assert_eq!(foreign[0]["servedByThisHost"], false);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn render_arbitrates_a_release_two_service_sets_claim() {
+    let dir = std::env::temp_dir().join(format!("ksm-render-conflict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("examples");
+    for file in
+        ["servicesets.yaml", "servicetemplates.yaml", "statemanagementprovider.yaml", "observed/helmreleases.yaml"]
+    {
+        std::fs::copy(root.join(file), dir.join(file.replace('/', "-"))).unwrap();
+    }
+    // A MultiClusterService's ServiceSet for the same cluster wants the same release, at a
+    // higher priority.
+    let mcs = r#"
+apiVersion: k0rdent.mirantis.com/v1beta1
+kind: ServiceSet
+metadata:
+  name: prod-eu-1-5e1f0c2a
+  namespace: kcm-system
+  labels: {ksm.k0rdent.mirantis.com/adapter: ksm-adapter}
+spec:
+  cluster: prod-eu-1
+  multiClusterService: platform-ingress
+  provider: {name: ksm-flux, config: {priority: 200}}
+  services:
+    - {name: ingress-nginx, namespace: ingress-nginx, template: ingress-nginx-4-11-3}
+"#;
+    std::fs::write(dir.join("mcs.yaml"), mcs).unwrap();
+    let docs = documents(&["render", "-f", dir.to_str().unwrap()]);
+    let doc = |name: &str| docs.iter().find(|d| d["serviceSet"] == format!("kcm-system/{name}")).unwrap();
+    let state = |doc: &Value, service: &str| {
+        doc["status"]["services"].as_array().unwrap().iter().find(|s| s["name"] == service).unwrap().clone()
+    };
+
+    // The cluster's own ServiceSet loses the release and says who won.
+    let own = doc("prod-eu-1");
+    let lost = state(own, "ingress-nginx");
+    assert_eq!(lost["state"], "Failed");
+    let message = lost["failureMessage"].as_str().unwrap();
+    assert!(
+        message.starts_with(r#"conflicts with kcm-system/prod-eu-1-5e1f0c2a service "ingress-nginx" (priority 200)"#),
+        "{message}"
+    );
+    // Its observed HelmRelease in the files carries no ownerReference to it (no uid offline), so
+    // it is not provably its own: it is left alone rather than deleted.
+    assert_eq!(own["delete"], json!([]));
+    assert_eq!(state(own, "cert-manager")["state"], "Failed", "unrelated services are unaffected (as before)");
+
+    // The winner waits for that HelmRelease to be gone before applying its own: never two.
+    let winner = doc("prod-eu-1-5e1f0c2a");
+    assert_eq!(winner["apply"], json!([]));
+    let waiting = state(winner, "ingress-nginx");
+    assert_eq!(waiting["state"], "Pending");
+    assert!(
+        waiting["failureMessage"]
+            .as_str()
+            .unwrap()
+            .starts_with(r#"waiting for kcm-system/prod-eu-1 service "ingress-nginx""#)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
