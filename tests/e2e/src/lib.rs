@@ -13,6 +13,7 @@
 //! - [`flux`]: Flux-style HelmRelease status;
 //! - [`expect`]: the children the plugin says a ServiceSet should have, and how a live child
 //!   must look;
+//! - [`scale`]: the scale benchmark (`ksm-scale-bench`);
 //! - [`scenario`]: one test's set-up and its waits (with the adapter's log on failure);
 //! - [`status`]: reading conditions, service entries, finalizers and metadata;
 //! - [`wait`]: polling until something holds;
@@ -27,6 +28,7 @@ pub mod expect;
 pub mod fixtures;
 pub mod flux;
 pub mod objects;
+pub mod scale;
 pub mod scenario;
 pub mod status;
 pub mod wait;

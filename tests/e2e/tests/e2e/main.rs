@@ -12,4 +12,5 @@ mod deploy;
 mod faults;
 mod manage;
 mod provider;
+mod scale_smoke;
 mod steady;
