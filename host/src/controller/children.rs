@@ -2,7 +2,7 @@
 //! and the writes — server-side apply under the field manager `ksm-adapter`, and delete.
 
 use crate::k0rdent::ServiceSet;
-use crate::plan::children::{MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL};
+use crate::plan::children::{APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL};
 use crate::plan::reconcile::ChildRef;
 use futures::{Stream, StreamExt};
 use ksm_plugin_sdk::contract::PluginMetadata;
@@ -12,6 +12,9 @@ use kube::runtime::reflector::{Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// The field manager of every server-side apply the host makes.
@@ -27,7 +30,15 @@ struct ChildKind {
 pub struct ChildKinds {
     client: Client,
     kinds: Vec<ChildKind>,
+    /// What the API server answered to the host's latest applies, until the caches show the
+    /// same content: a reconcile that runs before the watch delivers an applied child must
+    /// not apply it again.
+    applied: Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>>,
 }
+
+/// How long an apply's answer stands in for a cache that has not caught up (a safety net: the
+/// watch normally delivers the child within milliseconds, and its deletion clears the entry).
+const APPLIED_TTL: Duration = Duration::from_secs(30);
 
 /// A stream of changes to one child kind, for the controller to map to owners.
 pub type ChildEvents = std::pin::Pin<Box<dyn Stream<Item = Result<DynamicObject, watcher::Error>> + Send>>;
@@ -43,6 +54,7 @@ impl ChildKinds {
         let mut kinds = Vec::new();
         let mut events = Vec::new();
         let mut flags = Vec::new();
+        let applied: Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>> = Arc::default();
         for kind in &metadata.creates {
             let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
             let resource = ApiResource::from_gvk_with_plural(&gvk, &kind.plural);
@@ -50,6 +62,7 @@ impl ChildKinds {
             let cache = writer.as_reader();
             let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
             let (listed, is_listed) = watch::channel(false);
+            let forget = applied.clone();
             let stream = watcher(Api::<DynamicObject>::all_with(client.clone(), &resource), config)
                 .default_backoff()
                 .modify(|object| object.managed_fields_mut().clear())
@@ -57,6 +70,11 @@ impl ChildKinds {
                 .inspect(move |event| {
                     if let Ok(event) = event {
                         super::mark_listed(&listed, event);
+                        if let watcher::Event::Delete(object) = event
+                            && let Ok(object) = serde_json::to_value(object)
+                        {
+                            forget.lock().unwrap().remove(&ChildRef::of(&object));
+                        }
                     }
                 })
                 .touched_objects();
@@ -64,20 +82,47 @@ impl ChildKinds {
             events.push((resource.clone(), Box::pin(stream) as ChildEvents));
             kinds.push(ChildKind { resource, cache });
         }
-        (Self { client: client.clone(), kinds }, events, flags)
+        (Self { client: client.clone(), kinds, applied }, events, flags)
     }
 
     /// The cached children of `service_set` (found by the ServiceSet label), as JSON.
+    /// Children the host applied but the caches do not show yet are taken from the apply's
+    /// answer.
     pub fn cached(&self, service_set: &ServiceSet) -> Vec<Value> {
         let (name, namespace) = (service_set.name_any(), service_set.namespace());
-        self.kinds
+        let mut children: Vec<Value> = self
+            .kinds
             .iter()
             .flat_map(|kind| {
                 kind.cache
                     .state_filter(|o| o.namespace() == namespace && o.labels().get(SERVICE_SET_LABEL) == Some(&name))
             })
             .filter_map(|object| serde_json::to_value(&*object).ok())
-            .collect()
+            .collect();
+        let mut applied = self.applied.lock().unwrap();
+        let hash = |v: &Value| v["metadata"]["annotations"][APPLIED_HASH_ANNOTATION].clone();
+        applied.retain(|key, (at, answer)| {
+            if at.elapsed() > APPLIED_TTL {
+                return false;
+            }
+            if key.namespace != namespace.as_deref().unwrap_or_default()
+                || answer["metadata"]["labels"][SERVICE_SET_LABEL] != name.as_str()
+            {
+                return true;
+            }
+            match children.iter_mut().find(|c| ChildRef::of(c) == *key) {
+                Some(cached) if hash(cached) == hash(answer) => false, // the cache caught up
+                Some(cached) => {
+                    *cached = answer.clone();
+                    true
+                }
+                None => {
+                    children.push(answer.clone());
+                    true
+                }
+            }
+        });
+        children
     }
 
     /// Whether service `service` of ServiceSet `namespace/name` has any cached child.
@@ -127,11 +172,17 @@ impl ChildKinds {
         let reference = ChildRef::of(child);
         let api = self.api(&reference)?;
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        api.patch(&reference.name, &params, &Patch::Apply(child)).await.map(drop)
+        let mut answer = api.patch(&reference.name, &params, &Patch::Apply(child)).await?;
+        answer.managed_fields_mut().clear();
+        if let Ok(answer) = serde_json::to_value(answer) {
+            self.applied.lock().unwrap().insert(reference, (Instant::now(), answer));
+        }
+        Ok(())
     }
 
     /// Deletes `child`; one that is already gone is fine.
     pub async fn delete(&self, child: &ChildRef) -> kube::Result<()> {
+        self.applied.lock().unwrap().remove(child);
         match self.api(child)?.delete(&child.name, &DeleteParams::background()).await {
             Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
             result => result.map(drop),

@@ -36,7 +36,7 @@ pub struct Observed<'a> {
 }
 
 /// A child object to delete.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ChildRef {
     /// `apiVersion`.
     pub api_version: String,
