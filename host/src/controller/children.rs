@@ -8,11 +8,11 @@ use futures::{Stream, StreamExt};
 use ksm_plugin_sdk::contract::PluginMetadata;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::reflector::{Store, store::Writer};
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -34,6 +34,10 @@ pub struct ChildKinds {
     /// same content: a reconcile that runs before the watch delivers an applied child must
     /// not apply it again.
     applied: Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>>,
+    /// The cached children by ServiceSet (namespace, name), so a reconcile reads its own
+    /// children instead of scanning every cached object. A superset: entries are checked
+    /// against the cache when read.
+    by_owner: Arc<Mutex<HashMap<(String, String), HashSet<ChildRef>>>>,
 }
 
 /// How long an apply's answer stands in for a cache that has not caught up (a safety net: the
@@ -55,6 +59,7 @@ impl ChildKinds {
         let mut events = Vec::new();
         let mut flags = Vec::new();
         let applied: Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>> = Arc::default();
+        let by_owner: Arc<Mutex<HashMap<(String, String), HashSet<ChildRef>>>> = Arc::default();
         for kind in &metadata.creates {
             let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
             let resource = ApiResource::from_gvk_with_plural(&gvk, &kind.plural);
@@ -63,6 +68,7 @@ impl ChildKinds {
             let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
             let (listed, is_listed) = watch::channel(false);
             let forget = applied.clone();
+            let (index, indexed) = (by_owner.clone(), resource.clone());
             let stream = watcher(Api::<DynamicObject>::all_with(client.clone(), &resource), config)
                 .default_backoff()
                 .modify(|object| object.managed_fields_mut().clear())
@@ -70,10 +76,21 @@ impl ChildKinds {
                 .inspect(move |event| {
                     if let Ok(event) = event {
                         super::mark_listed(&listed, event);
-                        if let watcher::Event::Delete(object) = event
-                            && let Ok(object) = serde_json::to_value(object)
-                        {
-                            forget.lock().unwrap().remove(&ChildRef::of(&object));
+                        match event {
+                            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                                if let Some((owner, child)) = owner_of(&indexed, object) {
+                                    index.lock().unwrap().entry(owner).or_default().insert(child);
+                                }
+                            }
+                            watcher::Event::Delete(object) => {
+                                if let Some((owner, child)) = owner_of(&indexed, object) {
+                                    forget.lock().unwrap().remove(&child);
+                                    if let Some(children) = index.lock().unwrap().get_mut(&owner) {
+                                        children.remove(&child);
+                                    }
+                                }
+                            }
+                            watcher::Event::Init | watcher::Event::InitDone => {}
                         }
                     }
                 })
@@ -82,7 +99,7 @@ impl ChildKinds {
             events.push((resource.clone(), Box::pin(stream) as ChildEvents));
             kinds.push(ChildKind { resource, cache });
         }
-        (Self { client: client.clone(), kinds, applied }, events, flags)
+        (Self { client: client.clone(), kinds, applied, by_owner }, events, flags)
     }
 
     /// The cached children of `service_set` (found by the ServiceSet label), as JSON.
@@ -90,15 +107,19 @@ impl ChildKinds {
     /// answer.
     pub fn cached(&self, service_set: &ServiceSet) -> Vec<Value> {
         let (name, namespace) = (service_set.name_any(), service_set.namespace());
-        let mut children: Vec<Value> = self
-            .kinds
+        let owner = (namespace.clone().unwrap_or_default(), name.clone());
+        let refs = self.by_owner.lock().unwrap().get(&owner).cloned().unwrap_or_default();
+        let mut children: Vec<Value> = refs
             .iter()
-            .flat_map(|kind| {
-                kind.cache
-                    .state_filter(|o| o.namespace() == namespace && o.labels().get(SERVICE_SET_LABEL) == Some(&name))
+            .filter_map(|child| {
+                let kind = self.find(&child.api_version, &child.kind)?;
+                let key = ObjectRef::new_with(&child.name, kind.resource.clone()).within(&child.namespace);
+                kind.cache.get(&key)
             })
+            .filter(|o| o.labels().get(SERVICE_SET_LABEL) == Some(&name))
             .filter_map(|object| serde_json::to_value(&*object).ok())
             .collect();
+        children.sort_by_key(ChildRef::of);
         let mut applied = self.applied.lock().unwrap();
         let hash = |v: &Value| v["metadata"]["annotations"][APPLIED_HASH_ANNOTATION].clone();
         applied.retain(|key, (at, answer)| {
@@ -161,8 +182,7 @@ impl ChildKinds {
     /// Whether the cached child `child` is already being deleted.
     pub fn is_deleting(&self, child: &ChildRef) -> bool {
         self.find(&child.api_version, &child.kind).is_some_and(|kind| {
-            let key = kube::runtime::reflector::ObjectRef::new_with(&child.name, kind.resource.clone())
-                .within(&child.namespace);
+            let key = ObjectRef::new_with(&child.name, kind.resource.clone()).within(&child.namespace);
             kind.cache.get(&key).is_some_and(|o| o.metadata.deletion_timestamp.is_some())
         })
     }
@@ -201,4 +221,17 @@ impl ChildKinds {
         })?;
         Ok(Api::namespaced_with(self.client.clone(), &child.namespace, &kind.resource))
     }
+}
+
+/// The ServiceSet (namespace, name) a cached child belongs to, by its label, and its reference.
+fn owner_of(resource: &ApiResource, object: &DynamicObject) -> Option<((String, String), ChildRef)> {
+    let namespace = object.metadata.namespace.clone()?;
+    let owner = object.labels().get(SERVICE_SET_LABEL)?.clone();
+    let child = ChildRef {
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
+        namespace: namespace.clone(),
+        name: object.name_any(),
+    };
+    Some(((namespace, owner), child))
 }
