@@ -3,7 +3,8 @@
 //! This process plays kcm (the SMP is ready) and Flux (every HelmRelease is marked Ready for its
 //! generation as soon as it appears or changes), and measures:
 //!
-//! - time to converge: from the adapter's start until every ServiceSet reports `deployed`;
+//! - time to converge: from the adapter's start until every ServiceSet reports `deployed`
+//!   (seen through a watch, as kcm would);
 //! - the adapter's API requests during convergence, by verb and per ServiceSet (the simulated
 //!   server counts them; this process's own status writes and watch are left out);
 //! - writes during a steady-state window after convergence (goal: 0);
@@ -83,13 +84,15 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
 
     let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
     let flux = tokio::spawn(play_flux(client.clone()));
+    let (deployed_tx, mut deployed) = tokio::sync::watch::channel(0);
+    let counter = tokio::spawn(count_deployed(client.clone(), deployed_tx));
     // Let this process's own list and watch happen before counting.
     tokio::time::sleep(Duration::from_millis(500)).await;
     server.reset_counts();
 
     let started = Instant::now();
     let adapter = Adapter::start(&options.binary, &kubeconfig, &workdir)?;
-    wait_converged(&server, &options, &adapter, started).await?;
+    wait_converged(&options, &adapter, started, &mut deployed).await?;
     let converge = started.elapsed();
     let requests = adapter_requests(&server);
 
@@ -105,6 +108,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     let latencies = change_latencies(&server, &client, &options).await?;
     let peak_rss_kib = adapter.peak_rss_kib()?;
     flux.abort();
+    counter.abort();
     Ok(Report { options, converge, requests, steady_writes, latencies, peak_rss_kib })
 }
 
@@ -174,18 +178,24 @@ fn adapter_requests(server: &TestApiServer) -> BTreeMap<String, usize> {
     by_verb
 }
 
+/// Follows ServiceSet status through a watch (started before counting, so not counted) and
+/// resolves once every ServiceSet reports `deployed: true`. Polling every object instead would
+/// cost this process CPU in proportion to N, on the machine the adapter is measured on.
 async fn wait_converged(
-    server: &TestApiServer,
     options: &Options,
     adapter: &Adapter,
     started: Instant,
+    deployed: &mut tokio::sync::watch::Receiver<usize>,
 ) -> anyhow::Result<()> {
-    let mut pending: Vec<String> = (0..options.service_sets).map(service_set_name).collect();
-    while !pending.is_empty() {
+    loop {
+        if *deployed.borrow() >= options.service_sets {
+            return Ok(());
+        }
         if started.elapsed() > options.timeout {
+            let done = *deployed.borrow();
             bail!(
                 "{} ServiceSets not deployed after {:?} (adapter log: {})",
-                pending.len(),
+                options.service_sets - done,
                 options.timeout,
                 adapter.log.display()
             );
@@ -193,13 +203,25 @@ async fn wait_converged(
         if let Some(status) = adapter.exited() {
             bail!("ksm-adapter exited ({status}); log: {}", adapter.log.display());
         }
-        pending.retain(|name| {
-            let ss = server.object("k0rdent.mirantis.com/v1beta1", "ServiceSet", Some(NAMESPACE), name);
-            !ss.is_some_and(|ss| ss["status"]["deployed"] == true)
-        });
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _ = tokio::time::timeout(Duration::from_millis(200), deployed.changed()).await;
     }
-    Ok(())
+}
+
+/// Counts the ServiceSets whose status says `deployed: true`, from a watch.
+async fn count_deployed(client: kube::Client, deployed: tokio::sync::watch::Sender<usize>) {
+    let api = Api::<DynamicObject>::namespaced_with(client, NAMESPACE, &Kind::ServiceSet.resource());
+    let mut done = std::collections::HashSet::new();
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff().applied_objects());
+    while let Some(event) = events.next().await {
+        let Ok(service_set) = event else { continue };
+        let name = service_set.metadata.name.clone().unwrap_or_default();
+        if service_set.data["status"]["deployed"] == true {
+            done.insert(name);
+        } else {
+            done.remove(&name);
+        }
+        deployed.send_replace(done.len());
+    }
 }
 
 /// Changes the values of the first service of `changes` ServiceSets, one at a time, and times
