@@ -7,12 +7,11 @@ use ksm_adapter::k0rdent::{ServiceSet, StateManagementProvider};
 use ksm_adapter::manifests::{Document, Manifests};
 use ksm_adapter::plan;
 use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL};
-use ksm_adapter::plan::claims::{ClaimIndex, Contender, Key, arbitrate, key_of};
+use ksm_adapter::plan::claims::{ClaimIndex, Contender, Key, ServiceClaims, arbitrate, key_of};
 use ksm_adapter::plan::reconcile::{Observed, reconcile};
 use ksm_adapter::plugin::Plugin;
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, RuleCache, SmpObservation};
-use ksm_plugin_sdk::contract::Claim;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -124,7 +123,7 @@ fn render_one(
             d.namespace() == namespace && labels[SERVICE_SET_LABEL] == name.as_str() && labels[SERVICE_LABEL] == service
         })
     };
-    let arbitrate = |_: &[(String, Vec<Claim>)]| arbitrate(claims, &key, has_objects);
+    let arbitrate = |_: &[ServiceClaims]| arbitrate(claims, &key, has_objects);
     let observed = Observed {
         smp: smp.as_ref(),
         smp_diagnosis: diagnosis,

@@ -3,9 +3,8 @@
 //! reconcile, and waking the ServiceSets whose outcome a change may have turned.
 
 use crate::k0rdent::ServiceSet;
-use crate::plan::claims::{Arbitration, ClaimIndex, Contender, Key, arbitrate, key_of};
+use crate::plan::claims::{Arbitration, ClaimIndex, Contender, Key, ServiceClaims, arbitrate, key_of};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
-use ksm_plugin_sdk::contract::Claim;
 use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -29,7 +28,7 @@ impl Arbiter {
     pub fn arbitrate(
         &self,
         service_set: &ServiceSet,
-        claims: &[(String, Vec<Claim>)],
+        claims: &[ServiceClaims],
         has_objects: impl Fn(&Key, &str) -> bool,
     ) -> Arbitration {
         let contender = Contender::of(service_set);
@@ -43,7 +42,7 @@ impl Arbiter {
     }
 
     /// Records claims without waking anyone (filling the index before the first reconcile).
-    pub fn record(&self, service_set: &ServiceSet, claims: &[(String, Vec<Claim>)]) {
+    pub fn record(&self, service_set: &ServiceSet, claims: &[ServiceClaims]) {
         self.index.lock().unwrap().record(&Contender::of(service_set), claims);
     }
 

@@ -33,12 +33,17 @@ pub struct ChildKinds {
     /// What the API server answered to the host's latest applies, until the caches show the
     /// same content: a reconcile that runs before the watch delivers an applied child must
     /// not apply it again.
-    applied: Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>>,
+    applied: Applied,
     /// The cached children by ServiceSet (namespace, name), so a reconcile reads its own
     /// children instead of scanning every cached object. A superset: entries are checked
     /// against the cache when read.
-    by_owner: Arc<Mutex<HashMap<(String, String), HashSet<ChildRef>>>>,
+    by_owner: ByOwner,
 }
+
+/// Cached children by ServiceSet (namespace, name).
+type ByOwner = Arc<Mutex<HashMap<(String, String), HashSet<ChildRef>>>>;
+/// Answers of recent applies, with when they came.
+type Applied = Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>>;
 
 /// How long an apply's answer stands in for a cache that has not caught up (a safety net: the
 /// watch normally delivers the child within milliseconds, and its deletion clears the entry).
@@ -58,8 +63,8 @@ impl ChildKinds {
         let mut kinds = Vec::new();
         let mut events = Vec::new();
         let mut flags = Vec::new();
-        let applied: Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>> = Arc::default();
-        let by_owner: Arc<Mutex<HashMap<(String, String), HashSet<ChildRef>>>> = Arc::default();
+        let applied: Applied = Arc::default();
+        let by_owner: ByOwner = Arc::default();
         for kind in &metadata.creates {
             let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
             let resource = ApiResource::from_gvk_with_plural(&gvk, &kind.plural);

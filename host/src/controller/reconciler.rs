@@ -5,13 +5,12 @@ use super::context::Context;
 use super::status::{self, Written};
 use super::{finalizer, provider};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
-use crate::plan::claims::Key;
+use crate::plan::claims::{Key, ServiceClaims};
 use crate::plan::reconcile::{ChildRef, Observed, Plan, TRANSLATED, reconcile as decide};
 use crate::plan::status::{condition, remove_condition, set_condition};
 use crate::plugin::{CallError, call_blocking};
 use crate::smp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use ksm_plugin_sdk::contract::Claim;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -140,7 +139,7 @@ async fn plan(
         let namespace = service_set.namespace().unwrap_or_default();
         let template = |name: &str| ctx.template(&namespace, name);
         let has_objects = |(namespace, name): &Key, service: &str| ctx.caches.children.any(namespace, name, service);
-        let arbitrate = |claims: &[(String, Vec<Claim>)]| ctx.arbiter.arbitrate(&service_set, claims, has_objects);
+        let arbitrate = |claims: &[ServiceClaims]| ctx.arbiter.arbitrate(&service_set, claims, has_objects);
         let observed = Observed {
             smp: smp.as_deref(),
             smp_diagnosis: diagnosis,

@@ -17,6 +17,9 @@ pub const DEFAULT_PRIORITY: i64 = 100;
 /// A ServiceSet's namespace and name.
 pub type Key = (String, String);
 
+/// A service's name and what it claims.
+pub type ServiceClaims = (String, Vec<Claim>);
+
 /// A ServiceSet as a contender for claims.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Contender {
@@ -134,7 +137,7 @@ impl ClaimIndex {
     /// Records what `contender`'s services claim now (`(service, claims)` pairs), replacing what
     /// it claimed before. Returns the other ServiceSets contending for any claim it held or
     /// holds: their outcome may have changed.
-    pub fn record(&mut self, contender: &Contender, claims: &[(String, Vec<Claim>)]) -> BTreeSet<Key> {
+    pub fn record(&mut self, contender: &Contender, claims: &[ServiceClaims]) -> BTreeSet<Key> {
         let mut touched = self.forget(&contender.key);
         for (service, service_claims) in claims {
             for claim in service_claims {

@@ -3,7 +3,7 @@
 //! controller gathers the inputs and carries the plan out.
 
 use super::children::{self, Owner, SERVICE_LABEL};
-use super::claims::{Arbitration, stops_on_conflict};
+use super::claims::{Arbitration, ServiceClaims, stops_on_conflict};
 use super::status::{self, condition, set_condition};
 use super::{ServiceOutcome, TranslateFailure, service_status, translate};
 use crate::k0rdent::{
@@ -11,7 +11,6 @@ use crate::k0rdent::{
 };
 use crate::plugin::{CallError, Plugin};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use ksm_plugin_sdk::contract::Claim;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -32,7 +31,7 @@ pub struct Observed<'a> {
     pub children: &'a [Value],
     /// Arbitration of claims against the other ServiceSets: given what this ServiceSet's
     /// services claim now, the services that lose (see [`claims`](super::claims)).
-    pub arbitrate: &'a dyn Fn(&[(String, Vec<Claim>)]) -> Arbitration,
+    pub arbitrate: &'a dyn Fn(&[ServiceClaims]) -> Arbitration,
 }
 
 /// A child object to delete.
@@ -106,7 +105,7 @@ pub fn reconcile(
         }
     };
 
-    let claims: Vec<(String, Vec<Claim>)> = translated.iter().map(|t| (t.service.clone(), t.claims.clone())).collect();
+    let claims: Vec<ServiceClaims> = translated.iter().map(|t| (t.service.clone(), t.claims.clone())).collect();
     let arbitration = (observed.arbitrate)(&claims);
     let mut stopped_by: Option<String> = None;
     for service in &mut translated {
@@ -249,6 +248,7 @@ mod tests {
     use crate::plugin::NativePlugin;
     use k8s_openapi::jiff::Timestamp;
     use ksm_flux_plugin::FluxPlugin;
+    use ksm_plugin_sdk::contract::Claim;
     use serde_json::json;
 
     fn at(seconds: i64) -> Time {
@@ -332,7 +332,7 @@ mod tests {
             name: "ingress".into(),
         };
         let winner = Contender { key: ("team-a".into(), "winner".into()), priority: 200, created: None };
-        let arbitrate = |claims: &[(String, Vec<Claim>)]| {
+        let arbitrate = |claims: &[ServiceClaims]| {
             assert_eq!(claims, [("ingress".to_string(), vec![release.clone()])], "the Flux plugin claims the release");
             let loss = Loss { claim: release.clone(), winner: winner.clone(), winner_service: "ingress".into() };
             Arbitration { losses: BTreeMap::from([("ingress".to_string(), loss)]), waiting: BTreeMap::new() }
@@ -367,7 +367,7 @@ mod tests {
         ]);
         let mut ss = service_set(services);
         let run = |ss: &ServiceSet| {
-            let arbitrate = |claims: &[(String, Vec<Claim>)]| {
+            let arbitrate = |claims: &[ServiceClaims]| {
                 let loss = Loss {
                     claim: claims[1].1[0].clone(),
                     winner: Contender { key: ("team-a".into(), "winner".into()), priority: 200, created: None },
