@@ -128,7 +128,10 @@ async fn plan(
     smp: Option<Arc<StateManagementProvider>>,
     ctx: &Arc<Context>,
 ) -> Result<Plan, CallError> {
-    let unready = smp.as_ref().filter(|s| !s.spec.suspend && !s.status.as_ref().is_some_and(|st| st.ready));
+    // A ServiceSet being deleted is not gated by its provider: no diagnosis to look for.
+    let deleting = service_set.metadata.deletion_timestamp.is_some();
+    let unready =
+        smp.as_ref().filter(|s| !deleting && !s.spec.suspend && !s.status.as_ref().is_some_and(|st| st.ready));
     let diagnosis = match unready {
         Some(smp) => Some(provider::diagnosis(ctx, smp).await),
         None => None,
@@ -173,18 +176,22 @@ async fn carry_out(
     }
     delete_children(&plan.delete, ctx).await?;
     let mut status = plan.status;
-    if refused.is_empty() {
-        remove_condition(&mut status.conditions, APPLIED);
-    } else {
-        let generation = service_set.meta().generation;
-        let message = refused.join("; ");
-        set_condition(&mut status.conditions, condition(APPLIED, "False", "ApplyFailed", &message, generation, &now()));
+    let refused = (!refused.is_empty()).then(|| refused.join("; "));
+    match &refused {
+        None => remove_condition(&mut status.conditions, APPLIED),
+        Some(message) => {
+            let generation = service_set.meta().generation;
+            set_condition(
+                &mut status.conditions,
+                condition(APPLIED, "False", "ApplyFailed", message, generation, &now()),
+            );
+        }
     }
     write_status(api, service_set, status).await?;
-    if !refused.is_empty() {
-        return Err(Error::Refused(refused.join("; ")));
+    match refused {
+        None => Ok(Action::requeue(ctx.settings.resync)),
+        Some(message) => Err(Error::Refused(message)),
     }
-    Ok(Action::requeue(ctx.settings.resync))
 }
 
 /// A ServiceSet being deleted: services go `Deleting`, children are deleted, and the finalizer

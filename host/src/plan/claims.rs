@@ -126,6 +126,11 @@ impl Holder {
     }
 }
 
+/// The holder that wins a claim: the lowest [`Holder::rank`].
+fn winner(holders: &[Holder]) -> &Holder {
+    holders.iter().min_by(|a, b| a.rank().cmp(&b.rank())).expect("a recorded claim has a holder")
+}
+
 /// Every claim of the ServiceSets the host serves, and who holds it.
 #[derive(Debug, Default)]
 pub struct ClaimIndex {
@@ -162,7 +167,7 @@ impl ClaimIndex {
         let mut losses = BTreeMap::new();
         for claim in self.claimed.get(key).into_iter().flatten() {
             let holders = &self.holders[claim];
-            let winner = holders.iter().min_by(|a, b| a.rank().cmp(&b.rank())).expect("a recorded claim has a holder");
+            let winner = winner(holders);
             for loser in holders.iter().filter(|h| h.contender.key == *key && h.rank() != winner.rank()) {
                 losses.entry(loser.service.clone()).or_insert_with(|| Loss {
                     claim: claim.clone(),
@@ -179,7 +184,7 @@ impl ClaimIndex {
         let mut beaten = Vec::new();
         for claim in self.claimed.get(key).into_iter().flatten() {
             let holders = &self.holders[claim];
-            let winner = holders.iter().min_by(|a, b| a.rank().cmp(&b.rank())).expect("a recorded claim has a holder");
+            let winner = winner(holders);
             if winner.contender.key == *key {
                 beaten.extend(holders.iter().filter(|h| h.contender.key != *key).map(|h| (claim, winner, h)));
             }

@@ -190,10 +190,7 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
-    const ADAPTER_RULE: &str = "self.status.availableReplicas == self.status.replicas && \
-        self.status.availableReplicas == self.status.updatedReplicas && \
-        self.status.availableReplicas == self.status.readyReplicas";
-    const PROVISIONER_RULE: &str = "self.status.availableReplicas > 0 && self.status.readyReplicas > 0";
+    use crate::smp::flux_rules::{ADAPTER as ADAPTER_RULE, PROVISIONER as PROVISIONER_RULE};
 
     fn flux_smp() -> StateManagementProvider {
         let workload = |name: &str, namespace: &str, rule: &str| {

@@ -19,3 +19,14 @@ pub use evaluation::{RbacCheck, SmpEvaluation, SmpObservation, evaluate};
 pub use readiness::{RuleCache, RuleError};
 pub use selector::selector_matches;
 pub use serving::{AdapterIdentity, serves};
+
+/// The readiness rules kcm's Flux SMP uses, shared by the tests of this module.
+#[cfg(test)]
+pub(crate) mod flux_rules {
+    /// The adapter Deployment's rule.
+    pub const ADAPTER: &str = "self.status.availableReplicas == self.status.replicas && \
+        self.status.availableReplicas == self.status.updatedReplicas && \
+        self.status.availableReplicas == self.status.readyReplicas";
+    /// The provisioner Deployments' rule.
+    pub const PROVISIONER: &str = "self.status.availableReplicas > 0 && self.status.readyReplicas > 0";
+}

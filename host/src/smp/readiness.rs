@@ -124,10 +124,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const FLUX_ADAPTER: &str = "self.status.availableReplicas == self.status.replicas && \
-        self.status.availableReplicas == self.status.updatedReplicas && \
-        self.status.availableReplicas == self.status.readyReplicas";
-    const FLUX_PROVISIONER: &str = "self.status.availableReplicas > 0 && self.status.readyReplicas > 0";
+    use crate::smp::flux_rules::{ADAPTER as FLUX_ADAPTER, PROVISIONER as FLUX_PROVISIONER};
 
     fn deployment(replicas: i64, available: i64, ready: i64, updated: i64) -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "status": {
