@@ -28,3 +28,36 @@ async fn invalid_config_is_isolated() {
     let expected = Expected::translate(&t, "bad-config").await;
     assert_eq!(expected.error().map(|e| &e["kind"]), Some(&json!("InvalidConfig")), "{:#}", expected.translation);
 }
+
+/// A child the API server refuses (422, e.g. the CD tool's CRD rejects a field) is named in
+/// condition `ObjectsApplied`, retried, and the condition goes once the apply succeeds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_child_is_reported_then_retried() {
+    if ksm_e2e::skip_on_real_cluster("a_refused_child_is_reported_then_retried", "fault injection") {
+        return;
+    }
+    let t = Scenario::start("refused", Mode::Observe).await;
+    let ss = t.create_service_set("web", two_services()).await;
+    t.wait_converged("web").await;
+
+    // The next patches the adapter makes are applies of the changed HelmRelease (the spec is
+    // changed behind HTTP, so the injected failures are left to the adapter).
+    let server = t.server().expect("the simulated server");
+    let mut changed = t.must_get(&ss).await;
+    changed["spec"]["services"][0]["values"] = json!("controller:\n  replicaCount: 5\n");
+    server.fail_next("patch", 3, 422); // refused three times: visible for seconds (backoff)
+    server.put_object(changed).expect("changing the ServiceSet");
+    let refused = t
+        .wait_service_set("web", "ObjectsApplied False (ApplyFailed)", |ss| {
+            condition_is(ss, "ObjectsApplied", "False", "ApplyFailed")
+        })
+        .await;
+    let message = condition_message(&refused, "ObjectsApplied");
+    assert!(message.contains("HelmRelease") && message.contains("injected failure"), "{message:?}");
+
+    t.wait_converged("web").await;
+    t.wait_service_set("web", "ObjectsApplied gone after the retry", |ss| {
+        ksm_e2e::status::condition(ss, "ObjectsApplied").is_none()
+    })
+    .await;
+}
