@@ -254,7 +254,7 @@ mod tests {
         let committed = include_str!("../../crds/k0rdent.yaml");
         assert!(
             committed == crds_yaml(),
-            "crds/k0rdent.yaml is stale: run `cargo run -p ksm-adapter -- crds > crds/k0rdent.yaml`"
+            "crds/k0rdent.yaml is stale: run `cargo run -p ksm-adapter -- crds --k0rdent > crds/k0rdent.yaml`"
         );
     }
 

@@ -3,6 +3,7 @@
 //! The host does everything generic (watches, SMP checks, apply, status); the CD-tool-specific
 //! translation lives in sandboxed WASM plugins behind the contract in `wit/adapter.wit`.
 //!
+//! - [`adapter_plugin`]: the host's own API: which plugin serves which providers, from where;
 //! - [`plugin`]: the narrow interface the host calls plugins through;
 //! - [`runtime`]: the wasmtime implementation of it;
 //! - [`builtin`]: plugins embedded in the binary (Flux);
@@ -13,6 +14,7 @@
 //! - [`controller`]: the Kubernetes I/O of `ksm-adapter run` (watches, apply, status);
 //! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions).
 
+pub mod adapter_plugin;
 pub mod builtin;
 pub mod controller;
 pub mod k0rdent;

@@ -60,9 +60,17 @@ enum Command {
     /// this host serves it, the provider's readiness as the host evaluates it, the objects it
     /// would apply and delete, and the ServiceSet status it would write.
     Render(render_cmd::RenderArgs),
-    /// Prints the CRDs of the k0rdent kinds the host serves (ServiceSet, StateManagementProvider,
-    /// ServiceTemplate) as YAML: what `crds/` holds. In a k0rdent cluster kcm installs them.
-    Crds,
+    /// Prints CRDs as YAML: those of the k0rdent kinds the host serves (ServiceSet,
+    /// StateManagementProvider, ServiceTemplate; in a k0rdent cluster kcm installs them) and the
+    /// host's own `AdapterPlugin`. What `crds/` holds.
+    Crds {
+        /// Only the host's own CRD (`AdapterPlugin`).
+        #[arg(long, conflicts_with = "k0rdent")]
+        own: bool,
+        /// Only the k0rdent CRDs.
+        #[arg(long)]
+        k0rdent: bool,
+    },
 }
 
 /// Runs the parsed command line.
@@ -71,8 +79,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugin(command) => plugin_cmd::run(command),
         Command::Run(args) => run_cmd::run(args),
         Command::Render(args) => render_cmd::run(args),
-        Command::Crds => {
-            print!("{}", ksm_adapter::k0rdent::crds_yaml());
+        Command::Crds { own, k0rdent } => {
+            if !own {
+                print!("{}", ksm_adapter::k0rdent::crds_yaml());
+            }
+            if !k0rdent {
+                print!("{}", ksm_adapter::adapter_plugin::crd_yaml());
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -1,0 +1,234 @@
+//! The host's own API, `AdapterPlugin` (`ksm.k0rdent.mirantis.com/v1alpha1`, cluster-scoped):
+//! which plugin serves which StateManagementProviders, where its bytes come from, and the limits
+//! and narrowing the host applies to it.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The API group of the host's own kinds.
+pub const GROUP: &str = "ksm.k0rdent.mirantis.com";
+
+/// `AdapterPlugin.spec`: a translation plugin and the providers it serves.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "ksm.k0rdent.mirantis.com",
+    version = "v1alpha1",
+    kind = "AdapterPlugin",
+    status = "AdapterPluginStatus",
+    printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
+    printcolumn = r#"{"name":"Providers","type":"string","jsonPath":".spec.providers"}"#,
+    printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.sha256"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AdapterPluginSpec {
+    /// Where the plugin's `.wasm` component comes from: exactly one of `builtin`, `configMap`,
+    /// `oci`.
+    pub source: PluginSource,
+    /// Names of the StateManagementProviders this plugin serves. One provider is served by at
+    /// most one plugin: two plugins naming the same provider are both reported, and neither
+    /// serves it.
+    #[serde(default)]
+    pub providers: Vec<String>,
+    /// Default provider config, merged under each ServiceSet's `spec.provider.config` (the
+    /// ServiceSet's keys win).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "ksm_plugin_sdk::k0rdent::free_object")]
+    pub config: Option<Value>,
+    /// Sandbox limits per call; unset fields take the host's flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<PluginLimits>,
+    /// Narrows the kinds the plugin may create to these (of those its metadata declares).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_kinds: Option<Vec<AllowedKind>>,
+    /// Namespaces, besides the ServiceSet's own, that the plugin's objects may be placed in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_namespaces: Option<Vec<String>>,
+}
+
+/// `AdapterPlugin.spec.source`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "[has(self.builtin), has(self.configMap), has(self.oci)].filter(x, x).size() == 1",
+    "message": "exactly one of builtin, configMap and oci must be set"
+}]))]
+pub struct PluginSource {
+    /// A plugin embedded in the host binary (`flux`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<String>,
+    /// A component stored in a ConfigMap's `binaryData` (ConfigMaps hold at most 1 MiB; use
+    /// `oci` for larger plugins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapSource>,
+    /// A component in an OCI registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<OciSource>,
+}
+
+/// A ConfigMap key holding a component.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ConfigMapSource {
+    /// The ConfigMap's namespace.
+    pub namespace: String,
+    /// The ConfigMap's name.
+    pub name: String,
+    /// The `binaryData` key.
+    pub key: String,
+}
+
+/// A component in an OCI registry (CNCF `application/wasm` layout, or the older
+/// `application/vnd.wasm.content.layer.v1+wasm`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OciSource {
+    /// `registry/repository:tag` or `registry/repository@sha256:<digest>`.
+    pub url: String,
+    /// The hex sha256 the component's bytes must have (checked after every pull).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// A `kubernetes.io/dockerconfigjson` Secret in the host's namespace with the registry's
+    /// credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret: Option<String>,
+    /// `IfNotPresent` (default) pulls once per reference; `Always` re-resolves a tag
+    /// periodically and loads what it points to now.
+    #[serde(default)]
+    pub pull_policy: PullPolicy,
+}
+
+/// When an OCI reference is pulled again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum PullPolicy {
+    /// Pull once per reference.
+    #[default]
+    IfNotPresent,
+    /// Re-resolve the tag periodically.
+    Always,
+}
+
+/// Per-call sandbox limits.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginLimits {
+    /// Wall-time limit of one call, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+    /// Linear-memory limit of one instance, in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub memory_mib: Option<u64>,
+    /// Limit on the text one call may return, in KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub output_kib: Option<u64>,
+    /// Most objects one service may produce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub objects_per_service: Option<u32>,
+}
+
+/// A kind, by API group (empty for the core group) and kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AllowedKind {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+}
+
+/// `AdapterPlugin.status`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdapterPluginStatus {
+    /// True when the current spec's plugin is loaded and serving.
+    #[serde(default)]
+    pub ready: bool,
+    /// `Fetched`, `Compiled`, `Validated`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The hex sha256 of the component serving now (may be a previous version while a newer
+    /// one fails).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sha256: String,
+    /// The serving plugin's metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<PluginInfo>,
+    /// The generation of the spec the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The last error, in words a person can act on; empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// A loaded plugin's metadata, as shown in status.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginInfo {
+    /// The plugin's own name.
+    pub name: String,
+    /// The plugin's version.
+    pub version: String,
+    /// The contract version it implements.
+    pub contract_version: String,
+    /// The kinds it may create (after `allowedKinds`), as `group/version Kind`.
+    #[serde(default)]
+    pub creates: Vec<String>,
+}
+
+/// The `AdapterPlugin` CRD as YAML: what `crds/adapterplugin.yaml` holds.
+pub fn crd_yaml() -> String {
+    use kube::CustomResourceExt;
+    format!("---\n{}", serde_norway::to_string(&AdapterPlugin::crd()).expect("the CRD serializes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn crds_dir_is_up_to_date() {
+        let committed = include_str!("../../crds/adapterplugin.yaml");
+        assert!(committed == crd_yaml(), "crds/adapterplugin.yaml is stale: run `ksm-adapter crds --own > crds/adapterplugin.yaml`");
+    }
+
+    #[test]
+    fn the_crd_is_cluster_scoped_with_printer_columns_and_a_one_source_rule() {
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(AdapterPlugin::crd()).unwrap();
+        assert_eq!(crd["spec"]["scope"], "Cluster");
+        assert_eq!(crd["spec"]["group"], GROUP);
+        let version = &crd["spec"]["versions"][0];
+        let columns: Vec<&str> =
+            version["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(columns, ["Ready", "Providers", "Digest", "Age"]);
+        let source = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["source"];
+        assert!(source["x-kubernetes-validations"][0]["rule"].as_str().unwrap().contains("size() == 1"));
+        let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        assert_eq!(spec["config"]["x-kubernetes-preserve-unknown-fields"], true);
+        assert_eq!(spec["source"]["properties"]["oci"]["properties"]["pullPolicy"]["enum"], json!(["IfNotPresent", "Always"]));
+    }
+
+    #[test]
+    fn specs_read_with_the_documented_field_names() {
+        let spec: AdapterPluginSpec = serde_json::from_value(json!({
+            "source": {"oci": {"url": "registry.local/ksm/argocd:1.0", "pullSecret": "regcred", "pullPolicy": "Always"}},
+            "providers": ["ksm-argocd"],
+            "limits": {"timeoutMs": 500, "objectsPerService": 4},
+            "allowedKinds": [{"group": "argoproj.io", "kind": "Application"}],
+            "allowedNamespaces": ["argocd"]
+        }))
+        .unwrap();
+        let oci = spec.source.oci.unwrap();
+        assert_eq!((oci.pull_policy, oci.pull_secret.as_deref()), (PullPolicy::Always, Some("regcred")));
+        assert_eq!(spec.limits.unwrap().objects_per_service, Some(4));
+    }
+}
