@@ -152,7 +152,7 @@ async fn a_looping_call_does_not_stall_the_async_executor() {
             counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     });
-    let error = ksm_adapter::plugin::call_blocking(plugin, |p| p.translate(&input("loop"))).await.unwrap_err();
+    let error = ksm_adapter::plugin::call_blocking(move || plugin.translate(&input("loop"))).await.unwrap_err();
     ticker.abort();
     assert_eq!(error.kind, CallErrorKind::Timeout(limits().timeout));
     let ticks = ticks.load(std::sync::atomic::Ordering::Relaxed);

@@ -6,11 +6,13 @@
 //! - [`adapter_plugin`]: the host's own API: which plugin serves which providers, from where;
 //! - [`plugin`]: the narrow interface the host calls plugins through;
 //! - [`runtime`]: the wasmtime implementation of it;
+//! - [`serving`]: which plugin serves a provider, under which rules;
 //! - [`builtin`]: plugins embedded in the binary (Flux);
 //! - [`k0rdent`]: the k0rdent API types and their CRDs;
 //! - [`plan`]: the pure core deciding desired objects and service states, with [`policy`]
 //!   checking everything a plugin returns;
 //! - [`manifests`]: objects read from YAML files, for the offline commands;
+//! - [`oci`]: WASM plugins in OCI registries (pull with sha256 verification, resolve, push);
 //! - [`controller`]: the Kubernetes I/O of `ksm-adapter run` (watches, apply, status);
 //! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions).
 
@@ -19,8 +21,10 @@ pub mod builtin;
 pub mod controller;
 pub mod k0rdent;
 pub mod manifests;
+pub mod oci;
 pub mod plan;
 pub mod plugin;
 pub mod policy;
 pub mod runtime;
+pub mod serving;
 pub mod smp;

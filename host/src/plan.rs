@@ -8,7 +8,7 @@ pub mod reconcile;
 pub mod status;
 
 use crate::plugin::{CallError, Plugin};
-use crate::policy;
+use crate::serving::ServingPlugin;
 use ksm_plugin_sdk::contract::{
     Claim, ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceType, StatusInput, TranslateError,
 };
@@ -66,15 +66,16 @@ pub enum TranslateFailure {
     },
 }
 
-/// Translates `service_set` (the whole object) with `plugin`, looking templates up with
+/// Translates `service_set` (the whole object) with `serving`, looking templates up with
 /// `find_template`, and checks every returned object against the host's policy.
 pub fn translate(
-    plugin: &dyn Plugin,
+    serving: &ServingPlugin,
     service_set: &Value,
     find_template: impl Fn(&str) -> Option<Value>,
     system_namespace: &str,
 ) -> Result<Vec<TranslatedService>, TranslateFailure> {
-    let input = inputs::translate_input(service_set, find_template, system_namespace)?;
+    let plugin = serving.plugin.as_ref();
+    let input = inputs::translate_input(&serving.input_of(service_set), find_template, system_namespace)?;
     let translations = plugin.translate(&input)?.map_err(TranslateFailure::Rejected)?;
     let expected = service_names(service_set);
     let got: Vec<String> = translations.iter().map(|t| t.service.clone()).collect();
@@ -87,10 +88,9 @@ pub fn translate(
         .map(|t| {
             let outcome = match t.outcome {
                 Err(error) => ServiceOutcome::Error(error),
-                Ok(objects) => objects
-                    .iter()
-                    .map(|o| policy::check_object(plugin.metadata(), namespace, o))
-                    .collect::<Result<Vec<_>, _>>()
+                Ok(objects) => serving
+                    .policy
+                    .check_service(plugin.metadata(), namespace, &t.service, &objects)
                     .map_or_else(ServiceOutcome::Refused, ServiceOutcome::Objects),
             };
             let claims = if matches!(outcome, ServiceOutcome::Objects(_)) { t.claims } else { vec![] };

@@ -11,7 +11,6 @@ use ksm_plugin_sdk::contract::{
 };
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The plugin functions, for error messages and metrics.
@@ -118,11 +117,8 @@ pub trait Plugin: Send + Sync {
 
 /// Runs a plugin call on tokio's blocking pool: plugin calls are synchronous and CPU-bound (up
 /// to their time limit), so a slow or looping plugin never stalls the async executor.
-pub async fn call_blocking<R: Send + 'static>(
-    plugin: Arc<dyn Plugin>,
-    call: impl FnOnce(&dyn Plugin) -> R + Send + 'static,
-) -> R {
-    match tokio::task::spawn_blocking(move || call(plugin.as_ref())).await {
+pub async fn call_blocking<R: Send + 'static>(call: impl FnOnce() -> R + Send + 'static) -> R {
+    match tokio::task::spawn_blocking(call).await {
         Ok(result) => result,
         Err(e) => std::panic::resume_unwind(e.into_panic()),
     }

@@ -9,9 +9,56 @@ use serde_json::{Map, Value};
 /// Label prefix reserved for the host.
 pub const RESERVED_LABEL_PREFIX: &str = "ksm.k0rdent.mirantis.com/";
 
+/// Objects one service may produce unless an `AdapterPlugin` sets `limits.objectsPerService`.
+pub const DEFAULT_OBJECTS_PER_SERVICE: usize = 32;
+
+/// What an operator narrowed for one plugin (`AdapterPlugin.spec`), on top of the rules every
+/// plugin gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// `(group, kind)` pairs the plugin may create, of those it declares; `None`: all it declares.
+    pub allowed_kinds: Option<Vec<(String, String)>>,
+    /// Namespaces besides the ServiceSet's own that objects may be placed in.
+    pub allowed_namespaces: Vec<String>,
+    /// Most objects one service may produce.
+    pub objects_per_service: usize,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self { allowed_kinds: None, allowed_namespaces: Vec::new(), objects_per_service: DEFAULT_OBJECTS_PER_SERVICE }
+    }
+}
+
+impl Policy {
+    /// Whether kind `group`/`kind` is allowed (it must also be declared by the plugin).
+    pub fn allows_kind(&self, group: &str, kind: &str) -> bool {
+        self.allowed_kinds.as_ref().is_none_or(|kinds| kinds.iter().any(|(g, k)| g == group && k == kind))
+    }
+
+    /// Checks the objects one service returned (see [`check_object`]), and their number.
+    pub fn check_service(
+        &self,
+        plugin: &PluginMetadata,
+        namespace: &str,
+        service: &str,
+        objects: &[String],
+    ) -> Result<Vec<Value>, String> {
+        if objects.len() > self.objects_per_service {
+            return Err(format!(
+                "plugin {:?} returned {} objects for service {service:?}, over the limit of {} (limits.objectsPerService)",
+                plugin.name,
+                objects.len(),
+                self.objects_per_service
+            ));
+        }
+        objects.iter().map(|object| check_object(plugin, self, namespace, object)).collect()
+    }
+}
+
 /// Checks one object returned by `plugin` for a ServiceSet in `namespace`, and returns it
 /// parsed, with `metadata.namespace` filled in.
-pub fn check_object(plugin: &PluginMetadata, namespace: &str, text: &str) -> Result<Value, String> {
+pub fn check_object(plugin: &PluginMetadata, policy: &Policy, namespace: &str, text: &str) -> Result<Value, String> {
     let violation = |object: &str, rule: String| format!("plugin {:?} returned {object}: {rule}", plugin.name);
     let mut object: Value =
         serde_json::from_str(text).map_err(|e| violation("an object", format!("not valid JSON ({e})")))?;
@@ -26,6 +73,9 @@ pub fn check_object(plugin: &PluginMetadata, namespace: &str, text: &str) -> Res
     let Some(declared) = declared else {
         return Err(violation(&what, format!("kind {api_version}/{kind} is not among the kinds the plugin declares")));
     };
+    if !policy.allows_kind(&declared.group, &declared.kind) {
+        return Err(violation(&what, format!("kind {api_version}/{kind} is not among the AdapterPlugin's allowedKinds")));
+    }
     if !declared.namespaced {
         return Err(violation(&what, "cluster-scoped objects are not allowed".into()));
     }
@@ -42,9 +92,12 @@ pub fn check_object(plugin: &PluginMetadata, namespace: &str, text: &str) -> Res
         None | Some("") => {
             metadata.insert("namespace".into(), Value::String(namespace.into()));
         }
-        Some(ns) if ns == namespace => {}
+        Some(ns) if ns == namespace || policy.allowed_namespaces.iter().any(|allowed| allowed == ns) => {}
         Some(ns) => {
-            return Err(violation(&what, format!("namespace {ns:?} is not the ServiceSet's namespace {namespace:?}")));
+            return Err(violation(
+                &what,
+                format!("namespace {ns:?} is not the ServiceSet's namespace {namespace:?} nor among allowedNamespaces"),
+            ));
         }
     }
     for reserved in ["ownerReferences", "managedFields", "uid", "resourceVersion", "deletionTimestamp", "finalizers"] {
@@ -87,7 +140,7 @@ mod tests {
     }
 
     fn check(object: Value) -> Result<Value, String> {
-        check_object(&meta(), "team-a", &object.to_string())
+        check_object(&meta(), &Policy::default(), "team-a", &object.to_string())
     }
 
     fn hr(metadata: Value) -> Value {
@@ -125,6 +178,25 @@ mod tests {
             assert!(err.starts_with("plugin \"flux\" returned "), "{err}");
             assert!(err.contains(rule), "{err} should mention {rule}");
         }
-        assert!(check_object(&meta(), "ns", "{not json").unwrap_err().contains("not valid JSON"));
+        assert!(check_object(&meta(), &Policy::default(), "ns", "{not json").unwrap_err().contains("not valid JSON"));
+    }
+
+    #[test]
+    fn an_operator_narrows_kinds_widens_namespaces_and_bounds_the_count() {
+        let policy = Policy {
+            allowed_kinds: Some(vec![("example.org".into(), "Other".into())]),
+            allowed_namespaces: vec!["flux-system".into()],
+            objects_per_service: 1,
+        };
+        let check = |object: Value| check_object(&meta(), &policy, "team-a", &object.to_string());
+        let err = check(hr(json!({"name": "x"}))).unwrap_err();
+        assert!(err.contains("allowedKinds"), "{err}");
+        let open = Policy { allowed_kinds: None, ..policy.clone() };
+        let placed = check_object(&meta(), &open, "team-a", &hr(json!({"name": "x", "namespace": "flux-system"})).to_string());
+        assert_eq!(placed.unwrap()["metadata"]["namespace"], "flux-system");
+        let two = [hr(json!({"name": "a"})).to_string(), hr(json!({"name": "b"})).to_string()];
+        let err = open.check_service(&meta(), "team-a", "ingress", &two).unwrap_err();
+        assert!(err.contains("2 objects for service \"ingress\", over the limit of 1"), "{err}");
+        assert_eq!(open.check_service(&meta(), "team-a", "ingress", &two[..1]).unwrap().len(), 1);
     }
 }

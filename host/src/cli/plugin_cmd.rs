@@ -1,16 +1,20 @@
-//! `ksm-adapter plugin ...`: run a plugin offline on YAML files.
+//! `ksm-adapter plugin ...`: run a plugin offline on YAML files; push and pull plugins to and
+//! from OCI registries.
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use ksm_adapter::builtin;
 use ksm_adapter::manifests::{Document, Manifests};
+use ksm_adapter::oci::{self, Credentials};
 use ksm_adapter::plan::{self, ServiceOutcome, TranslateFailure, TranslatedService};
 use ksm_adapter::plugin::Plugin;
+use ksm_adapter::serving::ServingPlugin;
 use ksm_adapter::runtime::{Limits, Runtime, WasmPlugin};
 use ksm_plugin_sdk::{k0rdent, report};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Subcommand)]
@@ -27,6 +31,69 @@ pub enum PluginCommand {
     /// Prints each service's state, given the ServiceSets, their templates and the observed
     /// CD-tool objects (e.g. HelmReleases with status) in the files.
     Status(RunArgs),
+    /// Pushes a plugin to an OCI registry, once it loads as a plugin.
+    ///
+    /// The artifact is a CNCF wasm artifact: config `application/vnd.wasm.config.v0+json` and one
+    /// `application/wasm` layer; the same bytes always give the same manifest digest. Prints the
+    /// reference pinned by that digest (`<repository>@sha256:...`, what an AdapterPlugin should
+    /// name) and the layer's sha256.
+    Push {
+        /// `builtin:flux` or the path of a `.wasm` component.
+        plugin: String,
+        /// Where to push, e.g. `ghcr.io/acme/flux-plugin:v1`. Plain HTTP is used only for
+        /// registries on localhost or 127.0.0.1.
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Pulls a plugin from an OCI registry and writes its component to a file.
+    ///
+    /// Accepts the CNCF layout (layer `application/wasm`) and the older wasm-to-oci one (layer
+    /// `application/vnd.wasm.content.layer.v1+wasm`). The layer is verified against its
+    /// descriptor, the manifest against a `@sha256:` reference, and the bytes against `--sha256`;
+    /// it is written only if it loads as a plugin. Prints the manifest digest and the sha256.
+    Pull {
+        /// What to pull, e.g. `ghcr.io/acme/flux-plugin:v1` or `ghcr.io/acme/flux-plugin@sha256:...`.
+        reference: String,
+        /// The file to write the component to.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: PathBuf,
+        /// The sha256 the component must have (hex, optionally `sha256:`-prefixed), as printed by
+        /// `push` and `inspect`.
+        #[arg(long)]
+        sha256: Option<String>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+}
+
+/// Registry credentials (anonymous without any).
+#[derive(Debug, Args)]
+pub struct RegistryArgs {
+    /// User name for the registry's basic auth.
+    #[arg(long, env = "KSM_REGISTRY_USERNAME", requires = "password")]
+    username: Option<String>,
+    /// Password or token for the registry's basic auth.
+    #[arg(long, env = "KSM_REGISTRY_PASSWORD", hide_env_values = true, requires = "username")]
+    password: Option<String>,
+    /// A Docker config file holding the registry's credentials (`~/.docker/config.json`, or the
+    /// `.dockerconfigjson` of a pull Secret). Used instead of --username/--password when given.
+    #[arg(long, value_name = "FILE")]
+    docker_config: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    /// The credentials these flags give for `reference`'s registry.
+    fn credentials(&self, reference: &str) -> anyhow::Result<Credentials> {
+        if let Some(path) = &self.docker_config {
+            let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            return Ok(Credentials::from_dockerconfigjson(&bytes, &oci::registry(reference)?)?);
+        }
+        Ok(match (&self.username, &self.password) {
+            (Some(username), Some(password)) => Credentials::basic(username, password),
+            _ => Credentials::anonymous(),
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -119,19 +186,57 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(json!({ "serviceSet": ss.key(), "services": states }))
         }),
+        PluginCommand::Push { plugin, reference, registry } => {
+            let bytes = plugin_bytes(&plugin)?;
+            let sha256 = runtime
+                .load(&bytes, Limits::default())
+                .with_context(|| format!("refusing to push {plugin}: it does not load as a plugin"))?
+                .info()
+                .sha256
+                .clone();
+            let digest = block_on(oci::push(&bytes, &reference, &registry.credentials(&reference)?))?;
+            print_yaml(&json!({ "reference": oci::pin(&reference, &digest)?, "sha256": sha256 }))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        PluginCommand::Pull { reference, output, sha256, registry } => {
+            let credentials = registry.credentials(&reference)?;
+            let pulled = block_on(oci::pull(&reference, &credentials, sha256.as_deref()))?;
+            runtime
+                .load(&pulled.bytes, Limits::default())
+                .with_context(|| format!("{reference} does not load as a plugin; nothing written"))?;
+            std::fs::write(&output, &pulled.bytes).with_context(|| format!("writing {}", output.display()))?;
+            print_yaml(&json!({
+                "reference": oci::pin(&reference, &pulled.manifest_digest)?,
+                "sha256": pulled.sha256,
+                "size": pulled.bytes.len(),
+                "output": output,
+            }))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+/// Runs a registry operation on a runtime of its own.
+fn block_on<T>(operation: impl Future<Output = Result<T, oci::OciError>>) -> anyhow::Result<T> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    Ok(runtime.block_on(operation)?)
 }
 
 /// Loads `builtin:<name>` or a `.wasm` file.
 pub fn load(runtime: &Runtime, spec: &str, limits: Limits) -> anyhow::Result<WasmPlugin> {
-    let bytes = match spec.strip_prefix("builtin:") {
+    let bytes = plugin_bytes(spec)?;
+    runtime.load(&bytes, limits).with_context(|| format!("loading plugin {spec}"))
+}
+
+/// The bytes of `builtin:<name>` or of a `.wasm` file.
+fn plugin_bytes(spec: &str) -> anyhow::Result<Vec<u8>> {
+    Ok(match spec.strip_prefix("builtin:") {
         Some(name) => match builtin::get(name) {
             Some(bytes) => bytes.to_vec(),
             None => bail!("no built-in plugin {name:?}; built-in plugins: {}", builtin::NAMES.join(", ")),
         },
         None => std::fs::read(spec).with_context(|| format!("reading plugin {spec}"))?,
-    };
-    runtime.load(&bytes, limits).with_context(|| format!("loading plugin {spec}"))
+    })
 }
 
 /// Translates every ServiceSet in the files and prints what `report` makes of each, as a YAML
@@ -140,13 +245,13 @@ fn for_each_service_set(
     runtime: &Runtime,
     args: &RunArgs,
     report: impl Fn(
-        &WasmPlugin,
+        &dyn Plugin,
         &Manifests,
         &Document,
         Result<Vec<TranslatedService>, TranslateFailure>,
     ) -> anyhow::Result<Value>,
 ) -> anyhow::Result<ExitCode> {
-    let plugin = load(runtime, &args.plugin.plugin, args.plugin.limits.limits())?;
+    let plugin = ServingPlugin::plain(Arc::new(load(runtime, &args.plugin.plugin, args.plugin.limits.limits())?));
     let manifests = Manifests::read(&args.files)?;
     let mut found = false;
     for ss in manifests.k0rdent("ServiceSet") {
@@ -157,7 +262,7 @@ fn for_each_service_set(
             |name| manifests.template(ss.namespace(), name).map(|d| d.object.clone()),
             &args.plugin.system_namespace,
         );
-        let out = report(&plugin, &manifests, ss, result)
+        let out = report(plugin.plugin.as_ref(), &manifests, ss, result)
             .with_context(|| format!("ServiceSet {} ({})", ss.key(), ss.origin))?;
         print_yaml(&out)?;
     }

@@ -9,13 +9,14 @@ use ksm_adapter::plan;
 use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL};
 use ksm_adapter::plan::claims::{ClaimIndex, Contender, Key, ServiceClaims, arbitrate, key_of};
 use ksm_adapter::plan::reconcile::{Observed, reconcile};
-use ksm_adapter::plugin::Plugin;
+use ksm_adapter::serving::ServingPlugin;
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, RuleCache, SmpObservation};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Debug, Args)]
 pub struct RenderArgs {
@@ -32,6 +33,7 @@ pub struct RenderArgs {
 pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let runtime = Runtime::new()?;
     let plugin = super::plugin_cmd::load(&runtime, &args.plugin.plugin, args.plugin.limits.limits())?;
+    let plugin = ServingPlugin::plain(Arc::new(plugin));
     let manifests = Manifests::read(&args.files)?;
     let identity = args.identity.identity();
     let rules = RuleCache::new();
@@ -53,7 +55,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
 /// The claims of every ServiceSet in the files this host serves, as the controller records
 /// them before its first reconcile.
 fn claim_index(
-    plugin: &dyn Plugin,
+    plugin: &ServingPlugin,
     manifests: &Manifests,
     identity: &AdapterIdentity,
     system_namespace: &str,
@@ -86,7 +88,7 @@ fn provider(manifests: &Manifests, service_set: &ServiceSet) -> anyhow::Result<O
 
 #[allow(clippy::too_many_arguments)]
 fn render_one(
-    plugin: &dyn Plugin,
+    plugin: &ServingPlugin,
     manifests: &Manifests,
     doc: &Document,
     identity: &AdapterIdentity,

@@ -1,16 +1,14 @@
 //! `ksm-adapter run`: the controller, against a cluster.
 
 use super::identity::IdentityArgs;
-use super::plugin_cmd::{PluginArgs, load};
+use super::plugin_cmd::LimitArgs;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use ksm_adapter::controller::{self, Mode, Settings};
-use ksm_adapter::plugin::Plugin;
-use ksm_adapter::runtime::Runtime;
+use ksm_adapter::runtime::{DiskCache, Runtime};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -32,10 +30,22 @@ pub struct RunArgs {
     /// `manage` mode: seconds between re-evaluations of each SMP (also re-evaluated on change).
     #[arg(long, default_value_t = 10)]
     smp_interval_seconds: u64,
+    /// How often an AdapterPlugin from OCI with `pullPolicy: Always` checks whether its tag moved,
+    /// in seconds.
+    #[arg(long, default_value_t = 300)]
+    oci_poll_seconds: u64,
+    /// Directory of precompiled plugins (keyed by sha256 and wasmtime build), so a restart does
+    /// not compile them again; an emptyDir in a Pod. Without it, plugins compile at every start.
+    #[arg(long, env = "KSM_PLUGIN_CACHE_DIR")]
+    plugin_cache_dir: Option<PathBuf>,
+    /// The namespace k0rdent runs in (self-management ServiceSets live there).
+    #[arg(long, default_value = "kcm-system")]
+    system_namespace: String,
     #[command(flatten)]
     identity: IdentityArgs,
+    /// Limits of every plugin call, unless its AdapterPlugin sets `spec.limits`.
     #[command(flatten)]
-    plugin: PluginArgs,
+    limits: LimitArgs,
 }
 
 /// Who writes StateManagementProvider status.
@@ -50,29 +60,32 @@ enum ModeArg {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let runtime = Runtime::new()?;
-    let plugin = load(&runtime, &args.plugin.plugin, args.plugin.limits.limits())?;
+    let disk = match &args.plugin_cache_dir {
+        Some(dir) => Some(DiskCache::open(dir).with_context(|| format!("--plugin-cache-dir {}", dir.display()))?),
+        None => None,
+    };
+    let runtime = Runtime::with_disk_cache(disk)?;
     let settings = Settings {
         identity: args.identity.identity(),
         mode: match args.mode {
             ModeArg::Observe => Mode::Observe,
             ModeArg::Manage => Mode::Manage,
         },
-        system_namespace: args.plugin.system_namespace.clone(),
+        system_namespace: args.system_namespace.clone(),
         concurrency: args.concurrency,
         resync: Duration::from_secs(args.resync_seconds),
         smp_interval: Duration::from_secs(args.smp_interval_seconds),
+        oci_poll: Duration::from_secs(args.oci_poll_seconds),
     };
     tracing::info!(
         adapter = %format!("{}/{}", settings.identity.namespace, settings.identity.name),
         mode = ?settings.mode,
-        plugin = %plugin.metadata().name,
         "starting"
     );
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     tokio.block_on(async {
         let client = client(args.kubeconfig.as_ref()).await?;
-        controller::run(client, Arc::new(plugin), settings).await
+        controller::run(client, runtime, args.limits.limits(), settings).await
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -4,7 +4,7 @@
 
 use crate::k0rdent::ServiceSet;
 use crate::plan::claims::{Arbitration, ClaimIndex, Contender, Key, ServiceClaims, arbitrate, key_of};
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use super::children::Waker;
 use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -12,14 +12,13 @@ use std::sync::Mutex;
 /// The claim index and the way to wake ServiceSets.
 pub struct Arbiter {
     index: Mutex<ClaimIndex>,
-    wake: UnboundedSender<ObjectRef<ServiceSet>>,
+    wake: Waker,
 }
 
 impl Arbiter {
-    /// An empty arbiter, and the stream of ServiceSets it wakes (for the controller).
-    pub fn new() -> (Self, UnboundedReceiver<ObjectRef<ServiceSet>>) {
-        let (wake, woken) = unbounded();
-        (Self { index: Mutex::default(), wake }, woken)
+    /// An empty arbiter that wakes ServiceSets through `wake`.
+    pub fn new(wake: Waker) -> Self {
+        Self { index: Mutex::default(), wake }
     }
 
     /// Records what `service_set`'s services claim now; returns which services lose or must

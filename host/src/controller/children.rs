@@ -1,11 +1,14 @@
-//! The kinds the plugin creates: one cache per kind of the objects the host manages (by label),
+//! The kinds the plugins create: one cache per kind of the objects the host manages (by label),
 //! and the writes — server-side apply under the field manager `ksm-adapter`, and delete.
 
 use crate::k0rdent::ServiceSet;
-use crate::plan::children::{APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL};
+use crate::plan::children::{
+    APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL,
+};
 use crate::plan::reconcile::ChildRef;
-use futures::{Stream, StreamExt};
-use ksm_plugin_sdk::contract::PluginMetadata;
+use futures::StreamExt;
+use futures::channel::mpsc::UnboundedSender;
+use ksm_plugin_sdk::contract::ObjectKind;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
@@ -13,23 +16,27 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// The field manager of every server-side apply the host makes.
 pub const FIELD_MANAGER: &str = "ksm-adapter";
 
-/// One kind the plugin creates, with the cache of the objects the host manages.
+/// One kind a plugin creates, with the cache of the objects the host manages.
 struct ChildKind {
     resource: ApiResource,
     cache: Store<DynamicObject>,
+    listed: watch::Receiver<bool>,
 }
 
-/// The plugin's kinds.
+/// The kinds the loaded plugins create. Kinds are added as plugins load and stay cached for the
+/// life of the process (a plugin that goes may leave children to clean up).
 pub struct ChildKinds {
     client: Client,
-    kinds: Vec<ChildKind>,
+    /// Wakes the ServiceSet a changed child belongs to.
+    wake: Waker,
+    kinds: RwLock<HashMap<(String, String), Arc<ChildKind>>>,
     /// What the API server answered to the host's latest applies, until the caches show the
     /// same content: a reconcile that runs before the watch delivers an applied child must
     /// not apply it again.
@@ -40,6 +47,8 @@ pub struct ChildKinds {
     by_owner: ByOwner,
 }
 
+/// The channel that wakes a ServiceSet's reconcile.
+pub type Waker = UnboundedSender<ObjectRef<ServiceSet>>;
 /// Cached children by ServiceSet (namespace, name).
 type ByOwner = Arc<Mutex<HashMap<(String, String), HashSet<ChildRef>>>>;
 /// Answers of recent applies, with when they came.
@@ -49,70 +58,83 @@ type Applied = Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>>;
 /// watch normally delivers the child within milliseconds, and its deletion clears the entry).
 const APPLIED_TTL: Duration = Duration::from_secs(30);
 
-/// A stream of changes to one child kind, for the controller to map to owners.
-pub type ChildEvents = std::pin::Pin<Box<dyn Stream<Item = Result<DynamicObject, watcher::Error>> + Send>>;
-
 impl ChildKinds {
-    /// Starts caching every kind the plugin declares it creates; returns the kinds, per kind
-    /// the stream of changes (which fills the cache, so it must be polled) and the flag that
-    /// turns true once the cache holds a complete list.
-    pub fn watch(
-        client: &Client,
-        metadata: &PluginMetadata,
-    ) -> (Self, Vec<(ApiResource, ChildEvents)>, Vec<watch::Receiver<bool>>) {
-        let mut kinds = Vec::new();
-        let mut events = Vec::new();
-        let mut flags = Vec::new();
-        let applied: Applied = Arc::default();
-        let by_owner: ByOwner = Arc::default();
-        for kind in &metadata.creates {
-            let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
-            let resource = ApiResource::from_gvk_with_plural(&gvk, &kind.plural);
-            let writer = Writer::new(resource.clone());
-            let cache = writer.as_reader();
-            let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
-            let (listed, is_listed) = watch::channel(false);
-            let forget = applied.clone();
-            let (index, indexed) = (by_owner.clone(), resource.clone());
-            let stream = watcher(Api::<DynamicObject>::all_with(client.clone(), &resource), config)
-                .default_backoff()
-                .modify(|object| object.managed_fields_mut().clear())
-                .reflect(writer)
-                .inspect(move |event| {
-                    if let Ok(event) = event {
-                        super::mark_listed(&listed, event);
-                        match event {
-                            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                                if let Some((owner, child)) = owner_of(&indexed, object) {
-                                    index.lock().unwrap().entry(owner).or_default().insert(child);
-                                }
-                            }
-                            watcher::Event::Delete(object) => {
-                                if let Some((owner, child)) = owner_of(&indexed, object) {
-                                    forget.lock().unwrap().remove(&child);
-                                    if let Some(children) = index.lock().unwrap().get_mut(&owner) {
-                                        children.remove(&child);
-                                    }
-                                }
-                            }
-                            watcher::Event::Init | watcher::Event::InitDone => {}
-                        }
-                    }
-                })
-                .touched_objects();
-            flags.push(is_listed);
-            events.push((resource.clone(), Box::pin(stream) as ChildEvents));
-            kinds.push(ChildKind { resource, cache });
+    /// No kinds yet; changes to children will wake their ServiceSet through `wake`.
+    pub fn new(client: &Client, wake: Waker) -> Self {
+        Self {
+            client: client.clone(),
+            wake,
+            kinds: RwLock::default(),
+            applied: Arc::default(),
+            by_owner: Arc::default(),
         }
-        (Self { client: client.clone(), kinds, applied, by_owner }, events, flags)
+    }
+
+    /// Starts caching each of `kinds` not cached yet (a watch of the objects the host manages,
+    /// on a task of its own); returns, for every one of `kinds`, the flag that turns true once
+    /// its cache holds a complete list.
+    pub fn ensure<'a>(&self, kinds: impl IntoIterator<Item = &'a ObjectKind>) -> Vec<watch::Receiver<bool>> {
+        let mut known = self.kinds.write().unwrap();
+        kinds
+            .into_iter()
+            .map(|kind| {
+                let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+                let key = (gvk.api_version(), gvk.kind.clone());
+                let child = known.entry(key).or_insert_with(|| Arc::new(self.watch(ApiResource::from_gvk_with_plural(&gvk, &kind.plural))));
+                child.listed.clone()
+            })
+            .collect()
+    }
+
+    /// Waits until the caches of `kinds` hold a complete list.
+    pub async fn listed<'a>(&self, kinds: impl IntoIterator<Item = &'a ObjectKind>) {
+        for mut flag in self.ensure(kinds) {
+            let _ = flag.wait_for(|listed| *listed).await;
+        }
+    }
+
+    fn watch(&self, resource: ApiResource) -> ChildKind {
+        let writer = Writer::new(resource.clone());
+        let cache = writer.as_reader();
+        let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
+        let (is_listed, listed) = watch::channel(false);
+        let (forget, index, indexed, wake) =
+            (self.applied.clone(), self.by_owner.clone(), resource.clone(), self.wake.clone());
+        let events = watcher(Api::<DynamicObject>::all_with(self.client.clone(), &resource), config)
+            .default_backoff()
+            .modify(|object| object.managed_fields_mut().clear())
+            .reflect(writer);
+        tokio::spawn(events.for_each(move |event| {
+            let Ok(event) = event else { return futures::future::ready(()) };
+            super::mark_listed(&is_listed, &event);
+            match &event {
+                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                    if let Some((owner, child)) = owner_of(&indexed, object) {
+                        index.lock().unwrap().entry(owner.clone()).or_default().insert(child);
+                        let _ = wake.unbounded_send(ObjectRef::new(&owner.1).within(&owner.0));
+                    }
+                }
+                watcher::Event::Delete(object) => {
+                    if let Some((owner, child)) = owner_of(&indexed, object) {
+                        forget.lock().unwrap().remove(&child);
+                        if let Some(children) = index.lock().unwrap().get_mut(&owner) {
+                            children.remove(&child);
+                        }
+                        let _ = wake.unbounded_send(ObjectRef::new(&owner.1).within(&owner.0));
+                    }
+                }
+                watcher::Event::Init | watcher::Event::InitDone => {}
+            }
+            futures::future::ready(())
+        }));
+        ChildKind { resource, cache, listed }
     }
 
     /// The cached children of `service_set` (found by the ServiceSet label), as JSON.
     /// Children the host applied but the caches do not show yet are taken from the apply's
     /// answer.
     pub fn cached(&self, service_set: &ServiceSet) -> Vec<Value> {
-        let (name, namespace) = (service_set.name_any(), service_set.namespace());
-        let owner = (namespace.clone().unwrap_or_default(), name.clone());
+        let owner = (service_set.namespace().unwrap_or_default(), service_set.name_any());
         let refs = self.by_owner.lock().unwrap().get(&owner).cloned().unwrap_or_default();
         let mut children: Vec<Value> = refs
             .iter()
@@ -121,7 +143,7 @@ impl ChildKinds {
                 let key = ObjectRef::new_with(&child.name, kind.resource.clone()).within(&child.namespace);
                 kind.cache.get(&key)
             })
-            .filter(|o| o.labels().get(SERVICE_SET_LABEL) == Some(&name))
+            .filter(|o| owned_by(o, &owner))
             .filter_map(|object| serde_json::to_value(&*object).ok())
             .collect();
         children.sort_by_key(ChildRef::of);
@@ -131,9 +153,8 @@ impl ChildKinds {
             if at.elapsed() > APPLIED_TTL {
                 return false;
             }
-            if key.namespace != namespace.as_deref().unwrap_or_default()
-                || answer["metadata"]["labels"][SERVICE_SET_LABEL] != name.as_str()
-            {
+            let labels = &answer["metadata"]["labels"];
+            if labels[SERVICE_SET_NAMESPACE_LABEL] != owner.0.as_str() || labels[SERVICE_SET_LABEL] != owner.1.as_str() {
                 return true;
             }
             match children.iter_mut().find(|c| ChildRef::of(c) == *key) {
@@ -153,13 +174,10 @@ impl ChildKinds {
 
     /// Whether service `service` of ServiceSet `namespace/name` has any cached child.
     pub fn any(&self, namespace: &str, name: &str, service: &str) -> bool {
-        self.kinds.iter().any(|kind| {
+        let owner = (namespace.to_string(), name.to_string());
+        self.kinds.read().unwrap().values().any(|kind| {
             kind.cache
-                .find(|o| {
-                    o.metadata.namespace.as_deref() == Some(namespace)
-                        && o.labels().get(SERVICE_SET_LABEL).is_some_and(|v| v == name)
-                        && o.labels().get(SERVICE_LABEL).is_some_and(|v| v == service)
-                })
+                .find(|o| owned_by(o, &owner) && o.labels().get(SERVICE_LABEL).is_some_and(|v| v == service))
                 .is_some()
         })
     }
@@ -168,15 +186,20 @@ impl ChildKinds {
     /// the caches: what the host checks before it lets a ServiceSet go.
     pub async fn live(&self, service_set: &ServiceSet) -> kube::Result<Vec<ChildRef>> {
         let namespace = service_set.namespace().unwrap_or_default();
-        let params = ListParams::default().labels(&format!("{SERVICE_SET_LABEL}={}", service_set.name_any()));
+        let selector = format!(
+            "{SERVICE_SET_LABEL}={},{SERVICE_SET_NAMESPACE_LABEL}={namespace}",
+            service_set.name_any()
+        );
+        let params = ListParams::default().labels(&selector);
+        let resources: Vec<ApiResource> = self.kinds.read().unwrap().values().map(|k| k.resource.clone()).collect();
         let mut found = Vec::new();
-        for kind in &self.kinds {
-            let api = Api::<DynamicObject>::namespaced_with(self.client.clone(), &namespace, &kind.resource);
+        for resource in resources {
+            let api = Api::<DynamicObject>::all_with(self.client.clone(), &resource);
             for object in api.list_metadata(&params).await? {
                 found.push(ChildRef {
-                    api_version: kind.resource.api_version.clone(),
-                    kind: kind.resource.kind.clone(),
-                    namespace: namespace.clone(),
+                    api_version: resource.api_version.clone(),
+                    kind: resource.kind.clone(),
+                    namespace: object.namespace().unwrap_or_default(),
                     name: object.name_any(),
                 });
             }
@@ -214,8 +237,8 @@ impl ChildKinds {
         }
     }
 
-    fn find(&self, api_version: &str, kind: &str) -> Option<&ChildKind> {
-        self.kinds.iter().find(|k| k.resource.api_version == api_version && k.resource.kind == kind)
+    fn find(&self, api_version: &str, kind: &str) -> Option<Arc<ChildKind>> {
+        self.kinds.read().unwrap().get(&(api_version.to_string(), kind.to_string())).cloned()
     }
 
     fn api(&self, child: &ChildRef) -> kube::Result<Api<DynamicObject>> {
@@ -228,15 +251,25 @@ impl ChildKinds {
     }
 }
 
-/// The ServiceSet (namespace, name) a cached child belongs to, by its label, and its reference.
+/// The ServiceSet (namespace, name) a cached child belongs to, by its labels.
+fn owner_key(object: &DynamicObject) -> Option<(String, String)> {
+    let labels = object.labels();
+    Some((labels.get(SERVICE_SET_NAMESPACE_LABEL)?.clone(), labels.get(SERVICE_SET_LABEL)?.clone()))
+}
+
+fn owned_by(object: &DynamicObject, owner: &(String, String)) -> bool {
+    owner_key(object).as_ref() == Some(owner)
+}
+
+/// The ServiceSet (namespace, name) a cached child belongs to, and the child's reference.
 fn owner_of(resource: &ApiResource, object: &DynamicObject) -> Option<((String, String), ChildRef)> {
     let namespace = object.metadata.namespace.clone()?;
-    let owner = object.labels().get(SERVICE_SET_LABEL)?.clone();
+    let owner = owner_key(object)?;
     let child = ChildRef {
         api_version: resource.api_version.clone(),
         kind: resource.kind.clone(),
         namespace: namespace.clone(),
         name: object.name_any(),
     };
-    Some(((namespace, owner), child))
+    Some((owner, child))
 }

@@ -1,13 +1,16 @@
-//! What every reconcile shares: the client, the plugin, the caches and the settings; and the
+//! What every reconcile shares: the client, the plugins, the caches and the settings; and the
 //! preparation that must finish before the first reconcile.
 
 use super::Settings;
 use super::arbiter::Arbiter;
-use super::children::ChildKinds;
+use super::children::{ChildKinds, Waker};
+use super::plugins::{self, Plugins};
 use super::provider::ProviderCache;
+use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
 use crate::plan;
-use crate::plugin::{Plugin, call_blocking};
+use crate::plugin::call_blocking;
+use crate::serving::ServingPlugin;
 use crate::smp::{self, RuleCache};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
@@ -24,7 +27,9 @@ pub struct Caches {
     pub providers: Store<StateManagementProvider>,
     /// Every ServiceTemplate.
     pub templates: Store<ServiceTemplate>,
-    /// The plugin's kinds: cached children, apply and delete.
+    /// Every AdapterPlugin.
+    pub adapter_plugins: Store<AdapterPlugin>,
+    /// The plugins' kinds: cached children, apply and delete.
     pub children: ChildKinds,
 }
 
@@ -32,8 +37,10 @@ pub struct Caches {
 pub struct Context {
     /// The API client.
     pub client: Client,
-    /// The translation plugin.
-    pub plugin: Arc<dyn Plugin>,
+    /// The plugins loaded from AdapterPlugins.
+    pub plugins: Plugins,
+    /// Wakes a ServiceSet's reconcile.
+    pub wake: Waker,
     /// How the controller runs.
     pub settings: Settings,
     /// The caches.
@@ -54,14 +61,15 @@ impl Context {
     /// The context over the given caches.
     pub fn new(
         client: Client,
-        plugin: Arc<dyn Plugin>,
+        plugins: Plugins,
         settings: Settings,
         caches: Caches,
-        arbiter: Arc<Arbiter>,
+        (arbiter, wake): (Arc<Arbiter>, Waker),
     ) -> Self {
         Self {
             client,
-            plugin,
+            plugins,
+            wake,
             settings,
             caches,
             arbiter,
@@ -85,6 +93,11 @@ impl Context {
         serde_json::to_value(&*template).ok()
     }
 
+    /// The plugin serving `service_set`'s provider, or why there is none.
+    pub fn serving(&self, service_set: &ServiceSet) -> Result<Arc<ServingPlugin>, String> {
+        plugins::serving_for(self, &service_set.spec.provider.name)
+    }
+
     /// Whether this host serves `service_set` (its SMP names this host and its selector
     /// matches); `None` when the SMP does not exist or its selector is invalid.
     pub fn serves(&self, service_set: &ServiceSet) -> Option<bool> {
@@ -93,12 +106,17 @@ impl Context {
     }
 }
 
-/// Waits until every cache is listed (`listed` flags), then records the claims of every served
-/// ServiceSet, so that the first reconciles arbitrate against all of them rather than against
-/// whichever happened to come first; then lets reconciles run.
+/// Waits until every cache is listed (`listed` flags), loads every AdapterPlugin, then records
+/// the claims of every served ServiceSet, so that the first reconciles arbitrate against all of
+/// them rather than against whichever happened to come first; then lets reconciles run.
 pub async fn prepare(ctx: Arc<Context>, listed: Vec<watch::Receiver<bool>>) {
     for mut flag in listed {
         let _ = flag.wait_for(|listed| *listed).await;
+    }
+    for plugin in ctx.caches.adapter_plugins.state() {
+        if let (Err((step, message)), _) = plugins::sync(&ctx, &plugin).await {
+            tracing::warn!(adapterplugin = %plugin.name_any(), ?step, "{message}");
+        }
     }
     let served: Vec<Arc<ServiceSet>> = ctx
         .caches
@@ -109,20 +127,21 @@ pub async fn prepare(ctx: Arc<Context>, listed: Vec<watch::Receiver<bool>>) {
         .collect();
     let count = served.len();
     let ctx_for_claims = ctx.clone();
-    call_blocking(ctx.plugin.clone(), move |plugin| {
+    call_blocking(move || {
+        let ctx = ctx_for_claims;
         for service_set in served {
+            let Ok(serving) = ctx.serving(&service_set) else { continue };
             let Ok(json) = serde_json::to_value(&*service_set) else { continue };
             let namespace = service_set.namespace().unwrap_or_default();
-            let template = |name: &str| ctx_for_claims.template(&namespace, name);
+            let template = |name: &str| ctx.template(&namespace, name);
             // A ServiceSet that cannot be translated now claims nothing until it can.
-            if let Ok(translated) = plan::translate(plugin, &json, template, &ctx_for_claims.settings.system_namespace)
-            {
+            if let Ok(translated) = plan::translate(&serving, &json, template, &ctx.settings.system_namespace) {
                 let claims: Vec<_> = translated.into_iter().map(|t| (t.service, t.claims)).collect();
-                ctx_for_claims.arbiter.record(&service_set, &claims);
+                ctx.arbiter.record(&service_set, &claims);
             }
         }
     })
     .await;
-    tracing::info!(servicesets = count, "caches listed and claims recorded; reconciling");
+    tracing::info!(servicesets = count, "caches listed, plugins loaded and claims recorded; reconciling");
     ctx.ready.send_replace(true);
 }

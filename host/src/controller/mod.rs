@@ -5,7 +5,8 @@
 //! - [`context`]: what every reconcile shares (client, plugin, caches, settings);
 //! - [`reconciler`]: one ServiceSet, top to bottom, and the retry policy;
 //! - [`arbiter`]: the index of claims across ServiceSets and who wins them;
-//! - [`children`]: the plugin's kinds: their caches, server-side apply and delete;
+//! - [`plugins`]: AdapterPlugins: fetch, compile, validate, hot reload, their status;
+//! - [`children`]: the plugins' kinds: their caches, server-side apply and delete;
 //! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
 //! - [`status`]: ServiceSet status writes, only when the status changed;
 //! - `access`: the host's own permissions (SelfSubjectAccessReview);
@@ -16,17 +17,22 @@ pub mod arbiter;
 pub mod children;
 pub mod context;
 pub mod finalizer;
+pub mod plugins;
 pub mod provider;
 pub mod reconciler;
 pub mod status;
 
+use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
-use crate::plugin::Plugin;
+use crate::runtime::{Limits, Runtime};
 use crate::smp::AdapterIdentity;
 use arbiter::Arbiter;
 use children::ChildKinds;
 use context::{Caches, Context};
+use futures::channel::mpsc::unbounded;
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use plugins::Plugins;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -58,6 +64,8 @@ pub struct Settings {
     pub resync: Duration,
     /// `manage` mode: SMPs are re-evaluated at least this often (kcm uses 10 s).
     pub smp_interval: Duration,
+    /// How often an OCI plugin with `pullPolicy: Always` checks whether its tag moved.
+    pub oci_poll: Duration,
 }
 
 impl Settings {
@@ -68,9 +76,11 @@ impl Settings {
 }
 
 /// Runs the controller until SIGTERM or Ctrl-C, then finishes the reconciles in flight.
-pub async fn run(client: Client, plugin: Arc<dyn Plugin>, settings: Settings) -> anyhow::Result<()> {
-    let (arbiter, woken) = Arbiter::new();
-    let arbiter = Arc::new(arbiter);
+/// Plugins come from AdapterPlugins, compiled by `runtime`; `limits` apply to those that set
+/// none.
+pub async fn run(client: Client, runtime: Runtime, limits: Limits, settings: Settings) -> anyhow::Result<()> {
+    let (wake, woken) = unbounded();
+    let arbiter = Arc::new(Arbiter::new(wake.clone()));
     let released = arbiter.clone();
     let (service_sets, service_set_events, service_sets_listed) = cache::<ServiceSet>(&client, move |event| {
         // A ServiceSet gone by any path gives up its claims.
@@ -80,45 +90,70 @@ pub async fn run(client: Client, plugin: Arc<dyn Plugin>, settings: Settings) ->
     });
     let (providers, provider_events, providers_listed) = cache::<StateManagementProvider>(&client, |_| {});
     let (templates, template_events, templates_listed) = cache::<ServiceTemplate>(&client, |_| {});
-    let (children, child_events, children_listed) = ChildKinds::watch(&client, plugin.metadata());
+    let (gone, deleted_plugins) = unbounded();
+    let (adapter_plugins, plugin_events, plugins_listed) = cache::<AdapterPlugin>(&client, move |event| {
+        if let watcher::Event::Delete(plugin) = event {
+            let _ = gone.unbounded_send(plugin.name_any());
+        }
+    });
     let provider_changed = Arc::new(Notify::new());
     let notify = provider_changed.clone();
     let provider_events = provider_events.inspect(move |_| notify.notify_one());
 
-    let mode = settings.mode;
-    let concurrency = settings.concurrency;
-    let caches = Caches { service_sets: service_sets.clone(), providers, templates, children };
-    let ctx = Arc::new(Context::new(client, plugin, settings, caches, arbiter));
-    let mut listed = vec![service_sets_listed, providers_listed, templates_listed];
-    listed.extend(children_listed);
+    let (mode, concurrency) = (settings.mode, settings.concurrency);
+    let (plugin_wake, plugins_woken) = unbounded();
+    let caches = Caches {
+        service_sets: service_sets.clone(),
+        providers,
+        templates,
+        adapter_plugins: adapter_plugins.clone(),
+        children: ChildKinds::new(&client, wake.clone()),
+    };
+    let plugins = Plugins::new(runtime, limits, plugin_wake);
+    let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake)));
+    let listed = vec![service_sets_listed, providers_listed, templates_listed, plugins_listed];
     tokio::spawn(context::prepare(ctx.clone(), listed));
+    tokio::spawn({
+        let ctx = ctx.clone();
+        deleted_plugins.for_each(move |name: String| {
+            plugins::forget(&ctx, &name);
+            futures::future::ready(())
+        })
+    });
+    if mode == Mode::Manage {
+        tokio::spawn(provider::manage(ctx.clone(), provider_changed));
+    }
 
-    let mut controller = Controller::for_stream(service_set_events, service_sets.clone())
+    let service_set_controller = Controller::for_stream(service_set_events, service_sets.clone())
         .with_config(controller::Config::default().concurrency(concurrency))
         .watches_stream(provider_events, {
             let service_sets = service_sets.clone();
             move |smp| users_of_provider(&service_sets, &smp)
         })
         .watches_stream(template_events, move |template| users_of_template(&service_sets, &template))
-        .reconcile_on(woken);
-    for (resource, events) in child_events {
-        controller = controller.owns_stream_with(events, resource);
-    }
-    if mode == Mode::Manage {
-        tokio::spawn(provider::manage(ctx.clone(), provider_changed));
-    }
-    tracing::info!("controller started");
-    controller
+        .reconcile_on(woken)
         .shutdown_on_signal()
-        .run(reconciler::reconcile, reconciler::error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!("{e}");
-            }
+        .run(reconciler::reconcile, reconciler::error_policy, ctx.clone())
+        .for_each(log_error);
+    let readers = adapter_plugins.clone();
+    let plugin_controller = Controller::for_stream(plugin_events, adapter_plugins)
+        .watches(Api::<ConfigMap>::all(client), watcher::Config::default(), move |config_map| {
+            plugins::readers_of(&readers, &config_map)
         })
-        .await;
+        .reconcile_on(plugins_woken)
+        .shutdown_on_signal()
+        .run(plugins::reconcile, |_, error, _| plugins::error_policy(error), ctx)
+        .for_each(log_error);
+    tracing::info!("controller started");
+    futures::join!(service_set_controller, plugin_controller);
     tracing::info!("controller stopped");
     Ok(())
+}
+
+async fn log_error<T, E: std::fmt::Display>(result: Result<T, E>) {
+    if let Err(e) = result {
+        tracing::debug!("{e}");
+    }
 }
 
 /// A cache of every object of kind `K` (managedFields dropped: the host never reads them), the

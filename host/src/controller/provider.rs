@@ -159,7 +159,7 @@ async fn rbac(ctx: &Context, smp: &StateManagementProvider) -> RbacCheck {
     if let Some(check) = ctx.provider_cache.rbac.get(&name, &generation, RBAC_TTL) {
         return check;
     }
-    let mut needed = host_permissions(ctx);
+    let mut needed = host_permissions(ctx, smp);
     for reference in std::iter::once(&smp.spec.adapter).chain(&smp.spec.provisioner) {
         match kind(ctx, reference).await {
             Ok(Some((resource, namespaced))) => needed.push(Permission {
@@ -179,9 +179,10 @@ async fn rbac(ctx: &Context, smp: &StateManagementProvider) -> RbacCheck {
     check
 }
 
-/// What the host itself does: read k0rdent objects, own ServiceSets' finalizers and status,
-/// write the plugin's kinds, read CRDs, and in `manage` mode write SMP status.
-fn host_permissions(ctx: &Context) -> Vec<Permission> {
+/// What the host itself does: read k0rdent objects and AdapterPlugins, own ServiceSets'
+/// finalizers and status, write the kinds of the plugin serving `smp`, read CRDs, and in
+/// `manage` mode write SMP status.
+fn host_permissions(ctx: &Context, smp: &StateManagementProvider) -> Vec<Permission> {
     let k0rdent = "k0rdent.mirantis.com";
     let read = ["get", "list", "watch"];
     let mut needed = Permission::each(&["get", "list", "watch", "patch"], k0rdent, "servicesets");
@@ -189,10 +190,14 @@ fn host_permissions(ctx: &Context) -> Vec<Permission> {
     needed.extend(Permission::each(&read, k0rdent, "statemanagementproviders"));
     needed.extend(Permission::each(&read, k0rdent, "servicetemplates"));
     needed.extend(Permission::each(&["get"], "apiextensions.k8s.io", "customresourcedefinitions"));
+    needed.extend(Permission::each(&read, crate::adapter_plugin::GROUP, "adapterplugins"));
+    needed.push(Permission::status_update(crate::adapter_plugin::GROUP, "adapterplugins"));
     if ctx.settings.mode == super::Mode::Manage {
         needed.push(Permission::status_update(k0rdent, "statemanagementproviders"));
     }
-    for kind in &ctx.plugin.metadata().creates {
+    // No plugin serving the SMP yet is the ServiceSets' condition to report, not RBAC's.
+    let serving = super::plugins::serving_for(ctx, &smp.name_any()).ok();
+    for kind in serving.iter().flat_map(|s| s.kinds()) {
         needed.extend(Permission::each(
             &["get", "list", "watch", "create", "patch", "delete"],
             &kind.group,

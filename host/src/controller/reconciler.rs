@@ -6,9 +6,10 @@ use super::status::{self, Written};
 use super::{finalizer, provider};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::plan::claims::{Key, ServiceClaims};
-use crate::plan::reconcile::{ChildRef, Observed, Plan, TRANSLATED, reconcile as decide};
+use crate::plan::reconcile::{ChildRef, Observed, Plan, TRANSLATED, deletion, reconcile as decide};
 use crate::plan::status::{condition, remove_condition, set_condition};
 use crate::plugin::{CallError, call_blocking};
+use crate::serving::ServingPlugin;
 use crate::smp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
@@ -89,7 +90,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
     let ours = finalizer::has(service_set);
     if service_set.meta().deletion_timestamp.is_some() {
         // Ours to clean up even if the SMP is gone or no longer names this host.
-        return if ours { clean_up(service_set, smp, ctx, &api).await } else { Ok(Action::await_change()) };
+        return if ours { clean_up(service_set, ctx, &api).await } else { Ok(Action::await_change()) };
     }
     match &smp {
         Some(smp) => match smp::serves(&ctx.settings.identity, smp, service_set.labels()) {
@@ -111,10 +112,18 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
         finalizer::add(&api, service_set).await.map_err(stale_or_api)?;
         return Ok(Action::await_change()); // the finalizer's write comes back through the watch
     }
-    let plan = match plan(service_set, smp, ctx).await {
+    let serving = match ctx.serving(service_set) {
+        Ok(serving) => serving,
+        Err(problem) => {
+            // Nothing to translate with: the children stay; a plugin change wakes this again.
+            report(&api, service_set, "PluginNotReady", &problem).await;
+            return Ok(Action::await_change());
+        }
+    };
+    let plan = match plan(service_set, smp, &serving, ctx).await {
         Ok(plan) => plan,
         Err(call) => {
-            report_plugin_failure(&api, service_set, &call).await;
+            report(&api, service_set, "PluginError", &call.to_string()).await;
             return Err(call.into());
         }
     };
@@ -126,19 +135,18 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
 async fn plan(
     service_set: &Arc<ServiceSet>,
     smp: Option<Arc<StateManagementProvider>>,
+    serving: &Arc<ServingPlugin>,
     ctx: &Arc<Context>,
 ) -> Result<Plan, CallError> {
-    // A ServiceSet being deleted is not gated by its provider: no diagnosis to look for.
-    let deleting = service_set.metadata.deletion_timestamp.is_some();
-    let unready =
-        smp.as_ref().filter(|s| !deleting && !s.spec.suspend && !s.status.as_ref().is_some_and(|st| st.ready));
+    let unready = smp.as_ref().filter(|s| !s.spec.suspend && !s.status.as_ref().is_some_and(|st| st.ready));
     let diagnosis = match unready {
         Some(smp) => Some(provider::diagnosis(ctx, smp).await),
         None => None,
     };
+    ctx.caches.children.listed(serving.kinds()).await;
     let children = ctx.caches.children.cached(service_set);
-    let (service_set, ctx) = (service_set.clone(), ctx.clone());
-    call_blocking(ctx.plugin.clone(), move |plugin| {
+    let (service_set, ctx, serving) = (service_set.clone(), ctx.clone(), serving.clone());
+    call_blocking(move || {
         let namespace = service_set.namespace().unwrap_or_default();
         let template = |name: &str| ctx.template(&namespace, name);
         let has_objects = |(namespace, name): &Key, service: &str| ctx.caches.children.any(namespace, name, service);
@@ -150,7 +158,7 @@ async fn plan(
             children: &children,
             arbitrate: &arbitrate,
         };
-        decide(plugin, &service_set, &observed, &ctx.settings.system_namespace, &now())
+        decide(&serving, &service_set, &observed, &ctx.settings.system_namespace, &now())
     })
     .await
 }
@@ -196,13 +204,9 @@ async fn carry_out(
 
 /// A ServiceSet being deleted: services go `Deleting`, children are deleted, and the finalizer
 /// goes only once the API server lists none of them (Flux uninstalls before its objects go).
-async fn clean_up(
-    service_set: &Arc<ServiceSet>,
-    smp: Option<Arc<StateManagementProvider>>,
-    ctx: &Arc<Context>,
-    api: &Api<ServiceSet>,
-) -> Result<Action, Error> {
-    let plan = plan(service_set, smp, ctx).await?;
+/// No plugin is involved: the children are found by their labels.
+async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<ServiceSet>) -> Result<Action, Error> {
+    let plan = deletion(service_set, &ctx.caches.children.cached(service_set), &now());
     delete_children(&plan.delete, ctx).await?;
     write_status(api, service_set, plan.status).await?;
     let remaining = ctx.caches.children.live(service_set).await?;
@@ -234,16 +238,13 @@ async fn write_status(api: &Api<ServiceSet>, service_set: &ServiceSet, status: S
     Ok(())
 }
 
-/// A plugin that fails outright leaves the children alone; the status says why.
-async fn report_plugin_failure(api: &Api<ServiceSet>, service_set: &ServiceSet, call: &CallError) {
+/// No plugin, or one that fails outright: the children stay as they are; the status says why.
+async fn report(api: &Api<ServiceSet>, service_set: &ServiceSet, reason: &str, message: &str) {
     let mut status = service_set.status.clone().unwrap_or_default();
     let generation = service_set.meta().generation;
-    set_condition(
-        &mut status.conditions,
-        condition(TRANSLATED, "False", "PluginError", &call.to_string(), generation, &now()),
-    );
+    set_condition(&mut status.conditions, condition(TRANSLATED, "False", reason, message, generation, &now()));
     if let Err(e) = status::write(api, service_set, status).await {
-        tracing::warn!("writing the plugin failure to the status: {e}");
+        tracing::warn!("writing {reason} to the status: {e}");
     }
 }
 

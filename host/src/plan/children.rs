@@ -12,6 +12,9 @@ use sha2::{Digest, Sha256};
 pub const MANAGED_LABEL: &str = "ksm.k0rdent.mirantis.com/managed";
 /// Label on every child: the name of its ServiceSet.
 pub const SERVICE_SET_LABEL: &str = "ksm.k0rdent.mirantis.com/serviceset";
+/// Label on every child: the namespace of its ServiceSet (a child may be placed in another
+/// namespace when its AdapterPlugin's `allowedNamespaces` permits).
+pub const SERVICE_SET_NAMESPACE_LABEL: &str = "ksm.k0rdent.mirantis.com/serviceset-namespace";
 /// Label on every child: the name of its service.
 pub const SERVICE_LABEL: &str = "ksm.k0rdent.mirantis.com/service";
 /// Annotation holding the hash of the object as the host last applied it.
@@ -20,21 +23,27 @@ pub const APPLIED_HASH_ANNOTATION: &str = "ksm.k0rdent.mirantis.com/applied-hash
 /// The ServiceSet that owns children.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Owner {
+    /// ServiceSet namespace.
+    pub namespace: String,
     /// ServiceSet name.
     pub name: String,
     /// ServiceSet uid.
     pub uid: String,
 }
 
-/// Adds the host's labels, controller ownerReference and applied-hash annotation to a child
-/// that passed the policy checks.
+/// Adds the host's labels, controller ownerReference (only in the ServiceSet's own namespace:
+/// Kubernetes has no cross-namespace owners; the host deletes such children itself) and
+/// applied-hash annotation to a child that passed the policy checks.
 pub fn own(mut object: Value, owner: &Owner, service: &str) -> Value {
     let metadata = object["metadata"].as_object_mut().expect("policy checked metadata is an object");
+    let same_namespace = metadata.get("namespace").and_then(Value::as_str) == Some(owner.namespace.as_str());
     let labels = entry_object(metadata, "labels");
     labels.insert(MANAGED_LABEL.into(), json!("true"));
     labels.insert(SERVICE_SET_LABEL.into(), json!(owner.name));
+    labels.insert(SERVICE_SET_NAMESPACE_LABEL.into(), json!(owner.namespace));
     labels.insert(SERVICE_LABEL.into(), json!(service));
-    metadata.insert(
+    if same_namespace {
+        metadata.insert(
         "ownerReferences".into(),
         json!([{
             "apiVersion": ksm_plugin_sdk::k0rdent::API_VERSION,
@@ -44,7 +53,8 @@ pub fn own(mut object: Value, owner: &Owner, service: &str) -> Value {
             "controller": true,
             "blockOwnerDeletion": true,
         }]),
-    );
+        );
+    }
     let hash = content_hash(&object);
     let metadata = object["metadata"].as_object_mut().expect("still an object");
     entry_object(metadata, "annotations").insert(APPLIED_HASH_ANNOTATION.into(), json!(hash));
@@ -94,7 +104,7 @@ mod tests {
     use super::*;
 
     fn owner() -> Owner {
-        Owner { name: "prod-eu-1".into(), uid: "u-1".into() }
+        Owner { namespace: "kcm-system".into(), name: "prod-eu-1".into(), uid: "u-1".into() }
     }
 
     fn release(values: Value) -> Value {
@@ -110,11 +120,21 @@ mod tests {
         assert_eq!(labels["app"], "x", "the plugin's own labels stay");
         assert_eq!(labels[MANAGED_LABEL], "true");
         assert_eq!(labels[SERVICE_SET_LABEL], "prod-eu-1");
+        assert_eq!(labels[SERVICE_SET_NAMESPACE_LABEL], "kcm-system");
         assert_eq!(labels[SERVICE_LABEL], "ingress");
         let reference = &child["metadata"]["ownerReferences"][0];
         assert_eq!((reference["kind"].as_str(), reference["uid"].as_str()), (Some("ServiceSet"), Some("u-1")));
         assert_eq!(reference["controller"], true);
         assert_eq!(child["metadata"]["annotations"][APPLIED_HASH_ANNOTATION].as_str().unwrap().len(), 32);
+    }
+
+    #[test]
+    fn a_child_in_another_namespace_has_no_owner_reference_but_names_its_service_set() {
+        let mut object = release(json!({}));
+        object["metadata"]["namespace"] = json!("flux-system");
+        let child = own(object, &owner(), "ingress");
+        assert!(child["metadata"].get("ownerReferences").is_none(), "Kubernetes has no cross-namespace owners");
+        assert_eq!(child["metadata"]["labels"][SERVICE_SET_NAMESPACE_LABEL], "kcm-system");
     }
 
     #[test]

@@ -9,7 +9,8 @@ use super::{ServiceOutcome, TranslateFailure, service_status, translate};
 use crate::k0rdent::{
     ProviderState, ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State, StateManagementProvider,
 };
-use crate::plugin::{CallError, Plugin};
+use crate::plugin::CallError;
+use crate::serving::ServingPlugin;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -74,25 +75,27 @@ pub struct Plan {
 /// Decides what to do for `service_set`. A plugin call that fails (trap, timeout, limit) is
 /// returned as an error for the controller to retry; everything else ends in a plan.
 pub fn reconcile(
-    plugin: &dyn Plugin,
+    serving: &ServingPlugin,
     service_set: &ServiceSet,
     observed: &Observed,
     system_namespace: &str,
     now: &Time,
 ) -> Result<Plan, CallError> {
+    if service_set.metadata.deletion_timestamp.is_some() {
+        return Ok(deletion(service_set, observed.children, now));
+    }
     let mut status = service_set.status.clone().unwrap_or_default();
     let generation = service_set.metadata.generation;
-    if service_set.metadata.deletion_timestamp.is_some() {
-        return Ok(deleting(service_set, observed, status, now));
-    }
     if let Err((reason, message)) = provider_gate(service_set, observed, &mut status) {
         set_condition(&mut status.conditions, condition(PROVIDER_READY, "False", reason, &message, generation, now));
         return Ok(Plan { apply: vec![], delete: vec![], status });
     }
     set_condition(&mut status.conditions, condition(PROVIDER_READY, "True", "ProviderReady", "", generation, now));
 
-    let json = serde_json::to_value(service_set).expect("a ServiceSet serializes");
-    let mut translated = match translate(plugin, &json, |name| (observed.template)(name), system_namespace) {
+    // As the plugin sees it: the AdapterPlugin's default config merged in (translate does the
+    // same, idempotently), so that map-status reads the same config.
+    let json = serving.input_of(&serde_json::to_value(service_set).expect("a ServiceSet serializes"));
+    let mut translated = match translate(serving, &json, |name| (observed.template)(name), system_namespace) {
         Ok(translated) => translated,
         Err(TranslateFailure::Call(e)) => return Err(e),
         Err(failure) => {
@@ -123,6 +126,7 @@ pub fn reconcile(
     }
 
     let owner = Owner {
+        namespace: service_set.metadata.namespace.clone().unwrap_or_default(),
         name: service_set.metadata.name.clone().unwrap_or_default(),
         uid: service_set.metadata.uid.clone().unwrap_or_default(),
     };
@@ -163,7 +167,7 @@ pub fn reconcile(
             ),
         }
         let template = (observed.template)(&spec.template);
-        let found = service_status(plugin, &json, template.as_ref(), service, |a, k, ns, n| {
+        let found = service_status(serving.plugin.as_ref(), &json, template.as_ref(), service, |a, k, ns, n| {
             live(&ChildRef { api_version: a.into(), kind: k.into(), namespace: ns.into(), name: n.into() }).cloned()
         })?;
         let previous = status.services.iter().find(|s| s.name == spec.name);
@@ -210,8 +214,10 @@ fn failure_reason(failure: &TranslateFailure) -> &'static str {
     }
 }
 
-/// The ServiceSet is being deleted: every service is Deleting and every child goes.
-fn deleting(service_set: &ServiceSet, observed: &Observed, mut status: ServiceSetStatus, now: &Time) -> Plan {
+/// The ServiceSet is being deleted: every service is Deleting and every child (`children`) goes.
+/// Needs no plugin.
+pub fn deletion(service_set: &ServiceSet, children: &[Value], now: &Time) -> Plan {
+    let mut status = service_set.status.clone().unwrap_or_default();
     let states = service_set
         .spec
         .services
@@ -234,7 +240,7 @@ fn deleting(service_set: &ServiceSet, observed: &Observed, mut status: ServiceSe
         })
         .collect();
     status::set_services(&mut status, states, service_set.metadata.generation, now);
-    Plan { apply: vec![], delete: observed.children.iter().map(ChildRef::of).collect(), status }
+    Plan { apply: vec![], delete: children.iter().map(ChildRef::of).collect(), status }
 }
 
 fn children_of<'a>(children: &'a [Value], service: &'a str) -> impl Iterator<Item = ChildRef> + 'a {
@@ -250,6 +256,10 @@ mod tests {
     use ksm_flux_plugin::FluxPlugin;
     use ksm_plugin_sdk::contract::Claim;
     use serde_json::json;
+
+    fn flux() -> ServingPlugin {
+        ServingPlugin::plain(std::sync::Arc::new(NativePlugin::<FluxPlugin>::new()))
+    }
 
     fn at(seconds: i64) -> Time {
         Time(Timestamp::from_second(seconds).unwrap())
@@ -294,7 +304,7 @@ mod tests {
             children,
             arbitrate: &|_| Arbitration::default(),
         };
-        reconcile(&NativePlugin::<FluxPlugin>::new(), ss, &observed, "kcm-system", &at(100)).unwrap()
+        reconcile(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
     }
 
     fn condition<'a>(plan: &'a Plan, type_: &str) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
@@ -345,7 +355,7 @@ mod tests {
             children: &children,
             arbitrate: &arbitrate,
         };
-        let p = reconcile(&NativePlugin::<FluxPlugin>::new(), &ss, &observed, "kcm-system", &at(100)).unwrap();
+        let p = reconcile(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
         assert!(p.apply.is_empty(), "the loser applies nothing");
         assert_eq!(p.delete, [ChildRef::of(&own)], "only the loser's own object goes");
         let service = &p.status.services[0];
@@ -382,7 +392,7 @@ mod tests {
                 children: &[],
                 arbitrate: &arbitrate,
             };
-            reconcile(&NativePlugin::<FluxPlugin>::new(), ss, &observed, "kcm-system", &at(100)).unwrap()
+            reconcile(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
         };
         let applied = |p: &Plan| -> Vec<String> {
             p.apply.iter().map(|c| c["metadata"]["labels"][SERVICE_LABEL].as_str().unwrap().to_string()).collect()

@@ -12,9 +12,11 @@
 
 mod bindings;
 mod guest_log;
+mod precompiled;
 mod sandbox;
 mod wasm_plugin;
 
+pub use precompiled::{DiskCache, Origin};
 pub use wasm_plugin::WasmPlugin;
 
 use bindings::{AdapterPluginPre, PLUGIN_EXPORT};
@@ -91,6 +93,8 @@ pub struct ComponentInfo {
     pub imports: Vec<String>,
     /// Names of the component's exports.
     pub exports: Vec<String>,
+    /// Whether it was compiled now, in this process before, or read precompiled from disk.
+    pub origin: Origin,
 }
 
 /// The runtime shared by all plugins.
@@ -99,13 +103,20 @@ pub struct Runtime {
     linker: Linker<CallState>,
     wasi_linker: Linker<CallState>,
     compiled: Mutex<HashMap<String, Component>>,
+    disk: Option<DiskCache>,
     /// Shared with every loaded plugin: timeouts keep working while any plugin is alive.
     ticker: Arc<EpochTicker>,
 }
 
 impl Runtime {
-    /// Creates the engine, the linkers and the epoch ticker.
+    /// Creates the engine, the linkers and the epoch ticker; components are compiled once per
+    /// process.
     pub fn new() -> anyhow::Result<Self> {
+        Self::with_disk_cache(None)
+    }
+
+    /// Like [`Runtime::new`], and with `disk` compiled components survive restarts.
+    pub fn with_disk_cache(disk: Option<DiskCache>) -> anyhow::Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true).epoch_interruption(true);
         let engine = Engine::new(&config)?;
@@ -117,7 +128,7 @@ impl Runtime {
         let mut wasi_linker = linker.clone();
         wasmtime_wasi::p2::add_to_linker_sync(&mut wasi_linker)?;
         let ticker = Arc::new(EpochTicker::start(engine.clone()));
-        Ok(Self { engine, linker, wasi_linker, compiled: Mutex::new(HashMap::new()), ticker })
+        Ok(Self { engine, linker, wasi_linker, compiled: Mutex::new(HashMap::new()), disk, ticker })
     }
 
     /// Loads a plugin component: compiles it (once per digest), checks its imports and
@@ -125,7 +136,7 @@ impl Runtime {
     pub fn load(&self, bytes: &[u8], limits: Limits) -> Result<WasmPlugin, LoadError> {
         check_header(bytes)?;
         let sha256 = hex::encode(Sha256::digest(bytes));
-        let component = self.compile(&sha256, bytes)?;
+        let (component, origin) = self.compile(&sha256, bytes)?;
         let ty = component.component_type();
         let imports: Vec<String> = ty.imports(&self.engine).map(|(name, _)| name.to_string()).collect();
         let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
@@ -134,7 +145,7 @@ impl Runtime {
         let linker = if wasi { &self.wasi_linker } else { &self.linker };
         let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let pre = AdapterPluginPre::new(pre).map_err(|e| LoadError::Link(format!("{e:#}")))?;
-        let info = ComponentInfo { size: bytes.len(), sha256, imports, exports };
+        let info = ComponentInfo { size: bytes.len(), sha256, imports, exports, origin };
         let plugin = WasmPlugin::new(self.engine.clone(), self.ticker.clone(), pre, wasi, limits, info)?;
         let found = &crate::plugin::Plugin::metadata(&plugin).contract_version;
         if found != CONTRACT_VERSION {
@@ -148,13 +159,17 @@ impl Runtime {
         (timeout.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64).max(1) + 1
     }
 
-    fn compile(&self, sha256: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+    fn compile(&self, sha256: &str, bytes: &[u8]) -> Result<(Component, Origin), LoadError> {
         if let Some(component) = self.compiled.lock().unwrap_or_else(|e| e.into_inner()).get(sha256) {
-            return Ok(component.clone());
+            return Ok((component.clone(), Origin::Memory));
         }
-        let component = Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        let compiled = match &self.disk {
+            Some(disk) => disk.load(&self.engine, sha256, bytes),
+            None => Component::new(&self.engine, bytes).map(|c| (c, Origin::Compiled)),
+        };
+        let (component, origin) = compiled.map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256.to_string(), component.clone());
-        Ok(component)
+        Ok((component, origin))
     }
 }
 

@@ -27,11 +27,11 @@ pub const KUBECONFIG_VAR: &str = "KSM_E2E_KUBECONFIG";
 /// Field manager of the CRDs the tests install on a real cluster.
 const CRD_MANAGER: &str = "ksm-e2e";
 
-/// The k0rdent CRDs (ServiceSet, StateManagementProvider, ServiceTemplate) and the Flux test
-/// CRDs (HelmRelease, Kustomization).
+/// The k0rdent CRDs (ServiceSet, StateManagementProvider, ServiceTemplate), the host's
+/// AdapterPlugin CRD and the Flux test CRDs (HelmRelease, Kustomization).
 pub fn crds() -> Vec<Value> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [dir.join("../../crds/k0rdent.yaml"), dir.join("fixtures/flux-crds.yaml")]
+    [dir.join("../../crds/k0rdent.yaml"), dir.join("../../crds/adapterplugin.yaml"), dir.join("fixtures/flux-crds.yaml")]
         .iter()
         .flat_map(|path| {
             let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
@@ -172,8 +172,10 @@ async fn clean_up_cluster(kubeconfig: &Path, namespace: &str) {
     }
     objects.delete(&ObjRef::cluster(Kind::Namespace, namespace)).await;
     let labelled = format!("{TEST_NAMESPACE_LABEL}={namespace}");
-    for smp in objects.list(Kind::StateManagementProvider, "", &labelled).await {
-        objects.delete(&ObjRef::of(&smp)).await;
+    for kind in [Kind::StateManagementProvider, Kind::AdapterPlugin] {
+        for object in objects.list(kind, "", &labelled).await {
+            objects.delete(&ObjRef::of(&object)).await;
+        }
     }
 }
 

@@ -67,6 +67,17 @@ pub fn smp(name: &str, adapter: &str, namespace: &str) -> Value {
     })
 }
 
+/// An AdapterPlugin `name` serving `providers` with the plugin from `source` (e.g.
+/// `{"builtin": "flux"}`), labelled with the test's namespace for cleanup.
+pub fn adapter_plugin(name: &str, namespace: &str, source: Value, providers: &[&str]) -> Value {
+    json!({
+        "apiVersion": "ksm.k0rdent.mirantis.com/v1alpha1",
+        "kind": "AdapterPlugin",
+        "metadata": {"name": name, "labels": {TEST_NAMESPACE_LABEL: namespace}},
+        "spec": {"source": source, "providers": providers},
+    })
+}
+
 /// SMP status as kcm writes it in observe mode (only `ready`; the host ignores conditions).
 pub fn smp_status(ready: bool) -> Value {
     json!({"ready": ready})

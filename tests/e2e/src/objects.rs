@@ -23,6 +23,8 @@ pub enum Kind {
     ServiceTemplate,
     /// `k0rdent.mirantis.com/v1beta1` StateManagementProvider (cluster-scoped).
     StateManagementProvider,
+    /// `ksm.k0rdent.mirantis.com/v1alpha1` AdapterPlugin (cluster-scoped).
+    AdapterPlugin,
     /// `helm.toolkit.fluxcd.io/v2` HelmRelease.
     HelmRelease,
     /// `kustomize.toolkit.fluxcd.io/v1` Kustomization.
@@ -44,10 +46,11 @@ impl Kind {
     /// The kinds of children the Flux plugin creates.
     pub const CHILDREN: [Kind; 2] = [Kind::HelmRelease, Kind::Kustomization];
 
-    const ALL: [Kind; 9] = [
+    const ALL: [Kind; 10] = [
         Kind::ServiceSet,
         Kind::ServiceTemplate,
         Kind::StateManagementProvider,
+        Kind::AdapterPlugin,
         Kind::HelmRelease,
         Kind::Kustomization,
         Kind::Deployment,
@@ -63,6 +66,7 @@ impl Kind {
             Kind::StateManagementProvider => {
                 ("k0rdent.mirantis.com", "v1beta1", "StateManagementProvider", "statemanagementproviders", false)
             }
+            Kind::AdapterPlugin => ("ksm.k0rdent.mirantis.com", "v1alpha1", "AdapterPlugin", "adapterplugins", false),
             Kind::HelmRelease => ("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases", true),
             Kind::Kustomization => ("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations", true),
             Kind::Deployment => ("apps", "v1", "Deployment", "deployments", true),

@@ -27,7 +27,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
 use crate::env::crds;
-use crate::fixtures::{self, service_templates, smp, smp_status};
+use crate::fixtures::{self, adapter_plugin, service_templates, smp, smp_status};
 use crate::flux::FluxState;
 use crate::objects::Kind;
 use crate::{ADAPTER_NAME, SERVICE_SET_LABEL};
@@ -118,6 +118,7 @@ fn load(server: &TestApiServer, options: &Options) -> anyhow::Result<()> {
     let mut provider = smp(SMP, ADAPTER_NAME, NAMESPACE);
     provider["status"] = smp_status(true);
     server.put_object(provider)?;
+    server.put_object(adapter_plugin(SMP, NAMESPACE, json!({"builtin": "flux"}), &[SMP]))?;
     let templates: Vec<Value> = service_templates(NAMESPACE);
     for template in &templates {
         server.put_object(template.clone())?;

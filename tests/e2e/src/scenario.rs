@@ -262,11 +262,15 @@ impl Deref for Scenario {
     }
 }
 
-/// Creates the SMP `<namespace>-<suffix>` naming `adapter`, with `status.ready` when given.
+/// Creates the SMP `<namespace>-<suffix>` naming `adapter`, with `status.ready` when given, and
+/// the AdapterPlugin of the same name serving it with the built-in Flux plugin.
 async fn create_smp(env: &Env, suffix: &str, adapter: &str, ready: Option<bool>) -> ObjRef {
-    let mut smp = fixtures::smp(&format!("{}-{suffix}", env.namespace()), adapter, env.namespace());
+    let name = format!("{}-{suffix}", env.namespace());
+    let mut smp = fixtures::smp(&name, adapter, env.namespace());
     if let Some(ready) = ready {
         smp["status"] = fixtures::smp_status(ready);
     }
+    let plugin = fixtures::adapter_plugin(&name, env.namespace(), json!({"builtin": "flux"}), &[&name]);
+    env.create(plugin).await;
     ObjRef::of(&env.create(smp).await)
 }

@@ -1,0 +1,375 @@
+//! AdapterPlugins: each one's component is fetched (built in, ConfigMap or OCI registry),
+//! compiled off the async executor and validated; the plugin serving an AdapterPlugin is
+//! switched atomically; its status tells what happened; the ServiceSets a change affects are
+//! woken. A version that fails to fetch, compile or validate leaves the previous good version
+//! serving, and the status says so.
+
+use super::context::Context;
+use crate::adapter_plugin::{AdapterPlugin, AdapterPluginSpec, AdapterPluginStatus, PluginInfo, PullPolicy};
+use crate::builtin;
+use crate::oci::{self, Credentials};
+use crate::plan::status::{condition, set_condition};
+use crate::runtime::{Limits, Runtime};
+use crate::serving::{Assignment, ServingPlugin, assignment};
+use futures::channel::mpsc::UnboundedSender;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// How long to wait before fetching again after a failed fetch (a registry that is down, a
+/// ConfigMap that is not there yet is also picked up by its watch).
+const FETCH_RETRY: Duration = Duration::from_secs(30);
+
+/// The plugins loaded from AdapterPlugins, by AdapterPlugin name.
+pub struct Plugins {
+    runtime: Arc<Runtime>,
+    /// Limits for AdapterPlugins that do not set their own.
+    defaults: Limits,
+    loaded: RwLock<HashMap<String, Loaded>>,
+    /// Wakes AdapterPlugins (whose status depends on others naming the same provider).
+    wake: UnboundedSender<ObjectRef<AdapterPlugin>>,
+}
+
+/// The version of an AdapterPlugin that serves now.
+#[derive(Clone)]
+struct Loaded {
+    serving: Arc<ServingPlugin>,
+    /// The component, for a spec change that keeps it (and OCI `IfNotPresent`).
+    bytes: Arc<[u8]>,
+    sha256: String,
+    /// The AdapterPlugin generation it was loaded for.
+    generation: Option<i64>,
+    /// The providers that generation named.
+    providers: Vec<String>,
+    /// OCI: the reference and manifest digest it was pulled at.
+    pulled: Option<(String, String)>,
+}
+
+/// The step at which loading a version failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Getting the bytes.
+    Fetch,
+    /// Compiling them (includes reading the metadata and the contract version).
+    Compile,
+    /// The host's checks of the plugin's metadata against the AdapterPlugin.
+    Validate,
+}
+
+impl Step {
+    const ALL: [Step; 3] = [Step::Fetch, Step::Compile, Step::Validate];
+
+    /// Condition type, reason when it succeeded, reason when it failed.
+    fn condition(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Step::Fetch => ("Fetched", "Fetched", "FetchFailed"),
+            Step::Compile => ("Compiled", "Compiled", "CompileFailed"),
+            Step::Validate => ("Validated", "Validated", "ValidationFailed"),
+        }
+    }
+}
+
+/// What loading the current spec of an AdapterPlugin came to.
+pub type Attempt = Result<(), (Step, String)>;
+
+impl Plugins {
+    /// No plugins yet; `defaults` are the limits of AdapterPlugins that set none.
+    pub fn new(runtime: Runtime, defaults: Limits, wake: UnboundedSender<ObjectRef<AdapterPlugin>>) -> Self {
+        Self { runtime: Arc::new(runtime), defaults, loaded: RwLock::default(), wake }
+    }
+
+    /// The plugin serving for the AdapterPlugin `name`, if one loaded.
+    pub fn get(&self, name: &str) -> Option<Arc<ServingPlugin>> {
+        self.loaded.read().unwrap().get(name).map(|l| l.serving.clone())
+    }
+
+    fn current(&self, name: &str) -> Option<Loaded> {
+        self.loaded.read().unwrap().get(name).cloned()
+    }
+}
+
+/// The plugin serving StateManagementProvider `provider`, or why there is none (for the
+/// ServiceSet's condition).
+pub fn serving_for(ctx: &Context, provider: &str) -> Result<Arc<ServingPlugin>, String> {
+    let specs = ctx.caches.adapter_plugins.state();
+    let assigned = assignment(specs.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec)), provider);
+    let Assignment::One(name) = &assigned else {
+        return Err(assigned.problem(provider).unwrap_or_default());
+    };
+    ctx.plugins.get(name).ok_or_else(|| {
+        let error = specs
+            .iter()
+            .find(|p| p.name_any() == *name)
+            .and_then(|p| p.status.as_ref())
+            .map(|s| s.error.clone())
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| "not loaded yet".into());
+        format!("AdapterPlugin {name:?} serves StateManagementProvider {provider:?} but has no plugin loaded: {error}")
+    })
+}
+
+/// Loads the current spec of `plugin` unless it is what serves already; returns how that went
+/// and, when what serves changed, the providers whose ServiceSets it affects.
+pub async fn sync(ctx: &Context, plugin: &AdapterPlugin) -> (Attempt, Option<BTreeSet<String>>) {
+    let name = plugin.name_any();
+    let previous = ctx.plugins.current(&name);
+    let (bytes, pulled) = match fetch(ctx, plugin, previous.as_ref()).await {
+        Ok(fetched) => fetched,
+        Err(message) => return (Err((Step::Fetch, message)), None),
+    };
+    let sha256 = hex::encode(Sha256::digest(&bytes));
+    let generation = plugin.meta().generation;
+    if previous.as_ref().is_some_and(|p| p.sha256 == sha256 && p.generation == generation) {
+        return (Ok(()), None);
+    }
+    let (runtime, component) = (ctx.plugins.runtime.clone(), bytes.clone());
+    let limits = limits(&plugin.spec, ctx.plugins.defaults);
+    let wasm = match tokio::task::spawn_blocking(move || runtime.load(&component, limits)).await {
+        Ok(Ok(wasm)) => wasm,
+        Ok(Err(e)) => return (Err((Step::Compile, e.to_string())), None),
+        Err(e) => return (Err((Step::Compile, format!("compiling failed: {e}"))), None),
+    };
+    let serving = ServingPlugin::configured(&name, Arc::new(wasm), &plugin.spec);
+    if let Err(message) = validate(&serving) {
+        return (Err((Step::Validate, message)), None);
+    }
+    ctx.caches.children.listed(serving.kinds()).await;
+    let providers = plugin.spec.providers.clone();
+    let mut affected: BTreeSet<String> = providers.iter().cloned().collect();
+    affected.extend(previous.into_iter().flat_map(|p| p.providers));
+    let loaded = Loaded { serving: Arc::new(serving), bytes, sha256, generation, providers, pulled };
+    ctx.plugins.loaded.write().unwrap().insert(name.clone(), loaded);
+    tracing::info!(adapterplugin = %name, "plugin loaded and serving");
+    (Ok(()), Some(affected))
+}
+
+/// Reconciles one AdapterPlugin: loads its current spec when needed, writes its status, wakes
+/// the ServiceSets (and the other AdapterPlugins) a change affects.
+pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+    ctx.ready().await;
+    let (attempt, affected) = sync(&ctx, &plugin).await;
+    if let Some(providers) = affected {
+        wake(&ctx, &plugin.name_any(), &providers);
+    }
+    write_status(&ctx, &plugin, &attempt).await?;
+    let polled = plugin.spec.source.oci.as_ref().is_some_and(|o| o.pull_policy == PullPolicy::Always);
+    Ok(match &attempt {
+        Err((Step::Fetch, _)) => Action::requeue(FETCH_RETRY),
+        _ if polled => Action::requeue(ctx.settings.oci_poll),
+        _ => Action::await_change(),
+    })
+}
+
+/// An AdapterPlugin is gone: its plugin stops serving, and what depended on it is woken.
+pub fn forget(ctx: &Context, name: &str) {
+    let Some(gone) = ctx.plugins.loaded.write().unwrap().remove(name) else { return };
+    tracing::info!(adapterplugin = %name, "AdapterPlugin deleted; its plugin no longer serves");
+    wake(ctx, name, &gone.providers.into_iter().collect());
+}
+
+/// Wakes the ServiceSets of `providers`, and the other AdapterPlugins naming any of them
+/// (whether a provider is contested shows in their status).
+fn wake(ctx: &Context, name: &str, providers: &BTreeSet<String>) {
+    for service_set in ctx.caches.service_sets.state() {
+        if providers.contains(&service_set.spec.provider.name) {
+            let _ = ctx.wake.unbounded_send(ObjectRef::from_obj(&*service_set));
+        }
+    }
+    for other in ctx.caches.adapter_plugins.state() {
+        if other.name_any() != name && other.spec.providers.iter().any(|p| providers.contains(p)) {
+            let _ = ctx.plugins.wake.unbounded_send(ObjectRef::from_obj(&*other));
+        }
+    }
+}
+
+/// The component's bytes and, from OCI, the reference and manifest digest they were pulled at.
+/// OCI `IfNotPresent` pulls a reference once; `Always` pulls when the tag moved.
+async fn fetch(
+    ctx: &Context,
+    plugin: &AdapterPlugin,
+    previous: Option<&Loaded>,
+) -> Result<(Arc<[u8]>, Option<(String, String)>), String> {
+    let source = &plugin.spec.source;
+    match (&source.builtin, &source.config_map, &source.oci) {
+        (Some(name), None, None) => builtin::get(name).map(|bytes| (Arc::from(bytes), None)).ok_or_else(|| {
+            format!("spec.source.builtin: no built-in plugin {name:?}; built-in plugins: {}", builtin::NAMES.join(", "))
+        }),
+        (None, Some(reference), None) => {
+            let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), &reference.namespace);
+            let what = format!("ConfigMap {}/{}", reference.namespace, reference.name);
+            let config_map = api.get_opt(&reference.name).await.map_err(|e| format!("reading {what}: {e}"))?;
+            let config_map = config_map.ok_or_else(|| format!("spec.source.configMap: {what} not found"))?;
+            let binary = config_map.binary_data.unwrap_or_default();
+            let ByteString(bytes) = binary.get(&reference.key).cloned().ok_or_else(|| {
+                let keys: Vec<&String> = binary.keys().collect();
+                format!("spec.source.configMap: {what} has no binaryData key {:?} (it has {keys:?})", reference.key)
+            })?;
+            Ok((Arc::from(bytes), None))
+        }
+        (None, None, Some(source)) => {
+            let credentials = credentials(ctx, &source.url, source.pull_secret.as_deref()).await?;
+            let same_reference = previous.and_then(|p| p.pulled.as_ref()).filter(|(url, _)| *url == source.url);
+            if let (Some(previous), Some((_, digest))) = (previous, same_reference) {
+                let unchanged = match source.pull_policy {
+                    PullPolicy::IfNotPresent => true,
+                    PullPolicy::Always => oci::resolve(&source.url, &credentials).await.map_err(|e| e.to_string())? == *digest,
+                };
+                if unchanged && source.sha256.as_ref().is_none_or(|sha| *sha == previous.sha256) {
+                    return Ok((previous.bytes.clone(), previous.pulled.clone()));
+                }
+            }
+            let pulled =
+                oci::pull(&source.url, &credentials, source.sha256.as_deref()).await.map_err(|e| e.to_string())?;
+            Ok((Arc::from(pulled.bytes), Some((source.url.clone(), pulled.manifest_digest))))
+        }
+        _ => Err("spec.source: set exactly one of builtin, configMap and oci".into()),
+    }
+}
+
+/// The registry credentials in the pull secret (a `kubernetes.io/dockerconfigjson` Secret in
+/// the host's namespace), or none.
+async fn credentials(ctx: &Context, url: &str, secret: Option<&str>) -> Result<Credentials, String> {
+    let Some(secret) = secret else { return Ok(Credentials::anonymous()) };
+    let namespace = &ctx.settings.identity.namespace;
+    let what = format!("spec.source.oci.pullSecret: Secret {namespace}/{secret}");
+    let found = Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(secret)
+        .await
+        .map_err(|e| format!("reading {what}: {e}"))?
+        .ok_or_else(|| format!("{what} not found"))?;
+    let data = found.data.unwrap_or_default();
+    let ByteString(config) =
+        data.get(".dockerconfigjson").ok_or_else(|| format!("{what} has no .dockerconfigjson key"))?;
+    let registry = oci::registry(url).map_err(|e| e.to_string())?;
+    Credentials::from_dockerconfigjson(config, &registry).map_err(|e| format!("{what}: {e}"))
+}
+
+/// The AdapterPlugin's limits over the host's defaults.
+fn limits(spec: &AdapterPluginSpec, defaults: Limits) -> Limits {
+    let Some(set) = &spec.limits else { return defaults };
+    Limits {
+        timeout: set.timeout_ms.map_or(defaults.timeout, Duration::from_millis),
+        memory: set.memory_mib.map_or(defaults.memory, |mib| (mib as usize) << 20),
+        output: set.output_kib.map_or(defaults.output, |kib| (kib as usize) << 10),
+    }
+}
+
+/// The host's checks of a compiled plugin against its AdapterPlugin.
+fn validate(serving: &ServingPlugin) -> Result<(), String> {
+    let metadata = serving.metadata();
+    if metadata.creates.is_empty() {
+        return Err(format!("plugin {:?} declares no kinds it creates", metadata.name));
+    }
+    if serving.kinds().next().is_none() {
+        let declared: Vec<String> = metadata.creates.iter().map(|k| format!("{}/{}", k.group, k.kind)).collect();
+        return Err(format!(
+            "spec.allowedKinds leaves none of the kinds plugin {:?} declares ({})",
+            metadata.name,
+            declared.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the AdapterPlugin's status when it changed.
+async fn write_status(ctx: &Context, plugin: &AdapterPlugin, attempt: &Attempt) -> kube::Result<()> {
+    let name = plugin.name_any();
+    let loaded = ctx.plugins.current(&name);
+    let status = status(ctx, plugin, loaded.as_ref(), attempt, &Time(k8s_openapi::jiff::Timestamp::now()));
+    if plugin.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let mut object = AdapterPlugin::new(&name, plugin.spec.clone());
+    object.meta_mut().resource_version = plugin.resource_version();
+    object.status = Some(status);
+    let api = Api::<AdapterPlugin>::all(ctx.client.clone());
+    match api.replace_status(&name, &PostParams::default(), &object).await {
+        // Changed meanwhile: the change comes back through the watch.
+        Err(kube::Error::Api(e)) if e.is_conflict() => Ok(()),
+        result => result.map(drop),
+    }
+}
+
+/// The status of `plugin`: what serves, how the latest attempt went, and whether a provider it
+/// names is contested.
+fn status(
+    ctx: &Context,
+    plugin: &AdapterPlugin,
+    loaded: Option<&Loaded>,
+    attempt: &Attempt,
+    now: &Time,
+) -> AdapterPluginStatus {
+    let generation = plugin.meta().generation;
+    let mut status = plugin.status.clone().unwrap_or_default();
+    let failed = attempt.as_ref().err().map(|(step, _)| *step);
+    for step in Step::ALL {
+        let (type_, ok, bad) = step.condition();
+        let c = match (failed, attempt) {
+            (Some(at), Err((_, message))) if at == step => condition(type_, "False", bad, message, generation, now),
+            (Some(at), _) if (at as u8) < (step as u8) => {
+                condition(type_, "Unknown", "NotReached", "an earlier step failed", generation, now)
+            }
+            _ => condition(type_, "True", ok, "", generation, now),
+        };
+        set_condition(&mut status.conditions, c);
+    }
+    let specs = ctx.caches.adapter_plugins.state();
+    let contested: Vec<String> = plugin
+        .spec
+        .providers
+        .iter()
+        .filter_map(|provider| {
+            let assigned = assignment(specs.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec)), provider);
+            matches!(assigned, Assignment::Contested(_)).then(|| assigned.problem(provider).unwrap_or_default())
+        })
+        .collect();
+    let current = loaded.is_some_and(|l| l.generation == generation);
+    status.ready = attempt.is_ok() && current && contested.is_empty();
+    status.sha256 = loaded.map(|l| l.sha256.clone()).unwrap_or_default();
+    status.plugin = loaded.map(|l| info(&l.serving));
+    status.observed_generation = generation;
+    let mut errors: Vec<String> = contested;
+    if let Err((_, message)) = attempt {
+        errors.insert(0, match loaded {
+            Some(l) => format!("{message} (the previous version, sha256 {}, keeps serving)", l.sha256),
+            None => message.clone(),
+        });
+    }
+    status.error = errors.join("; ");
+    status
+}
+
+fn info(serving: &ServingPlugin) -> PluginInfo {
+    let metadata = serving.metadata();
+    PluginInfo {
+        name: metadata.name.clone(),
+        version: metadata.version.clone(),
+        contract_version: metadata.contract_version.clone(),
+        creates: serving.kinds().map(|k| format!("{}/{} {}", k.group, k.version, k.kind)).collect(),
+    }
+}
+
+/// A status write that failed is tried again shortly.
+pub fn error_policy(error: &kube::Error) -> Action {
+    tracing::warn!("writing AdapterPlugin status: {error}");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// The AdapterPlugins whose source is `config_map`.
+pub fn readers_of(plugins: &Store<AdapterPlugin>, config_map: &ConfigMap) -> Vec<ObjectRef<AdapterPlugin>> {
+    let (namespace, name) = (config_map.namespace().unwrap_or_default(), config_map.name_any());
+    plugins
+        .state()
+        .iter()
+        .filter(|p| p.spec.source.config_map.as_ref().is_some_and(|c| c.namespace == namespace && c.name == name))
+        .map(|p| ObjectRef::from_obj(&**p))
+        .collect()
+}

@@ -1,0 +1,444 @@
+//! WASM plugins in OCI registries: pull (with sha256 verification), resolve a tag, push.
+//!
+//! Two layouts are accepted on pull: the CNCF TAG-Runtime wasm artifact (layer
+//! `application/wasm`) and the older wasm-to-oci one (layer
+//! `application/vnd.wasm.content.layer.v1+wasm`); push writes the CNCF one. Transient failures
+//! (connection errors, 429, 5xx) are retried with backoff; plain HTTP is used only for registries
+//! on `localhost` or `127.0.0.1`.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest, WASM_LAYER_MEDIA_TYPE};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// Layer media type of the CNCF wasm artifact layout.
+pub const CNCF_LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// Config media type of the CNCF wasm artifact layout.
+pub const CNCF_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+
+/// Waits between attempts of a registry operation failing transiently (so 3 attempts in all).
+const BACKOFF: [Duration; 2] = [Duration::from_millis(200), Duration::from_millis(800)];
+/// Registries reached over plain HTTP.
+const PLAIN_HTTP_HOSTS: [&str; 2] = ["localhost", "127.0.0.1"];
+
+/// What went wrong talking to a registry, naming the reference and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum OciError {
+    /// The reference does not parse.
+    #[error("invalid OCI reference {reference:?}: {reason}")]
+    InvalidReference { reference: String, reason: String },
+    /// The `.dockerconfigjson` is malformed.
+    #[error("invalid .dockerconfigjson for registry {registry}: {reason}: check the pull secret")]
+    DockerConfig { registry: String, reason: String },
+    /// 401 or 403.
+    #[error("registry answered {status} for {reference}: check the credentials (the pullSecret, or --username/--password/--docker-config)")]
+    Denied { reference: String, status: u16 },
+    /// 404: no such repository, tag or digest.
+    #[error("{reference} not found in the registry: check the repository and tag ({message})")]
+    NotFound { reference: String, message: String },
+    /// The artifact is not exactly one WASM layer.
+    #[error("{reference} is not a WASM plugin artifact: {reason}")]
+    Layout { reference: String, reason: String },
+    /// Content does not match its digest.
+    #[error("{what} mismatch for {reference}: expected {expected}, got {actual}: the artifact changed or the pinned digest is wrong")]
+    DigestMismatch { reference: String, what: &'static str, expected: String, actual: String },
+    /// Connection error, timeout, 429 or 5xx, still failing after retries.
+    #[error("registry unavailable for {reference} after {attempts} attempts: {message}: check that the registry is reachable")]
+    Unavailable { reference: String, attempts: usize, message: String },
+    /// Any other registry error.
+    #[error("registry error for {reference}: {message}")]
+    Registry { reference: String, message: String },
+}
+
+impl OciError {
+    fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+}
+
+/// Registry credentials: anonymous or HTTP basic auth. `Debug` does not show the password.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    basic: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.basic {
+            Some((username, _)) => write!(f, "Credentials::Basic({username:?}, <redacted>)"),
+            None => f.write_str("Credentials::Anonymous"),
+        }
+    }
+}
+
+impl Credentials {
+    /// No credentials.
+    pub fn anonymous() -> Self {
+        Self::default()
+    }
+
+    /// HTTP basic auth.
+    pub fn basic(username: impl Into<String>, password: impl Into<String>) -> Self {
+        Self { basic: Some((username.into(), password.into())) }
+    }
+
+    /// The credentials for `registry` (e.g. `ghcr.io`, `127.0.0.1:5000`) in the `.dockerconfigjson`
+    /// of a `kubernetes.io/dockerconfigjson` Secret: `auths.<registry>.auth` (base64
+    /// `user:pass`) or `username`/`password`. A registry not in the file is anonymous.
+    pub fn from_dockerconfigjson(bytes: &[u8], registry: &str) -> Result<Self, OciError> {
+        #[derive(Deserialize)]
+        struct DockerConfig {
+            #[serde(default)]
+            auths: std::collections::BTreeMap<String, Entry>,
+        }
+        #[derive(Deserialize)]
+        struct Entry {
+            auth: Option<String>,
+            username: Option<String>,
+            password: Option<String>,
+        }
+        let invalid = |reason: String| OciError::DockerConfig { registry: registry.to_string(), reason };
+        let config: DockerConfig = serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+        let wanted = normalize_registry(registry);
+        let Some(entry) = config.auths.into_iter().find_map(|(k, v)| (normalize_registry(&k) == wanted).then_some(v))
+        else {
+            return Ok(Self::anonymous());
+        };
+        if let (Some(username), Some(password)) = (entry.username, entry.password) {
+            return Ok(Self::basic(username, password));
+        }
+        let Some(auth) = entry.auth else {
+            return Err(invalid("the entry has neither `auth` nor `username` and `password`".into()));
+        };
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .map_err(|e| invalid(format!("`auth` is not base64: {e}")))?;
+        let decoded = String::from_utf8(decoded).map_err(|_| invalid("`auth` is not UTF-8".into()))?;
+        let (username, password) =
+            decoded.split_once(':').ok_or_else(|| invalid("`auth` is not base64 of `user:password`".into()))?;
+        Ok(Self::basic(username, password))
+    }
+
+    fn auth(&self) -> RegistryAuth {
+        match &self.basic {
+            Some((username, password)) => RegistryAuth::Basic(username.clone(), password.clone()),
+            None => RegistryAuth::Anonymous,
+        }
+    }
+}
+
+/// `auths` keys may be URLs (`https://index.docker.io/v1/`); Docker Hub has several names.
+fn normalize_registry(key: &str) -> &str {
+    let key = key.strip_prefix("https://").or_else(|| key.strip_prefix("http://")).unwrap_or(key);
+    match key.split('/').next().unwrap_or(key) {
+        "index.docker.io" | "registry-1.docker.io" => "docker.io",
+        host => host,
+    }
+}
+
+/// A pulled plugin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pulled {
+    /// The WASM layer's bytes.
+    pub bytes: Vec<u8>,
+    /// Hex sha256 of `bytes`.
+    pub sha256: String,
+    /// Digest of the manifest pulled (`sha256:...`).
+    pub manifest_digest: String,
+}
+
+/// The registry of `reference` (e.g. `ghcr.io`), as keyed in a `.dockerconfigjson`.
+pub fn registry(reference: &str) -> Result<String, OciError> {
+    Ok(parse(reference)?.registry().to_string())
+}
+
+/// `reference` pinned to `digest`: `<registry>/<repository>@<digest>` (any tag dropped).
+pub fn pin(reference: &str, digest: &str) -> Result<String, OciError> {
+    Ok(parse(reference)?.clone_with_digest(digest.to_string()).to_string())
+}
+
+/// Pulls the one WASM layer of `reference` and verifies it: against the layer descriptor's
+/// digest, the manifest digest when `reference` is `...@sha256:...`, and `expected_sha256` (hex,
+/// optionally `sha256:`-prefixed) when given.
+pub async fn pull(reference: &str, credentials: &Credentials, expected_sha256: Option<&str>) -> Result<Pulled, OciError> {
+    let image = parse(reference)?;
+    let client = client(&image, reference)?;
+    let auth = credentials.auth();
+    let pulled = with_retry(reference, || async {
+        let (manifest, manifest_digest) =
+            client.pull_image_manifest(&image, &auth).await.map_err(|e| classify(reference, e))?;
+        let layer = wasm_layer(&manifest).map_err(|reason| OciError::Layout { reference: reference.into(), reason })?;
+        let mut bytes = Vec::new();
+        client.pull_blob(&image, layer, &mut bytes).await.map_err(|e| classify(reference, e))?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        check_sha256(reference, "layer digest", &layer.digest, &sha256)?;
+        Ok(Pulled { bytes, sha256, manifest_digest })
+    })
+    .await?;
+    if let Some(expected) = expected_sha256 {
+        check_sha256(reference, "sha256", expected, &pulled.sha256)?;
+    }
+    Ok(pulled)
+}
+
+/// The manifest digest (`sha256:...`) `reference` points at now.
+pub async fn resolve(reference: &str, credentials: &Credentials) -> Result<String, OciError> {
+    let image = parse(reference)?;
+    let client = client(&image, reference)?;
+    let auth = credentials.auth();
+    with_retry(reference, || async {
+        client.fetch_manifest_digest(&image, &auth).await.map_err(|e| classify(reference, e))
+    })
+    .await
+}
+
+/// Pushes `bytes` as a CNCF wasm artifact (config `application/vnd.wasm.config.v0+json`, one
+/// `application/wasm` layer) and returns the manifest digest (`sha256:...`). The same bytes give
+/// the same digest (the config has no timestamp).
+pub async fn push(bytes: &[u8], reference: &str, credentials: &Credentials) -> Result<String, OciError> {
+    let image = parse(reference)?;
+    let client = client(&image, reference)?;
+    let layer = ImageLayer::new(bytes.to_vec(), CNCF_LAYER_MEDIA_TYPE.into(), None);
+    let config = serde_json::json!({ "architecture": "wasm", "os": "wasip2", "layerDigests": [layer.sha256_digest()] });
+    let config = Config::new(config.to_string().into_bytes(), CNCF_CONFIG_MEDIA_TYPE.into(), None);
+    let manifest = OciImageManifest {
+        media_type: Some(OCI_IMAGE_MEDIA_TYPE.into()),
+        ..OciImageManifest::build(std::slice::from_ref(&layer), &config, None)
+    };
+    let body = serde_json::to_vec(&manifest).expect("a manifest serializes");
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&body)));
+    client.store_auth_if_needed(image.resolve_registry(), &credentials.auth()).await;
+    with_retry(reference, || async {
+        let push = async {
+            client.push_blob(&image, layer.data.clone(), &manifest.layers[0].digest).await?;
+            client.push_blob(&image, config.data.clone(), &manifest.config.digest).await?;
+            let content_type = OCI_IMAGE_MEDIA_TYPE.parse().expect("a media type is a header value");
+            client.push_manifest_raw(&image, body.clone(), content_type).await
+        };
+        push.await.map_err(|e| classify(reference, e))
+    })
+    .await?;
+    Ok(digest)
+}
+
+fn parse(reference: &str) -> Result<Reference, OciError> {
+    reference
+        .parse()
+        .map_err(|e: oci_client::ParseError| OciError::InvalidReference { reference: reference.into(), reason: e.to_string() })
+}
+
+/// A client for `image`'s registry: HTTPS, or plain HTTP for a loopback registry.
+fn client(image: &Reference, reference: &str) -> Result<Client, OciError> {
+    // reqwest is built without a rustls crypto provider: use ring, as kube does.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let registry = image.resolve_registry();
+    let host = registry.rsplit_once(':').map_or(registry, |(host, _port)| host);
+    let plain_http = if PLAIN_HTTP_HOSTS.contains(&host) { vec![registry.to_string()] } else { Vec::new() };
+    let config = ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(plain_http),
+        // An image index (multi-platform image) is not a plugin: no platform resolution.
+        platform_resolver: None,
+        connect_timeout: Some(Duration::from_secs(10)),
+        read_timeout: Some(Duration::from_secs(60)),
+        ..ClientConfig::default()
+    };
+    Client::try_from(config).map_err(|e| classify(reference, e))
+}
+
+/// The one layer with a WASM media type (either layout).
+fn wasm_layer(manifest: &OciImageManifest) -> Result<&OciDescriptor, String> {
+    let is_wasm = |layer: &&OciDescriptor| [CNCF_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE].contains(&layer.media_type.as_str());
+    let wasm: Vec<&OciDescriptor> = manifest.layers.iter().filter(is_wasm).collect();
+    match wasm[..] {
+        [layer] => Ok(layer),
+        [] => {
+            let found: Vec<&str> = manifest.layers.iter().map(|l| l.media_type.as_str()).collect();
+            Err(format!(
+                "no layer of media type {CNCF_LAYER_MEDIA_TYPE} or {WASM_LAYER_MEDIA_TYPE} (config {}; layers: {found:?})",
+                manifest.config.media_type
+            ))
+        }
+        _ => Err(format!("{} WASM layers; a plugin artifact has exactly one", wasm.len())),
+    }
+}
+
+/// Compares hex sha256 `actual` with `expected` (hex, optionally `sha256:`-prefixed).
+fn check_sha256(reference: &str, what: &'static str, expected: &str, actual: &str) -> Result<(), OciError> {
+    let bare = expected.strip_prefix("sha256:").unwrap_or(expected);
+    if bare.eq_ignore_ascii_case(actual) {
+        return Ok(());
+    }
+    Err(OciError::DigestMismatch {
+        reference: reference.into(),
+        what,
+        expected: format!("sha256:{bare}"),
+        actual: format!("sha256:{actual}"),
+    })
+}
+
+/// Runs `op` until it succeeds, fails permanently, or [`BACKOFF`] is exhausted.
+async fn with_retry<T, F, Fut>(reference: &str, mut op: F) -> Result<T, OciError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, OciError>>,
+{
+    let mut waits = BACKOFF.iter();
+    loop {
+        match op().await {
+            Err(error) if error.is_transient() => match waits.next() {
+                Some(wait) => {
+                    tracing::debug!(reference, %error, ?wait, "retrying a registry operation");
+                    tokio::time::sleep(*wait).await;
+                }
+                None => {
+                    return Err(match error {
+                        OciError::Unavailable { reference, message, .. } => {
+                            OciError::Unavailable { reference, attempts: BACKOFF.len() + 1, message }
+                        }
+                        other => other,
+                    });
+                }
+            },
+            result => return result,
+        }
+    }
+}
+
+/// Turns a registry client error into an [`OciError`] for `reference`.
+fn classify(reference: &str, error: OciDistributionError) -> OciError {
+    let reference = reference.to_string();
+    let by_status = |status: u16, message: String| match status {
+        401 | 403 => OciError::Denied { reference: reference.clone(), status },
+        404 => OciError::NotFound { reference: reference.clone(), message },
+        429 | 500..=599 => OciError::Unavailable { reference: reference.clone(), attempts: 1, message },
+        _ => OciError::Registry { reference: reference.clone(), message: format!("HTTP {status}: {message}") },
+    };
+    match error {
+        OciDistributionError::UnauthorizedError { .. } => by_status(401, String::new()),
+        OciDistributionError::ServerError { code, message, .. } => by_status(code, message),
+        OciDistributionError::RegistryError { envelope, .. } => {
+            let status = match envelope.errors.first().map(|e| &e.code) {
+                Some(OciErrorCode::Unauthorized) => 401,
+                Some(OciErrorCode::Denied) => 403,
+                Some(
+                    OciErrorCode::ManifestUnknown
+                    | OciErrorCode::NameUnknown
+                    | OciErrorCode::BlobUnknown
+                    | OciErrorCode::NotFound,
+                ) => 404,
+                Some(OciErrorCode::Toomanyrequests) => 429,
+                _ => 400,
+            };
+            by_status(status, envelope.to_string())
+        }
+        OciDistributionError::RequestError(e) => match e.status() {
+            Some(status) => by_status(status.as_u16(), e.to_string()),
+            // No answer: connection refused or reset, timeout, body cut short.
+            None => OciError::Unavailable { reference, attempts: 1, message: with_sources(&e) },
+        },
+        OciDistributionError::DigestError(oci_client::errors::DigestError::VerificationError { expected, actual }) => {
+            OciError::DigestMismatch { reference, what: "content digest", expected, actual }
+        }
+        OciDistributionError::ImageIndexParsingNoPlatformResolverError => OciError::Layout {
+            reference,
+            reason: "it is an image index (multi-platform image), not a single WASM artifact".into(),
+        },
+        other => OciError::Registry { reference, message: other.to_string() },
+    }
+}
+
+/// `error: its source: ...` (reqwest hides the cause, e.g. "connection refused", in sources).
+fn with_sources(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message = format!("{message}: {cause}");
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn descriptor(media_type: &str) -> OciDescriptor {
+        OciDescriptor { media_type: media_type.into(), digest: "sha256:00".into(), ..OciDescriptor::default() }
+    }
+
+    fn manifest(layers: &[&str]) -> OciImageManifest {
+        OciImageManifest {
+            config: descriptor(CNCF_CONFIG_MEDIA_TYPE),
+            layers: layers.iter().map(|m| descriptor(m)).collect(),
+            ..OciImageManifest::default()
+        }
+    }
+
+    #[test]
+    fn dockerconfigjson_auth_and_username_password() {
+        let auth = base64::engine::general_purpose::STANDARD.encode("bot:s3cr:et");
+        let json = format!(
+            r#"{{"auths": {{"https://ghcr.io/v1/": {{"auth": "{auth}"}},
+                "127.0.0.1:5000": {{"username": "u", "password": "p"}},
+                "https://index.docker.io/v1/": {{"auth": "{auth}"}}}}}}"#
+        );
+        let creds = |registry| Credentials::from_dockerconfigjson(json.as_bytes(), registry).unwrap();
+        assert_eq!(creds("ghcr.io"), Credentials::basic("bot", "s3cr:et"));
+        assert_eq!(creds("127.0.0.1:5000"), Credentials::basic("u", "p"));
+        assert_eq!(creds("docker.io"), Credentials::basic("bot", "s3cr:et"));
+        assert_eq!(creds("quay.io"), Credentials::anonymous());
+        assert!(!format!("{:?}", creds("ghcr.io")).contains("s3cr"), "Debug hides the password");
+    }
+
+    #[test]
+    fn dockerconfigjson_errors_name_the_registry() {
+        let bad = [r#"{"auths": {"r.io": {"auth": "%%%"}}}"#, r#"{"auths": {"r.io": {}}}"#, "not json"];
+        for json in bad {
+            let error = Credentials::from_dockerconfigjson(json.as_bytes(), "r.io").unwrap_err();
+            assert!(matches!(error, OciError::DockerConfig { .. }), "{json}: {error}");
+            assert!(error.to_string().contains("r.io"), "{error}");
+        }
+    }
+
+    #[test]
+    fn wasm_layer_accepts_both_layouts_and_exactly_one_layer() {
+        for media_type in [CNCF_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE] {
+            let m = manifest(&["application/vnd.example.sig", media_type]);
+            assert_eq!(wasm_layer(&m).unwrap().media_type, media_type);
+        }
+        let none = wasm_layer(&manifest(&["application/vnd.oci.image.layer.v1.tar"])).unwrap_err();
+        assert!(none.contains("application/vnd.oci.image.layer.v1.tar"), "{none}");
+        let two = wasm_layer(&manifest(&[CNCF_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE])).unwrap_err();
+        assert!(two.contains("2 WASM layers"), "{two}");
+    }
+
+    #[test]
+    fn sha256_check_names_both_digests() {
+        let sha = hex::encode(Sha256::digest(b"plugin"));
+        check_sha256("r/p:1", "sha256", &sha, &sha).unwrap();
+        check_sha256("r/p:1", "sha256", &format!("sha256:{}", sha.to_uppercase()), &sha).unwrap();
+        let error = check_sha256("r/p:1", "sha256", "abc", &sha).unwrap_err().to_string();
+        assert!(error.contains("sha256:abc") && error.contains(&sha) && error.contains("r/p:1"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_registry_is_retried_then_reported() {
+        // Nothing listens on port 9 (discard) of the loopback.
+        let error = pull("127.0.0.1:9/plugins/flux:v1", &Credentials::anonymous(), None).await.unwrap_err();
+        assert!(matches!(error, OciError::Unavailable { attempts: 3, .. }), "{error}");
+        assert!(error.to_string().contains("127.0.0.1:9/plugins/flux:v1"), "{error}");
+    }
+
+    #[test]
+    fn references() {
+        assert_eq!(registry("127.0.0.1:5000/plugins/flux:v1").unwrap(), "127.0.0.1:5000");
+        assert_eq!(pin("ghcr.io/k0rdent/flux:v1", "sha256:ab").unwrap(), "ghcr.io/k0rdent/flux@sha256:ab");
+        assert!(matches!(registry("UPPER/Case"), Err(OciError::InvalidReference { .. })));
+    }
+}

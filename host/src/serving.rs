@@ -1,0 +1,156 @@
+//! Which plugin serves a ServiceSet, and with what: a loaded plugin together with the rules an
+//! `AdapterPlugin` sets for it (policy narrowing, default provider config). Pure: the controller
+//! loads plugins and keeps the assignments current; the planning core only sees a
+//! [`ServingPlugin`].
+
+use crate::adapter_plugin::AdapterPluginSpec;
+use crate::plugin::Plugin;
+use crate::policy::{DEFAULT_OBJECTS_PER_SERVICE, Policy};
+use ksm_plugin_sdk::contract::PluginMetadata;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A loaded plugin and the host's rules for it.
+#[derive(Clone)]
+pub struct ServingPlugin {
+    /// The `AdapterPlugin` it was loaded from (the plugin's own name for offline commands).
+    pub name: String,
+    /// The plugin.
+    pub plugin: Arc<dyn Plugin>,
+    /// What the host accepts from it.
+    pub policy: Policy,
+    /// Default provider config, merged under each ServiceSet's own.
+    pub config: Option<Value>,
+}
+
+impl ServingPlugin {
+    /// `plugin` with no narrowing and no default config (offline commands, tests).
+    pub fn plain(plugin: Arc<dyn Plugin>) -> Self {
+        Self { name: plugin.metadata().name.clone(), plugin, policy: Policy::default(), config: None }
+    }
+
+    /// `plugin` under the rules of `AdapterPlugin` `name` with `spec`.
+    pub fn configured(name: &str, plugin: Arc<dyn Plugin>, spec: &AdapterPluginSpec) -> Self {
+        let limits = spec.limits.clone().unwrap_or_default();
+        let policy = Policy {
+            allowed_kinds: spec
+                .allowed_kinds
+                .as_ref()
+                .map(|kinds| kinds.iter().map(|k| (k.group.clone(), k.kind.clone())).collect()),
+            allowed_namespaces: spec.allowed_namespaces.clone().unwrap_or_default(),
+            objects_per_service: limits.objects_per_service.map_or(DEFAULT_OBJECTS_PER_SERVICE, |n| n as usize),
+        };
+        Self { name: name.to_string(), plugin, policy, config: spec.config.clone() }
+    }
+
+    /// The plugin's metadata.
+    pub fn metadata(&self) -> &PluginMetadata {
+        self.plugin.metadata()
+    }
+
+    /// The kinds the plugin may create: those it declares, narrowed by the policy.
+    pub fn kinds(&self) -> impl Iterator<Item = &ksm_plugin_sdk::contract::ObjectKind> {
+        self.metadata().creates.iter().filter(|k| self.policy.allows_kind(&k.group, &k.kind))
+    }
+
+    /// `service_set` (JSON) as the plugin sees it: the default config merged under
+    /// `spec.provider.config`.
+    pub fn input_of(&self, service_set: &Value) -> Value {
+        let Some(defaults) = &self.config else { return service_set.clone() };
+        let mut service_set = service_set.clone();
+        let own = service_set["spec"]["provider"]["config"].take();
+        service_set["spec"]["provider"]["config"] = merge(defaults.clone(), own);
+        service_set
+    }
+}
+
+/// `over` merged onto `under`: objects merge key by key (recursively), anything else in `over`
+/// replaces what `under` has; a null `over` keeps `under`.
+pub fn merge(under: Value, over: Value) -> Value {
+    match (under, over) {
+        (Value::Object(mut under), Value::Object(over)) => {
+            for (key, value) in over {
+                let merged = merge(under.remove(&key).unwrap_or(Value::Null), value);
+                under.insert(key, merged);
+            }
+            Value::Object(under)
+        }
+        (under, Value::Null) => under,
+        (_, over) => over,
+    }
+}
+
+/// Who serves a provider, from the `AdapterPlugin` specs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Assignment {
+    /// No AdapterPlugin names the provider.
+    Unserved,
+    /// Exactly one AdapterPlugin names it.
+    One(String),
+    /// Several name it: none serves it until only one does.
+    Contested(Vec<String>),
+}
+
+/// Which of `plugins` (name, spec) serves `provider`.
+pub fn assignment<'a>(plugins: impl IntoIterator<Item = (&'a str, &'a AdapterPluginSpec)>, provider: &str) -> Assignment {
+    let mut names: Vec<String> = plugins
+        .into_iter()
+        .filter(|(_, spec)| spec.providers.iter().any(|p| p == provider))
+        .map(|(name, _)| name.to_string())
+        .collect();
+    names.sort();
+    match names.len() {
+        0 => Assignment::Unserved,
+        1 => Assignment::One(names.remove(0)),
+        _ => Assignment::Contested(names),
+    }
+}
+
+impl Assignment {
+    /// Why the provider has no plugin, for a ServiceSet's condition; `None` when one serves it.
+    pub fn problem(&self, provider: &str) -> Option<String> {
+        match self {
+            Self::One(_) => None,
+            Self::Unserved => Some(format!(
+                "no AdapterPlugin serves StateManagementProvider {provider:?}: declare one with spec.providers: [{provider:?}]"
+            )),
+            Self::Contested(names) => Some(format!(
+                "AdapterPlugins {} all name StateManagementProvider {provider:?} in spec.providers; none serves it until only one does",
+                names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_keeps_defaults_the_service_set_does_not_set() {
+        let merged = merge(
+            json!({"priority": 100, "helm": {"timeout": "5m", "wait": true}}),
+            json!({"helm": {"timeout": "10m"}, "stopOnConflict": true}),
+        );
+        assert_eq!(merged, json!({"priority": 100, "helm": {"timeout": "10m", "wait": true}, "stopOnConflict": true}));
+        assert_eq!(merge(json!({"a": 1}), Value::Null), json!({"a": 1}));
+    }
+
+    #[test]
+    fn a_provider_is_served_by_one_plugin_or_reported_unserved_or_contested() {
+        let spec = |providers: &[&str]| AdapterPluginSpec {
+            providers: providers.iter().map(|p| p.to_string()).collect(),
+            ..Default::default()
+        };
+        let (flux, argo, other) = (spec(&["ksm-flux"]), spec(&["ksm-argocd"]), spec(&["ksm-argocd", "x"]));
+        let plugins = [("flux", &flux), ("argo", &argo), ("argo-2", &other)];
+        assert_eq!(assignment(plugins, "ksm-flux"), Assignment::One("flux".into()));
+        assert_eq!(assignment(plugins, "ksm-fleet"), Assignment::Unserved);
+        let contested = assignment(plugins, "ksm-argocd");
+        assert_eq!(contested, Assignment::Contested(vec!["argo".into(), "argo-2".into()]));
+        let message = contested.problem("ksm-argocd").unwrap();
+        assert!(message.contains("\"argo\", \"argo-2\"") && message.contains("none serves it"), "{message}");
+        assert!(Assignment::Unserved.problem("ksm-fleet").unwrap().contains("spec.providers: [\"ksm-fleet\"]"));
+    }
+}
