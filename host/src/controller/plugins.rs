@@ -16,6 +16,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, PostParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::{Scope, pinned_kind};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -24,8 +26,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-/// How long to wait before fetching again after a failed fetch (a registry that is down, a
-/// ConfigMap that is not there yet is also picked up by its watch).
+/// How long to wait before trying again after a failed fetch or validation (a registry that is
+/// down, a CRD not installed yet; a ConfigMap that appears is also picked up by its watch).
 const FETCH_RETRY: Duration = Duration::from_secs(30);
 
 /// The plugins loaded from AdapterPlugins, by AdapterPlugin name.
@@ -141,6 +143,9 @@ pub async fn sync(ctx: &Context, plugin: &AdapterPlugin) -> (Attempt, Option<BTr
     if let Err(message) = validate(&serving) {
         return (Err((Step::Validate, message)), None);
     }
+    if let Err(message) = check_kinds_served(ctx, &serving).await {
+        return (Err((Step::Validate, message)), None);
+    }
     ctx.caches.children.listed(serving.kinds()).await;
     let providers = plugin.spec.providers.clone();
     let mut affected: BTreeSet<String> = providers.iter().cloned().collect();
@@ -162,7 +167,7 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<Context>) -> Result<
     write_status(&ctx, &plugin, &attempt).await?;
     let polled = plugin.spec.source.oci.as_ref().is_some_and(|o| o.pull_policy == PullPolicy::Always);
     Ok(match &attempt {
-        Err((Step::Fetch, _)) => Action::requeue(FETCH_RETRY),
+        Err((Step::Fetch | Step::Validate, _)) => Action::requeue(FETCH_RETRY),
         _ if polled => Action::requeue(ctx.settings.oci_poll),
         _ => Action::await_change(),
     })
@@ -268,6 +273,12 @@ fn validate(serving: &ServingPlugin) -> Result<(), String> {
     if metadata.creates.is_empty() {
         return Err(format!("plugin {:?} declares no kinds it creates", metadata.name));
     }
+    if let Some(kind) = metadata.creates.iter().find(|k| !k.namespaced) {
+        return Err(format!(
+            "plugin {:?} declares cluster-scoped kind {}/{}; plugins may create only namespaced objects",
+            metadata.name, kind.group, kind.kind
+        ));
+    }
     if serving.kinds().next().is_none() {
         let declared: Vec<String> = metadata.creates.iter().map(|k| format!("{}/{}", k.group, k.kind)).collect();
         return Err(format!(
@@ -277,6 +288,42 @@ fn validate(serving: &ServingPlugin) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Checks the plugin's kinds against the API server's discovery: served, same plural, and
+/// namespaced as declared (a plugin that calls a cluster-scoped kind namespaced would slip past
+/// the namespace rule).
+async fn check_kinds_served(ctx: &Context, serving: &ServingPlugin) -> Result<(), String> {
+    let plugin = &serving.metadata().name;
+    for kind in serving.kinds() {
+        let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+        let what = format!("{} {}", gvk.api_version(), kind.kind);
+        let (resource, capabilities) = match pinned_kind(&ctx.client, &gvk).await {
+            Ok(found) => found,
+            Err(kube::Error::Api(e)) if e.is_not_found() => {
+                return Err(format!("the API server does not serve {what}, which plugin {plugin:?} creates: is its CRD installed?"));
+            }
+            Err(kube::Error::Discovery(e)) => {
+                return Err(format!("the API server does not serve {what}, which plugin {plugin:?} creates ({e}): is its CRD installed?"));
+            }
+            Err(e) => return Err(format!("discovering {what}: {e}")),
+        };
+        let namespaced = capabilities.scope == Scope::Namespaced;
+        if namespaced != kind.namespaced || resource.plural != kind.plural {
+            return Err(format!(
+                "plugin {plugin:?} declares {what} as {} with plural {:?}; the API server says {} with plural {:?}",
+                scope(kind.namespaced),
+                kind.plural,
+                scope(namespaced),
+                resource.plural
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn scope(namespaced: bool) -> &'static str {
+    if namespaced { "namespaced" } else { "cluster-scoped" }
 }
 
 /// Writes the AdapterPlugin's status when it changed.

@@ -117,6 +117,11 @@ impl Scenario {
         children
     }
 
+    /// Whether the adapter process is still running.
+    pub fn adapter_running(&self) -> bool {
+        self.adapter.exited().is_none()
+    }
+
     /// [`poll`] with the adapter's log on timeout; fails at once if the adapter exited.
     pub async fn wait_for<T>(
         &self,

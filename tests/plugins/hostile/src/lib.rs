@@ -7,6 +7,11 @@
 //! - `huge`: returns ~8 MiB of output (over the host's output limit);
 //! - `snoop` (WASI build): reports what it can see of the environment, filesystem and network,
 //!   and prints to stdout and the host log;
+//! - `forbidden-kind`: a ClusterRoleBinding (a kind it does not declare);
+//! - `cluster-scoped`: a Namespace;
+//! - `other-namespace`: a ConfigMap in `kube-system`;
+//! - `owner-refs`: a ConfigMap claiming an owner;
+//! - `bad-json`: text that is not JSON;
 //! - anything else: one ConfigMap per service, like an honest plugin.
 
 use ksm_plugin_sdk::contract::*;
@@ -46,6 +51,15 @@ impl PluginApi for Hostile {
             "trap" => panic!("hostile plugin panicked on purpose"),
             "huge" => vec!["x".repeat(8 << 20)],
             "snoop" => vec![snoop().to_string()],
+            "forbidden-kind" => vec![json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "take-over"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}]}).to_string()],
+            "cluster-scoped" => vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hostile"}}).to_string()],
+            "other-namespace" => vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "kube-system"}}).to_string()],
+            "owner-refs" => vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Namespace", "name": "kube-system", "uid": "x"}]}}).to_string()],
+            "bad-json" => vec!["{\"apiVersion\": ".to_string()],
             _ => vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).to_string()],
         };
         Ok(vec![ServiceTranslation { service: name, outcome: Ok(objects), claims: vec![] }])

@@ -1,0 +1,202 @@
+//! Scenario 14: plugins from AdapterPlugins. A plugin put into a ConfigMap serves its SMP's
+//! ServiceSets without a restart; a bad update keeps the previous version serving; a new good
+//! version is switched to; hostile behaviour fails only the offending ServiceSet, while the
+//! built-in Flux plugin keeps serving another SMP in the same run.
+
+use k8s_openapi::ByteString;
+use ksm_e2e::fixtures::{self, ingress_service};
+use ksm_e2e::objects::{Kind, ObjRef};
+use ksm_e2e::status::{condition_is, condition_message, service};
+use ksm_e2e::{Mode, Scenario, WAIT};
+use serde_json::{Value, json};
+
+const HOSTILE: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASM"));
+const HOSTILE_WASI: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASI_WASM"));
+const LIAR: &[u8] = include_bytes!(env!("KSM_LIAR_WASM"));
+/// The ConfigMap holding the external plugin, and its key.
+const PLUGIN_CONFIG_MAP: &str = "hostile-plugin";
+const KEY: &str = "plugin.wasm";
+
+/// The ConfigMap holding `bytes` as the plugin.
+fn plugin_config_map(namespace: &str, bytes: &[u8]) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": PLUGIN_CONFIG_MAP, "namespace": namespace},
+           "binaryData": {KEY: serde_json::to_value(ByteString(bytes.to_vec())).unwrap()}})
+}
+
+/// The SMP `<namespace>-hostile` (ready) and the AdapterPlugin serving it from the ConfigMap,
+/// with tight limits; returns the SMP name.
+async fn hostile_provider(t: &Scenario) -> String {
+    let name = format!("{}-hostile", t.namespace());
+    let mut smp = fixtures::smp(&name, ksm_e2e::ADAPTER_NAME, t.namespace());
+    smp["status"] = fixtures::smp_status(true);
+    t.create(smp).await;
+    let source = json!({"configMap": {"namespace": t.namespace(), "name": PLUGIN_CONFIG_MAP, "key": KEY}});
+    let mut plugin = fixtures::adapter_plugin(&name, t.namespace(), source, &[&name]);
+    plugin["spec"]["limits"] = json!({"timeoutMs": 300, "memoryMib": 32, "outputKib": 512});
+    t.create(plugin).await;
+    name
+}
+
+/// A ServiceSet of the hostile provider whose one service has the ServiceSet's name (the
+/// hostile plugin behaves by that name).
+async fn hostile_service_set(t: &Scenario, provider: &str, behaviour: &str) {
+    let services = json!([{"name": behaviour, "namespace": "apps", "template": "ingress-nginx-4-11-3"}]);
+    t.create(fixtures::service_set(t.namespace(), behaviour, provider, services)).await;
+}
+
+fn adapter_plugin(name: &str) -> ObjRef {
+    ObjRef::cluster(Kind::AdapterPlugin, name)
+}
+
+/// Waits until AdapterPlugin `name` exists and `holds` for it (the whole object).
+async fn wait_plugin(t: &Scenario, name: &str, desc: &str, holds: impl Fn(&Value) -> bool) -> Value {
+    t.wait_object(desc, &adapter_plugin(name), WAIT, holds).await
+}
+
+/// The ConfigMap child the hostile plugin makes for an honest ServiceSet `name`.
+async fn wait_hostile_child(t: &Scenario, name: &str) {
+    let child = ObjRef::new(Kind::ConfigMap, t.namespace(), name);
+    t.wait_object("applied by the hostile plugin", &child, WAIT, |c| {
+        c["metadata"]["labels"]["ksm.k0rdent.mirantis.com/serviceset"] == name
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_config_map_plugin_is_loaded_hot_and_a_bad_update_keeps_the_previous_version() {
+    let t = Scenario::start("cm-plugin", Mode::Observe).await;
+    let provider = hostile_provider(&t).await;
+    // The plugin is declared before its bytes exist: the status says what is missing.
+    let missing = wait_plugin(&t, &provider, "FetchFailed: no ConfigMap yet", |p| {
+        p["status"]["ready"] == false && condition_is(p, "Fetched", "False", "FetchFailed")
+    })
+    .await;
+    assert!(missing["status"]["error"].as_str().unwrap().contains("not found"), "{:#}", missing["status"]);
+
+    t.create(plugin_config_map(t.namespace(), HOSTILE)).await;
+    let loaded = wait_plugin(&t, &provider, "ready", |p| p["status"]["ready"] == true).await;
+    let first_digest = loaded["status"]["sha256"].as_str().unwrap().to_string();
+    assert_eq!(loaded["status"]["plugin"]["name"], "hostile");
+    assert_eq!(loaded["status"]["plugin"]["creates"], json!(["/v1 ConfigMap"]));
+    hostile_service_set(&t, &provider, "honest").await;
+    wait_hostile_child(&t, "honest").await;
+
+    // Bytes that are not a component: refused, the previous version keeps serving.
+    let config_map = ObjRef::new(Kind::ConfigMap, t.namespace(), PLUGIN_CONFIG_MAP);
+    t.merge_patch(&config_map, plugin_config_map(t.namespace(), b"not a component")).await;
+    let refused = wait_plugin(&t, &provider, "CompileFailed, previous serving", |p| {
+        condition_is(p, "Compiled", "False", "CompileFailed")
+    })
+    .await;
+    let status = &refused["status"];
+    assert_eq!((status["ready"].as_bool(), status["sha256"].as_str()), (Some(false), Some(first_digest.as_str())));
+    let error = status["error"].as_str().unwrap();
+    assert!(error.contains("not a WASM component") && error.contains("keeps serving"), "{error}");
+    hostile_service_set(&t, &provider, "after-bad-update").await;
+    wait_hostile_child(&t, "after-bad-update").await;
+
+    // Metadata that lies about its kinds: refused against discovery.
+    t.merge_patch(&config_map, plugin_config_map(t.namespace(), LIAR)).await;
+    let lied = wait_plugin(&t, &provider, "ValidationFailed", |p| condition_is(p, "Validated", "False", "ValidationFailed"))
+        .await;
+    let error = lied["status"]["error"].as_str().unwrap();
+    assert!(error.contains("v1 Namespace as namespaced") && error.contains("cluster-scoped"), "{error}");
+    assert_eq!(lied["status"]["sha256"], first_digest.as_str());
+
+    // A new good version is switched to and serves.
+    t.merge_patch(&config_map, plugin_config_map(t.namespace(), HOSTILE_WASI)).await;
+    let switched =
+        wait_plugin(&t, &provider, "ready on the new digest", |p| {
+            p["status"]["ready"] == true && p["status"]["sha256"] != first_digest.as_str()
+        })
+            .await;
+    assert!(switched["status"]["error"].as_str().is_none_or(str::is_empty), "{:#}", switched["status"]);
+    hostile_service_set(&t, &provider, "after-switch").await;
+    wait_hostile_child(&t, "after-switch").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_plugins_are_contained_and_flux_keeps_serving() {
+    let t = Scenario::start("hostile", Mode::Observe).await;
+    t.create(plugin_config_map(t.namespace(), HOSTILE)).await;
+    let provider = hostile_provider(&t).await;
+    wait_plugin(&t, &provider, "ready", |p| p["status"]["ready"] == true).await;
+    // Call failures: the plugin error is the ServiceSet's condition.
+    let failures =
+        [("loop", "time limit"), ("oom", "memory limit"), ("trap", "trapped"), ("huge", "over the output limit")];
+    // Output the host refuses: the service fails with the rule.
+    let refusals = [
+        ("forbidden-kind", "ClusterRoleBinding"),
+        ("cluster-scoped", "Namespace"),
+        ("other-namespace", "not the ServiceSet's namespace"),
+        ("owner-refs", "metadata.ownerReferences"),
+        ("bad-json", "not valid JSON"),
+    ];
+    for (behaviour, _) in failures.iter().chain(&refusals) {
+        hostile_service_set(&t, &provider, behaviour).await;
+    }
+    t.create_service_set("flux-served", json!([ingress_service()])).await;
+
+    for (behaviour, words) in failures {
+        let ss = t
+            .wait_service_set(behaviour, "ServicesTranslated False (PluginError)", |ss| {
+                condition_is(ss, "ServicesTranslated", "False", "PluginError")
+            })
+            .await;
+        let message = condition_message(&ss, "ServicesTranslated");
+        assert!(message.contains("plugin \"hostile\"") && message.contains(words), "{behaviour}: {message}");
+    }
+    for (behaviour, words) in refusals {
+        let ss = t
+            .wait_service_set(behaviour, "its service Failed", |ss| {
+                service(ss, behaviour).is_some_and(|s| s["state"] == "Failed")
+            })
+            .await;
+        let message = service(&ss, behaviour).unwrap()["failureMessage"].as_str().unwrap_or_default().to_string();
+        assert!(message.contains("plugin \"hostile\" returned") && message.contains(words), "{behaviour}: {message}");
+    }
+    // Nothing of the refused output exists.
+    assert!(t.get(&ObjRef::new(Kind::ConfigMap, "kube-system", "other-namespace")).await.is_none());
+    assert!(t.get(&ObjRef::new(Kind::ConfigMap, t.namespace(), "owner-refs")).await.is_none());
+    assert!(t.get(&ObjRef::cluster(Kind::Namespace, "hostile")).await.is_none());
+
+    t.wait_converged("flux-served").await;
+    assert!(t.adapter_running(), "the adapter survived every hostile plugin");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_without_a_plugin_or_with_two_is_reported() {
+    let t = Scenario::start("no-plugin", Mode::Observe).await;
+    let name = format!("{}-orphan", t.namespace());
+    let mut smp = fixtures::smp(&name, ksm_e2e::ADAPTER_NAME, t.namespace());
+    smp["status"] = fixtures::smp_status(true);
+    t.create(smp).await;
+    t.create(fixtures::service_set(t.namespace(), "orphan", &name, json!([ingress_service()]))).await;
+    let ss = t
+        .wait_service_set("orphan", "PluginNotReady", |ss| condition_is(ss, "ServicesTranslated", "False", "PluginNotReady"))
+        .await;
+    assert!(condition_message(&ss, "ServicesTranslated").contains("no AdapterPlugin serves"), "{ss:#}");
+
+    // The Flux SMP's AdapterPlugin and a second one naming the same provider.
+    let flux = t.smp_name().to_string();
+    t.create(fixtures::adapter_plugin(&format!("{flux}-twin"), t.namespace(), json!({"builtin": "flux"}), &[&flux]))
+        .await;
+    t.create_service_set("contested", json!([ingress_service()])).await;
+    let ss = t
+        .wait_service_set("contested", "PluginNotReady", |ss| {
+            condition_is(ss, "ServicesTranslated", "False", "PluginNotReady")
+        })
+        .await;
+    assert!(condition_message(&ss, "ServicesTranslated").contains("none serves it"), "{ss:#}");
+    for plugin in [flux.clone(), format!("{flux}-twin")] {
+        let reported = wait_plugin(&t, &plugin, "not ready: contested", |p| {
+            p["status"]["ready"] == false && p["status"]["error"].as_str().is_some_and(|e| e.contains("none serves it"))
+        })
+        .await;
+        assert!(reported["status"]["sha256"].as_str().is_some_and(|s| s.len() == 64), "loaded, just not serving");
+    }
+    // The twin goes: the Flux plugin serves again and the ServiceSet converges.
+    t.delete(&adapter_plugin(&format!("{flux}-twin"))).await;
+    t.wait_converged("contested").await;
+    wait_plugin(&t, &flux, "ready again", |p| p["status"]["ready"] == true).await;
+}
