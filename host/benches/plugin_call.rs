@@ -9,12 +9,14 @@
 use ksm_adapter::builtin;
 use ksm_adapter::manifests::Manifests;
 use ksm_adapter::plan::{self, TranslatedService};
-use ksm_adapter::plugin::{NativePlugin, Plugin};
+use ksm_adapter::plugin::NativePlugin;
 use ksm_adapter::runtime::{Limits, Runtime};
+use ksm_adapter::serving::ServingPlugin;
 use ksm_flux_plugin::FluxPlugin;
 use serde_json::Value;
 use std::hint::black_box;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const BATCHES: usize = 15;
@@ -33,7 +35,7 @@ impl Fixture {
         Self { manifests, service_set }
     }
 
-    fn translate(&self, plugin: &dyn Plugin) -> Vec<TranslatedService> {
+    fn translate(&self, plugin: &ServingPlugin) -> Vec<TranslatedService> {
         plan::translate(
             plugin,
             &self.service_set,
@@ -43,7 +45,8 @@ impl Fixture {
         .expect("translation")
     }
 
-    fn map_status(&self, plugin: &dyn Plugin, services: &[TranslatedService]) {
+    fn map_status(&self, plugin: &ServingPlugin, services: &[TranslatedService]) {
+        let plugin = plugin.plugin.as_ref();
         for (service, spec) in services.iter().zip(self.service_set["spec"]["services"].as_array().unwrap()) {
             let template = self.manifests.template("kcm-system", spec["template"].as_str().unwrap());
             let status =
@@ -86,12 +89,13 @@ fn main() {
     let load_started = Instant::now();
     let wasm = runtime.load(builtin::FLUX, Limits::default()).expect("loading the Flux plugin");
     let cold_load = load_started.elapsed();
-    let native = NativePlugin::<FluxPlugin>::new();
+    let wasm = ServingPlugin::plain(Arc::new(wasm));
+    let native = ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new()));
     let translated = fixture.translate(&wasm);
     assert_eq!(translated, fixture.translate(&native), "both builds must agree before they are compared");
 
     let mut rows = Vec::new();
-    for (name, plugin) in [("native", &native as &dyn Plugin), ("wasm, fresh instance per call", &wasm)] {
+    for (name, plugin) in [("native", &native), ("wasm, fresh instance per call", &wasm)] {
         let translate = median(iterations, || drop(black_box(fixture.translate(plugin))));
         let map_status = median(iterations, || fixture.map_status(plugin, &translated));
         rows.push((name, translate, map_status, translate + map_status));

@@ -2,6 +2,7 @@
 //! which plugin serves which StateManagementProviders, where its bytes come from, and the limits
 //! and narrowing the host applies to it.
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -69,6 +70,29 @@ pub struct PluginSource {
     pub oci: Option<OciSource>,
 }
 
+/// The one source an AdapterPlugin names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source<'a> {
+    /// A plugin embedded in the host.
+    Builtin(&'a str),
+    /// A ConfigMap key.
+    ConfigMap(&'a ConfigMapSource),
+    /// An OCI artifact.
+    Oci(&'a OciSource),
+}
+
+impl PluginSource {
+    /// The source that is set, or an error naming the field unless exactly one is.
+    pub fn get(&self) -> Result<Source<'_>, String> {
+        match (&self.builtin, &self.config_map, &self.oci) {
+            (Some(name), None, None) => Ok(Source::Builtin(name)),
+            (None, Some(config_map), None) => Ok(Source::ConfigMap(config_map)),
+            (None, None, Some(oci)) => Ok(Source::Oci(oci)),
+            _ => Err("spec.source: set exactly one of builtin, configMap and oci".into()),
+        }
+    }
+}
+
 /// A ConfigMap key holding a component.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ConfigMapSource {
@@ -78,6 +102,23 @@ pub struct ConfigMapSource {
     pub name: String,
     /// The `binaryData` key.
     pub key: String,
+}
+
+impl ConfigMapSource {
+    /// The component in `config_map` (this source's ConfigMap), or what is missing.
+    pub fn bytes_in(&self, config_map: &ConfigMap) -> Result<Vec<u8>, String> {
+        let binary = config_map.binary_data.as_ref();
+        match binary.and_then(|b| b.get(&self.key)) {
+            Some(bytes) => Ok(bytes.0.clone()),
+            None => Err(format!(
+                "spec.source.configMap: ConfigMap {}/{} has no binaryData key {:?} (it has {:?})",
+                self.namespace,
+                self.name,
+                self.key,
+                binary.map(|b| b.keys().collect::<Vec<_>>()).unwrap_or_default()
+            )),
+        }
+    }
 }
 
 /// A component in an OCI registry (CNCF `application/wasm` layout, or the older

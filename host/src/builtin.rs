@@ -11,5 +11,10 @@ pub fn get(name: &str) -> Option<&'static [u8]> {
     }
 }
 
+/// The bytes of built-in plugin `name`, or an error listing the built-in plugins.
+pub fn lookup(name: &str) -> Result<&'static [u8], String> {
+    get(name).ok_or_else(|| format!("no built-in plugin {name:?}; built-in plugins: {}", NAMES.join(", ")))
+}
+
 /// Names of the built-in plugins.
 pub const NAMES: &[&str] = &["flux"];

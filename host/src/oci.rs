@@ -37,7 +37,9 @@ pub enum OciError {
     #[error("invalid .dockerconfigjson for registry {registry}: {reason}: check the pull secret")]
     DockerConfig { registry: String, reason: String },
     /// 401 or 403.
-    #[error("registry answered {status} for {reference}: check the credentials (the pullSecret, or --username/--password/--docker-config)")]
+    #[error(
+        "registry answered {status} for {reference}: check the credentials (the pullSecret, or --username/--password/--docker-config)"
+    )]
     Denied { reference: String, status: u16 },
     /// 404: no such repository, tag or digest.
     #[error("{reference} not found in the registry: check the repository and tag ({message})")]
@@ -46,10 +48,14 @@ pub enum OciError {
     #[error("{reference} is not a WASM plugin artifact: {reason}")]
     Layout { reference: String, reason: String },
     /// Content does not match its digest.
-    #[error("{what} mismatch for {reference}: expected {expected}, got {actual}: the artifact changed or the pinned digest is wrong")]
+    #[error(
+        "{what} mismatch for {reference}: expected {expected}, got {actual}: the artifact changed or the pinned digest is wrong"
+    )]
     DigestMismatch { reference: String, what: &'static str, expected: String, actual: String },
     /// Connection error, timeout, 429 or 5xx, still failing after retries.
-    #[error("registry unavailable for {reference} after {attempts} attempts: {message}: check that the registry is reachable")]
+    #[error(
+        "registry unavailable for {reference} after {attempts} attempts: {message}: check that the registry is reachable"
+    )]
     Unavailable { reference: String, attempts: usize, message: String },
     /// Any other registry error.
     #[error("registry error for {reference}: {message}")]
@@ -166,7 +172,11 @@ pub fn pin(reference: &str, digest: &str) -> Result<String, OciError> {
 /// Pulls the one WASM layer of `reference` and verifies it: against the layer descriptor's
 /// digest, the manifest digest when `reference` is `...@sha256:...`, and `expected_sha256` (hex,
 /// optionally `sha256:`-prefixed) when given.
-pub async fn pull(reference: &str, credentials: &Credentials, expected_sha256: Option<&str>) -> Result<Pulled, OciError> {
+pub async fn pull(
+    reference: &str,
+    credentials: &Credentials,
+    expected_sha256: Option<&str>,
+) -> Result<Pulled, OciError> {
     let image = parse(reference)?;
     let client = client(&image, reference)?;
     let auth = credentials.auth();
@@ -228,9 +238,10 @@ pub async fn push(bytes: &[u8], reference: &str, credentials: &Credentials) -> R
 }
 
 fn parse(reference: &str) -> Result<Reference, OciError> {
-    reference
-        .parse()
-        .map_err(|e: oci_client::ParseError| OciError::InvalidReference { reference: reference.into(), reason: e.to_string() })
+    reference.parse().map_err(|e: oci_client::ParseError| OciError::InvalidReference {
+        reference: reference.into(),
+        reason: e.to_string(),
+    })
 }
 
 /// A client for `image`'s registry: HTTPS, or plain HTTP for a loopback registry.
@@ -253,7 +264,8 @@ fn client(image: &Reference, reference: &str) -> Result<Client, OciError> {
 
 /// The one layer with a WASM media type (either layout).
 fn wasm_layer(manifest: &OciImageManifest) -> Result<&OciDescriptor, String> {
-    let is_wasm = |layer: &&OciDescriptor| [CNCF_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE].contains(&layer.media_type.as_str());
+    let is_wasm =
+        |layer: &&OciDescriptor| [CNCF_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE].contains(&layer.media_type.as_str());
     let wasm: Vec<&OciDescriptor> = manifest.layers.iter().filter(is_wasm).collect();
     match wasm[..] {
         [layer] => Ok(layer),

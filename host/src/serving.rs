@@ -6,9 +6,11 @@
 use crate::adapter_plugin::AdapterPluginSpec;
 use crate::plugin::Plugin;
 use crate::policy::{DEFAULT_OBJECTS_PER_SERVICE, Policy};
+use crate::runtime::Limits;
 use ksm_plugin_sdk::contract::PluginMetadata;
 use serde_json::Value;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A loaded plugin and the host's rules for it.
 #[derive(Clone)]
@@ -61,6 +63,16 @@ impl ServingPlugin {
         let own = service_set["spec"]["provider"]["config"].take();
         service_set["spec"]["provider"]["config"] = merge(defaults.clone(), own);
         service_set
+    }
+}
+
+/// The AdapterPlugin's limits over the host's `defaults`.
+pub fn limits(spec: &AdapterPluginSpec, defaults: Limits) -> Limits {
+    let Some(set) = &spec.limits else { return defaults };
+    Limits {
+        timeout: set.timeout_ms.map_or(defaults.timeout, Duration::from_millis),
+        memory: set.memory_mib.map_or(defaults.memory, |mib| (mib as usize) << 20),
+        output: set.output_kib.map_or(defaults.output, |kib| (kib as usize) << 10),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Command-line interface.
 
 mod identity;
+mod offline_plugins;
 mod plugin_cmd;
 mod render_cmd;
 mod run_cmd;

@@ -9,14 +9,13 @@ use ksm_adapter::plan;
 use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL};
 use ksm_adapter::plan::claims::{ClaimIndex, Contender, Key, ServiceClaims, arbitrate, key_of};
 use ksm_adapter::plan::reconcile::{Observed, reconcile};
-use ksm_adapter::serving::ServingPlugin;
+use super::offline_plugins::OfflinePlugins;
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, RuleCache, SmpObservation};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(Debug, Args)]
 pub struct RenderArgs {
@@ -32,17 +31,16 @@ pub struct RenderArgs {
 
 pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let runtime = Runtime::new()?;
-    let plugin = super::plugin_cmd::load(&runtime, &args.plugin.plugin, args.plugin.limits.limits())?;
-    let plugin = ServingPlugin::plain(Arc::new(plugin));
     let manifests = Manifests::read(&args.files)?;
+    let plugins = OfflinePlugins::load(&runtime, &manifests, &args.plugin)?;
     let identity = args.identity.identity();
     let rules = RuleCache::new();
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let claims = claim_index(&plugin, &manifests, &identity, &args.plugin.system_namespace)?;
+    let claims = claim_index(&plugins, &manifests, &identity, &args.plugin.system_namespace)?;
     let mut found = false;
     for doc in manifests.k0rdent("ServiceSet") {
         found = true;
-        let out = render_one(&plugin, &manifests, doc, &identity, &rules, &claims, &args.plugin.system_namespace, &now)
+        let out = render_one(&plugins, &manifests, doc, &identity, &rules, &claims, &args.plugin.system_namespace, &now)
             .with_context(|| format!("ServiceSet {} ({})", doc.key(), doc.origin))?;
         super::plugin_cmd::print_yaml(&out)?;
     }
@@ -55,7 +53,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
 /// The claims of every ServiceSet in the files this host serves, as the controller records
 /// them before its first reconcile.
 fn claim_index(
-    plugin: &ServingPlugin,
+    plugins: &OfflinePlugins,
     manifests: &Manifests,
     identity: &AdapterIdentity,
     system_namespace: &str,
@@ -67,8 +65,9 @@ fn claim_index(
         if !smp::serves(identity, &smp, service_set.labels()).unwrap_or(false) {
             continue;
         }
+        let Ok(plugin) = plugins.for_provider(&service_set.spec.provider.name) else { continue };
         let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
-        if let Ok(translated) = plan::translate(plugin, &doc.object, template, system_namespace) {
+        if let Ok(translated) = plan::translate(&plugin, &doc.object, template, system_namespace) {
             let claims: Vec<_> = translated.into_iter().map(|t| (t.service, t.claims)).collect();
             index.record(&Contender::of(&service_set), &claims);
         }
@@ -88,7 +87,7 @@ fn provider(manifests: &Manifests, service_set: &ServiceSet) -> anyhow::Result<O
 
 #[allow(clippy::too_many_arguments)]
 fn render_one(
-    plugin: &ServingPlugin,
+    plugins: &OfflinePlugins,
     manifests: &Manifests,
     doc: &Document,
     identity: &AdapterIdentity,
@@ -108,6 +107,10 @@ fn render_one(
             "reason": format!("StateManagementProvider {smp_name:?} names adapter {}/{} or its selector does not match",
                 smp.spec.adapter.namespace, smp.spec.adapter.name) }));
     }
+    let plugin = match plugins.for_provider(smp_name) {
+        Ok(plugin) => plugin,
+        Err(problem) => return Ok(json!({ "serviceSet": doc.key(), "servedByThisHost": true, "error": problem })),
+    };
     // In observe mode kcm writes `status.ready`; when it says no, the host explains why.
     let unready = smp.as_ref().filter(|smp| !smp.status.as_ref().is_some_and(|s| s.ready));
     let diagnosis = unready.map(|smp| diagnose(smp, manifests, rules, now).diagnosis());
@@ -133,7 +136,7 @@ fn render_one(
         children: &children,
         arbitrate: &arbitrate,
     };
-    let plan = reconcile(plugin, &service_set, &observed, system_namespace, now)?;
+    let plan = reconcile(&plugin, &service_set, &observed, system_namespace, now)?;
     Ok(json!({
         "serviceSet": doc.key(),
         "apply": plan.apply,

@@ -5,12 +5,12 @@
 //! serving, and the status says so.
 
 use super::context::Context;
-use crate::adapter_plugin::{AdapterPlugin, AdapterPluginSpec, AdapterPluginStatus, PluginInfo, PullPolicy};
+use crate::adapter_plugin::{AdapterPlugin, AdapterPluginStatus, PluginInfo, PullPolicy, Source};
 use crate::builtin;
 use crate::oci::{self, Credentials};
 use crate::plan::status::{condition, set_condition};
 use crate::runtime::{Limits, Runtime};
-use crate::serving::{Assignment, ServingPlugin, assignment};
+use crate::serving::{Assignment, ServingPlugin, assignment, limits};
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -202,24 +202,16 @@ async fn fetch(
     plugin: &AdapterPlugin,
     previous: Option<&Loaded>,
 ) -> Result<(Arc<[u8]>, Option<(String, String)>), String> {
-    let source = &plugin.spec.source;
-    match (&source.builtin, &source.config_map, &source.oci) {
-        (Some(name), None, None) => builtin::get(name).map(|bytes| (Arc::from(bytes), None)).ok_or_else(|| {
-            format!("spec.source.builtin: no built-in plugin {name:?}; built-in plugins: {}", builtin::NAMES.join(", "))
-        }),
-        (None, Some(reference), None) => {
+    match plugin.spec.source.get()? {
+        Source::Builtin(name) => builtin::lookup(name).map(|bytes| (Arc::from(bytes), None)).map_err(|e| format!("spec.source.builtin: {e}")),
+        Source::ConfigMap(reference) => {
             let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), &reference.namespace);
             let what = format!("ConfigMap {}/{}", reference.namespace, reference.name);
             let config_map = api.get_opt(&reference.name).await.map_err(|e| format!("reading {what}: {e}"))?;
             let config_map = config_map.ok_or_else(|| format!("spec.source.configMap: {what} not found"))?;
-            let binary = config_map.binary_data.unwrap_or_default();
-            let ByteString(bytes) = binary.get(&reference.key).cloned().ok_or_else(|| {
-                let keys: Vec<&String> = binary.keys().collect();
-                format!("spec.source.configMap: {what} has no binaryData key {:?} (it has {keys:?})", reference.key)
-            })?;
-            Ok((Arc::from(bytes), None))
+            Ok((Arc::from(reference.bytes_in(&config_map)?), None))
         }
-        (None, None, Some(source)) => {
+        Source::Oci(source) => {
             let credentials = credentials(ctx, &source.url, source.pull_secret.as_deref()).await?;
             let same_reference = previous.and_then(|p| p.pulled.as_ref()).filter(|(url, _)| *url == source.url);
             if let (Some(previous), Some((_, digest))) = (previous, same_reference) {
@@ -235,7 +227,6 @@ async fn fetch(
                 oci::pull(&source.url, &credentials, source.sha256.as_deref()).await.map_err(|e| e.to_string())?;
             Ok((Arc::from(pulled.bytes), Some((source.url.clone(), pulled.manifest_digest))))
         }
-        _ => Err("spec.source: set exactly one of builtin, configMap and oci".into()),
     }
 }
 
@@ -255,16 +246,6 @@ async fn credentials(ctx: &Context, url: &str, secret: Option<&str>) -> Result<C
         data.get(".dockerconfigjson").ok_or_else(|| format!("{what} has no .dockerconfigjson key"))?;
     let registry = oci::registry(url).map_err(|e| e.to_string())?;
     Credentials::from_dockerconfigjson(config, &registry).map_err(|e| format!("{what}: {e}"))
-}
-
-/// The AdapterPlugin's limits over the host's defaults.
-fn limits(spec: &AdapterPluginSpec, defaults: Limits) -> Limits {
-    let Some(set) = &spec.limits else { return defaults };
-    Limits {
-        timeout: set.timeout_ms.map_or(defaults.timeout, Duration::from_millis),
-        memory: set.memory_mib.map_or(defaults.memory, |mib| (mib as usize) << 20),
-        output: set.output_kib.map_or(defaults.output, |kib| (kib as usize) << 10),
-    }
 }
 
 /// The host's checks of a compiled plugin against its AdapterPlugin.

@@ -28,6 +28,7 @@ pub mod expect;
 pub mod fixtures;
 pub mod flux;
 pub mod objects;
+pub mod registry;
 pub mod scale;
 pub mod scenario;
 pub mod status;
