@@ -200,3 +200,40 @@ async fn a_provider_without_a_plugin_or_with_two_is_reported() {
     t.wait_converged("contested").await;
     wait_plugin(&t, &flux, "ready again", |p| p["status"]["ready"] == true).await;
 }
+
+/// The same plugin pushed with `ksm-adapter plugin push` to a registry on loopback and declared
+/// by digest: pulled, checked and serving; a wrong `sha256` is refused and says both digests.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_pulled_from_a_registry_by_digest_serves() {
+    if ksm_e2e::skip_on_real_cluster("a_plugin_pulled_from_a_registry_by_digest_serves", "a loopback registry") {
+        return;
+    }
+    let registry = ksm_e2e::registry::Registry::start();
+    let t = Scenario::start("oci-plugin", Mode::Observe).await;
+    let file = t.workdir().join("hostile.wasm");
+    std::fs::write(&file, HOSTILE).unwrap();
+    let tag = format!("{}/ksm/hostile:v1", registry.host());
+    let pushed = ksm_e2e::adapter::run_command(&["plugin", "push", file.to_str().unwrap(), &tag]);
+    let pushed: Value = serde_norway::from_slice(&pushed.stdout).unwrap();
+    let (pinned, sha256) = (pushed["reference"].as_str().unwrap(), pushed["sha256"].as_str().unwrap());
+    assert!(pinned.contains("@sha256:"), "{pushed:#}");
+
+    let name = format!("{}-oci", t.namespace());
+    let mut smp = fixtures::smp(&name, ksm_e2e::ADAPTER_NAME, t.namespace());
+    smp["status"] = fixtures::smp_status(true);
+    t.create(smp).await;
+    let source = json!({"oci": {"url": pinned, "sha256": sha256}});
+    t.create(fixtures::adapter_plugin(&name, t.namespace(), source, &[&name])).await;
+    let loaded = wait_plugin(&t, &name, "ready", |p| p["status"]["ready"] == true).await;
+    assert_eq!(loaded["status"]["sha256"], sha256);
+    hostile_service_set(&t, &name, "from-oci").await;
+    wait_hostile_child(&t, "from-oci").await;
+
+    let wrong = format!("{}-wrong", t.namespace());
+    let source = json!({"oci": {"url": pinned, "sha256": "0".repeat(64)}});
+    t.create(fixtures::adapter_plugin(&wrong, t.namespace(), source, &[&wrong])).await;
+    let refused = wait_plugin(&t, &wrong, "FetchFailed", |p| condition_is(p, "Fetched", "False", "FetchFailed")).await;
+    let error = refused["status"]["error"].as_str().unwrap();
+    assert!(error.contains(sha256) && error.contains(&"0".repeat(64)), "{error}");
+    assert_eq!(refused["status"]["ready"], false);
+}
