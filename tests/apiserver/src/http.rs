@@ -12,7 +12,6 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::Shared;
 use crate::apply::apply;
 use crate::discovery;
 use crate::errors::{ApiError, ApiResult};
@@ -21,6 +20,7 @@ use crate::patch::{PatchType, patched};
 use crate::selectors::Selector;
 use crate::store::{Part, Store};
 use crate::watch::{WatchRequest, error_body, stream_body};
+use crate::{Access, Shared};
 
 /// Response bodies: whole JSON documents or watch streams.
 pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -84,25 +84,40 @@ pub(crate) async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> R
     let query: HashMap<String, String> =
         form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()).into_owned().collect();
     let content_type = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let user = parts.headers.get("impersonate-user").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let path = parts.uri.path().trim_matches('/').to_string();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let resource = match segments.as_slice() {
         ["api", "v1", rest @ ..] if !rest.is_empty() => ResourcePath::parse("", "v1", rest),
         ["apis", group, version, rest @ ..] if !rest.is_empty() => ResourcePath::parse(group, version, rest),
-        _ => return Ok(discover(&shared, &parts.method, &segments)),
+        _ => return Ok(discover(&shared, &user, &parts.method, &segments)),
     };
     let Some(resource) = resource else {
-        shared.count("get", &format!("/{path}"));
+        count_path(&shared, &user, &format!("/{path}"));
         return Ok(error_response(&ApiError::not_found("path", &format!("/{path}"))));
     };
-    let request = ResourceRequest { shared: &shared, path: resource, query, content_type, body };
+    let request = ResourceRequest { shared: &shared, path: resource, query, content_type, body, user };
     Ok(request.serve(&parts.method))
 }
 
+/// Records a non-resource request (counted as `get`, whatever its method).
+fn count_path(shared: &Shared, user: &str, path: &str) {
+    shared.count("get", path);
+    shared.record(Access {
+        user: user.to_string(),
+        verb: "get".into(),
+        group: String::new(),
+        resource: String::new(),
+        subresource: None,
+        namespace: None,
+        non_resource_path: Some(path.to_string()),
+    });
+}
+
 /// Non-resource paths: discovery, read-only.
-fn discover(shared: &Shared, method: &Method, segments: &[&str]) -> Response<Body> {
+fn discover(shared: &Shared, user: &str, method: &Method, segments: &[&str]) -> Response<Body> {
     let path = format!("/{}", segments.join("/"));
-    shared.count("get", &path);
+    count_path(shared, user, &path);
     if method != Method::GET {
         return error_response(&ApiError::method_not_allowed(format!("{method} is not allowed on {path}")));
     }
@@ -128,6 +143,8 @@ struct ResourceRequest<'a> {
     query: HashMap<String, String>,
     content_type: String,
     body: Bytes,
+    /// The `Impersonate-User` header, for [`Shared::record`].
+    user: String,
 }
 
 impl ResourceRequest<'_> {
@@ -153,6 +170,15 @@ impl ResourceRequest<'_> {
     fn serve(self, method: &Method) -> Response<Body> {
         let verb = self.verb(method);
         self.shared.count(verb, &self.path.resource());
+        self.shared.record(Access {
+            user: self.user.clone(),
+            verb: verb.to_string(),
+            group: self.path.group.to_string(),
+            resource: self.path.plural.to_string(),
+            subresource: self.path.status.then(|| "status".to_string()),
+            namespace: self.path.namespace.map(str::to_string),
+            non_resource_path: None,
+        });
         if let Some(code) = self.shared.take_fault(verb) {
             return error_response(&ApiError::injected(code));
         }
@@ -319,6 +345,28 @@ impl ResourceRequest<'_> {
         let mut review = self.json()?;
         let attrs = &review["spec"]["resourceAttributes"];
         let field = |f: &str| attrs[f].as_str().unwrap_or("").to_string();
+        let optional = |f: &str| attrs[f].as_str().filter(|v| !v.is_empty()).map(str::to_string);
+        let non_resource = &review["spec"]["nonResourceAttributes"];
+        self.shared.record_review(match non_resource["path"].as_str() {
+            Some(path) => Access {
+                user: self.user.clone(),
+                verb: non_resource["verb"].as_str().unwrap_or("").to_string(),
+                group: String::new(),
+                resource: String::new(),
+                subresource: None,
+                namespace: None,
+                non_resource_path: Some(path.to_string()),
+            },
+            None => Access {
+                user: self.user.clone(),
+                verb: field("verb"),
+                group: field("group"),
+                resource: field("resource"),
+                subresource: optional("subresource"),
+                namespace: optional("namespace"),
+                non_resource_path: None,
+            },
+        });
         let allowed = !store.denied.contains(&(field("verb"), field("group"), field("resource")));
         review["status"] = if allowed {
             json!({"allowed": true})

@@ -59,7 +59,9 @@
 //!   requests get full objects (kube-rs `Api<PartialObjectMeta<K>>` still works: it ignores the extra fields).
 //! - **Errors**: failures are `metav1.Status` objects with `reason` and `code` but no `details`.
 //! - **Requests** are counted by (verb, resource) — resource includes `/status` — before fault injection;
-//!   non-resource paths (discovery) count as verb `get` with the path (e.g. `/apis`) as resource.
+//!   non-resource paths (discovery) count as verb `get` with the path (e.g. `/apis`) as resource. They are also
+//!   recorded as RBAC sees them ([`TestApiServer::accesses`]): by user — the `Impersonate-User` header (a
+//!   kubeconfig's `as:`), since there is no authentication — verb, API group, resource, subresource and namespace.
 
 mod apply;
 mod discovery;
@@ -95,6 +97,8 @@ pub(crate) struct Shared {
     /// Bumped by [`TestApiServer::drop_watches`]; every watch stream ends when it changes.
     drop_watches: signal::Sender<()>,
     counts: Mutex<BTreeMap<(String, String), usize>>,
+    accesses: Mutex<BTreeMap<Access, usize>>,
+    reviews: Mutex<BTreeMap<Access, usize>>,
     /// Injected failures (HTTP status codes) still to serve, by verb.
     faults: Mutex<HashMap<String, VecDeque<u16>>>,
     /// `host:port`, for `/api`'s `serverAddressByClientCIDRs`.
@@ -104,6 +108,14 @@ pub(crate) struct Shared {
 impl Shared {
     fn count(&self, verb: &str, resource: &str) {
         *self.counts.lock().expect("counts lock").entry((verb.to_string(), resource.to_string())).or_default() += 1;
+    }
+
+    fn record(&self, access: Access) {
+        *self.accesses.lock().expect("accesses lock").entry(access).or_default() += 1;
+    }
+
+    fn record_review(&self, access: Access) {
+        *self.reviews.lock().expect("reviews lock").entry(access).or_default() += 1;
     }
 
     fn take_fault(&self, verb: &str) -> Option<u16> {
@@ -131,6 +143,26 @@ impl RequestCounts {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str, usize)> {
         self.0.iter().map(|((v, r), n)| (v.as_str(), r.as_str(), *n))
     }
+}
+
+/// One kind of request as RBAC sees it (see [`TestApiServer::accesses`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Access {
+    /// The `Impersonate-User` header (e.g. `system:serviceaccount:ns:name`); empty without one.
+    pub user: String,
+    /// `get list watch create update patch delete deletecollection`; `get` for non-resource paths.
+    pub verb: String,
+    /// API group; empty for the core group and for non-resource paths.
+    pub group: String,
+    /// Plural resource name, without the subresource; empty for non-resource paths.
+    pub resource: String,
+    /// Subresource (`status`), if any.
+    pub subresource: Option<String>,
+    /// Namespace of a namespaced request; `None` for cluster-scoped resources, requests across all namespaces
+    /// and non-resource paths.
+    pub namespace: Option<String>,
+    /// The path of a non-resource request (discovery, e.g. `/apis`); `None` for resource requests.
+    pub non_resource_path: Option<String>,
 }
 
 /// A running simulated API server; dropping it closes the listener and every connection, including watches.
@@ -161,6 +193,8 @@ impl TestApiServer {
             store: Mutex::new(store),
             drop_watches: signal::channel(()).0,
             counts: Mutex::default(),
+            accesses: Mutex::default(),
+            reviews: Mutex::default(),
             faults: Mutex::default(),
             address: address.to_string(),
         });
@@ -188,9 +222,28 @@ impl TestApiServer {
         RequestCounts(self.shared.counts.lock().expect("counts lock").clone())
     }
 
-    /// Sets every request count back to zero.
+    /// Every kind of request served since start or the last [`reset_counts`](Self::reset_counts), with how many
+    /// times, as RBAC would authorize it: by user, verb, group, resource, subresource and namespace. Counted like
+    /// [`requests`](Self::requests) (before fault injection, failures included). A client is told apart by the
+    /// user it impersonates (kubeconfig `as:`), e.g. a controller under test from the test's own client.
+    pub fn accesses(&self) -> BTreeMap<Access, usize> {
+        self.shared.accesses.lock().expect("accesses lock").clone()
+    }
+
+    /// The permissions asked about in SelfSubjectAccessReviews since start or the last
+    /// [`reset_counts`](Self::reset_counts), with how many times: `user` is who asked (as in
+    /// [`accesses`](Self::accesses)), the other fields are the review's `spec.resourceAttributes` (or
+    /// `nonResourceAttributes`: verb and path).
+    pub fn access_reviews(&self) -> BTreeMap<Access, usize> {
+        self.shared.reviews.lock().expect("reviews lock").clone()
+    }
+
+    /// Sets every request count back to zero (and forgets the [`accesses`](Self::accesses) and
+    /// [`access_reviews`](Self::access_reviews)).
     pub fn reset_counts(&self) {
         self.shared.counts.lock().expect("counts lock").clear();
+        self.shared.accesses.lock().expect("accesses lock").clear();
+        self.shared.reviews.lock().expect("reviews lock").clear();
     }
 
     /// Makes the next `n` resource requests with `verb` (on any resource; not discovery) fail with HTTP `status`

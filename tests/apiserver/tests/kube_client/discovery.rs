@@ -89,6 +89,15 @@ async fn self_subject_access_reviews_are_allowed_unless_denied() {
     assert!(allowed.status.unwrap().allowed);
     let denied = reviews.create(&PostParams::default(), &review("delete")).await.unwrap();
     assert!(!denied.status.unwrap().allowed);
+
+    // The permissions asked about are recorded, by who asked (no Impersonate-User here).
+    let asked: Vec<(String, String, String, usize)> = server
+        .access_reviews()
+        .into_iter()
+        .map(|(a, n)| (a.user, a.verb, format!("{}/{}", a.group, a.resource), n))
+        .collect();
+    let widgets = |verb: &str| (String::new(), verb.to_string(), "example.com/widgets".to_string(), 1);
+    assert_eq!(asked, vec![widgets("delete"), widgets("patch")]);
 }
 
 #[tokio::test]

@@ -79,3 +79,43 @@ async fn requests_are_counted_by_verb_and_resource() {
     server.reset_counts();
     assert_eq!(server.requests().iter().count(), 0);
 }
+
+#[tokio::test]
+async fn accesses_are_recorded_by_impersonated_user_group_and_namespace() {
+    let (server, client) = start().await;
+    let mut config = kube::Config::new(server.url().parse().expect("valid URL"));
+    config.auth_info.impersonate = Some("system:serviceaccount:default:ctl".into());
+    let impersonating = kube::Client::try_from(config).expect("client");
+    widgets(&client).create(&PostParams::default(), &widget("w", json!({}))).await.unwrap();
+    server.reset_counts();
+
+    let api = widgets(&impersonating);
+    api.get("w").await.unwrap();
+    api.patch_status("w", &PatchParams::default(), &Patch::Merge(json!({"status": {"ok": true}}))).await.unwrap();
+    Api::<ConfigMap>::all(impersonating.clone()).list(&ListParams::default()).await.unwrap();
+    widgets(&client).get("w").await.unwrap();
+
+    let seen: Vec<_> = server
+        .accesses()
+        .into_iter()
+        .map(|(a, n)| {
+            (a.user, a.verb, a.group, a.resource, a.subresource, a.namespace, a.non_resource_path.is_some(), n)
+        })
+        .collect();
+    let ctl = "system:serviceaccount:default:ctl";
+    let row = |user: &str, verb: &str, group: &str, resource: &str, sub: Option<&str>, ns: Option<&str>| {
+        let text = |s: &str| s.to_string();
+        (text(user), text(verb), text(group), text(resource), sub.map(text), ns.map(text), false, 1)
+    };
+    assert_eq!(
+        seen,
+        vec![
+            row("", "get", "example.com", "widgets", None, Some("default")),
+            row(ctl, "get", "example.com", "widgets", None, Some("default")),
+            row(ctl, "list", "", "configmaps", None, None),
+            row(ctl, "patch", "example.com", "widgets", Some("status"), Some("default")),
+        ]
+    );
+    server.reset_counts();
+    assert!(server.accesses().is_empty());
+}

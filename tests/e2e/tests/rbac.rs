@@ -1,0 +1,475 @@
+//! The Helm chart's RBAC (deploy/chart) against the requests the host really makes.
+//!
+//! The chart's rules come from `.ci/helm-check.py --rbac-out` (Helm itself renders the chart):
+//! `target/chart-rbac.json`, written by `.ci/run`, or rendered here when that file is missing or
+//! older than the chart. The real `ksm-adapter run` then serves a scenario against the simulated
+//! API server — plugins from a ConfigMap and from OCI with a pull Secret (both failing to fetch),
+//! deploy, Flux status, an unready provider (observe mode) or the host's own SMP status (manage
+//! mode), a removed service, deletion — while impersonating its ServiceAccount (kubeconfig `as:`),
+//! so that the server records its requests apart from the test's own
+//! ([`ksm_test_apiserver::TestApiServer::accesses`]), together with the permissions it asked
+//! about in SelfSubjectAccessReviews (its own RBAC check, `RBACReady`). Then, for each mode's
+//! rules:
+//!
+//! - (a) every request the host made is allowed by the rules (the Role only in the release
+//!   namespace), and so is every permission it checks (else its SMP would never be ready);
+//! - (b) every verb the rules grant was used or checked, unless [`NOT_EXERCISED`] says why the
+//!   scenario cannot show it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+use ksm_e2e::adapter::{Adapter, Mode, run_command};
+use ksm_e2e::env::Env;
+use ksm_e2e::fixtures::{self, PROVISIONER_NAME, service_templates, set_workload_ready, two_services};
+use ksm_e2e::flux::FluxState;
+use ksm_e2e::objects::{Kind, ObjRef};
+use ksm_e2e::status::{condition_is, condition_message, generation, has_finalizer, service_state};
+use ksm_e2e::wait::poll;
+use ksm_e2e::{ADAPTER_NAME, HOST_FINALIZER, SERVICE_SET_LABEL, WAIT, skip_on_real_cluster};
+use ksm_test_apiserver::Access;
+use serde_json::{Value, json};
+
+/// Granted verbs the scenario cannot show in use, with the reason. Everything else the chart
+/// grants must be used by the host during the scenario, or (b) fails: remove the grant, or add
+/// it here with a reason.
+const NOT_EXERCISED: &[(&str, &str, &[&str], &str)] = &[
+    (
+        "coordination.k8s.io",
+        "leases",
+        &["get", "create", "update"],
+        "leader election: granted ahead of the host's leader election, which does not exist yet",
+    ),
+    ("", "events", &["create", "patch"], "granted ahead of the host's Event recorder, which does not exist yet"),
+    (
+        "events.k8s.io",
+        "events",
+        &["create", "patch"],
+        "granted ahead of the host's Event recorder, which does not exist yet",
+    ),
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn observe_mode_requests_match_the_chart_rbac() {
+    if skip_on_real_cluster("rbac observe", "the requests it served, by user") {
+        return;
+    }
+    let rules = ChartRules::load("observe");
+    check(&rules, &run_scenario("rbac-observe", Mode::Observe).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn manage_mode_requests_match_the_chart_rbac() {
+    if skip_on_real_cluster("rbac manage", "the requests it served, by user") {
+        return;
+    }
+    let rules = ChartRules::load("manage");
+    check(&rules, &run_scenario("rbac-manage", Mode::Manage).await);
+}
+
+/// The chart's container arguments are flags `ksm-adapter run` has, and the environment
+/// variables it sets are ones the binary reads (a wrong one would crash-loop the pod).
+#[test]
+fn chart_container_flags_exist_in_the_binary() {
+    let path = rbac_file();
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("the rendered chart file"))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let args: Vec<&str> = all["container"]["args"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let env: Vec<&str> = all["container"]["env"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert_eq!(args.first(), Some(&"run"), "{}: container args {args:?}", path.display());
+    let help = String::from_utf8(run_command(&["run", "--help"]).stdout).expect("UTF-8 help");
+    let mut missing = Vec::new();
+    for arg in &args[1..] {
+        let flag = arg.split('=').next().unwrap_or(arg);
+        if !help
+            .lines()
+            .any(|line| line.trim_start().starts_with(&format!("{flag} ")) || line.contains(&format!(", {flag} ")))
+        {
+            missing.push(format!("flag {flag}"));
+        }
+    }
+    for name in &env {
+        if !help.contains(&format!("[env: {name}=")) {
+            missing.push(format!("environment variable {name}"));
+        }
+    }
+    assert!(missing.is_empty(), "the chart passes what `ksm-adapter run` does not know: {missing:?}\n{help}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The chart's rules
+
+/// One PolicyRule.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Rule {
+    #[serde(default)]
+    api_groups: Vec<String>,
+    #[serde(default)]
+    resources: Vec<String>,
+    #[serde(default)]
+    resource_names: Vec<String>,
+    #[serde(default)]
+    verbs: Vec<String>,
+}
+
+impl Rule {
+    fn allows(&self, verb: &str, group: &str, resource: &str) -> bool {
+        self.resource_names.is_empty()
+            && self.verbs.iter().any(|v| v == verb)
+            && self.api_groups.iter().any(|g| g == group)
+            && self.resources.iter().any(|r| r == resource)
+    }
+
+    /// (group, resource, verb) for every combination the rule grants.
+    fn grants(&self) -> impl Iterator<Item = (String, String, String)> + '_ {
+        self.api_groups.iter().flat_map(move |g| {
+            self.resources.iter().flat_map(move |r| self.verbs.iter().map(move |v| (g.clone(), r.clone(), v.clone())))
+        })
+    }
+}
+
+/// The rules one mode's values render: the ClusterRole's, and the Role's (release namespace).
+#[derive(Debug)]
+struct ChartRules {
+    mode: String,
+    cluster: Vec<Rule>,
+    namespaced: Vec<Rule>,
+}
+
+impl ChartRules {
+    /// Reads `target/chart-rbac.json` (or renders the chart) and takes `mode`'s rules.
+    fn load(mode: &str) -> Self {
+        let path = rbac_file();
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let all: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let rules = |key: &str| -> Vec<Rule> {
+            serde_json::from_value(all["modes"][mode][key].clone())
+                .unwrap_or_else(|e| panic!("{}: modes.{mode}.{key}: {e}", path.display()))
+        };
+        let cluster = rules("clusterRules");
+        assert!(!cluster.is_empty(), "{}: no ClusterRole rules for mode {mode}", path.display());
+        Self { mode: mode.to_string(), cluster, namespaced: rules("namespaceRules") }
+    }
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `target/chart-rbac.json` when it is newer than everything it is made from; otherwise the
+/// chart is rendered now (once per test process), into the temporary directory.
+fn rbac_file() -> PathBuf {
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(find_or_render).clone()
+}
+
+fn find_or_render() -> PathBuf {
+    let root = workspace();
+    let ready = root.join("target/chart-rbac.json");
+    let sources = newest_mtime(&root.join("deploy/chart")).max(mtime(&root.join(".ci/helm-check.py")));
+    if mtime(&ready) > sources {
+        return ready;
+    }
+    let out = std::env::temp_dir().join("ksm-e2e").join(format!("chart-rbac-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let result =
+        Command::new("python3").arg(".ci/helm-check.py").arg("--rbac-out").arg(&out).current_dir(&root).output();
+    let install = "the chart's RBAC is rendered by Helm through helm-python-sdk: \
+                   `pip install helm-python-sdk==0.2.2 PyYAML` (CI installs them in .ci/run), then \
+                   `python3 .ci/helm-check.py --rbac-out target/chart-rbac.json`";
+    let output = result.unwrap_or_else(|e| panic!("running python3 .ci/helm-check.py: {e}\n{install}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        out.is_file(),
+        "python3 .ci/helm-check.py did not write {} ({}):\n{stderr}{}\n{install}",
+        out.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stdout)
+    );
+    if !output.status.success() {
+        // The rules are written before the other checks fail; those fail CI on their own.
+        eprintln!("warning: .ci/helm-check.py reports failures (the RBAC rules are used all the same):\n{stderr}");
+    }
+    out
+}
+
+fn mtime(path: &Path) -> SystemTime {
+    std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+fn newest_mtime(dir: &Path) -> SystemTime {
+    let mut newest = mtime(dir);
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        newest = newest.max(if path.is_dir() { newest_mtime(&path) } else { mtime(&path) });
+    }
+    newest
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scenario
+
+/// The user the adapter impersonates: its ServiceAccount, as the chart would run it.
+fn adapter_user(namespace: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{ADAPTER_NAME}")
+}
+
+/// Runs the scenario against a fresh simulated API server with the adapter in `mode`; returns
+/// the adapter's requests (by the user it impersonates), with their counts.
+async fn run_scenario(test: &str, mode: Mode) -> Observed {
+    let env = Env::start(test).await;
+    let ns = env.namespace().to_string();
+    for template in service_templates(&ns) {
+        env.create(template).await;
+    }
+    for workload in [ADAPTER_NAME, PROVISIONER_NAME] {
+        set_workload_ready(&env, workload, true).await;
+    }
+    let smp_name = format!("{ns}-flux");
+    let mut smp = fixtures::smp(&smp_name, ADAPTER_NAME, &ns);
+    if mode == Mode::Observe {
+        smp["status"] = fixtures::smp_status(true);
+    }
+    env.create(fixtures::adapter_plugin(&smp_name, &ns, json!({"builtin": "flux"}), &[&smp_name])).await;
+    let smp = ObjRef::of(&env.create(smp).await);
+
+    // The adapter's kubeconfig: the same server, as the chart's ServiceAccount.
+    let server = env.server().expect("the simulated API server");
+    let kubeconfig = server.kubeconfig_yaml().replace("user: {}", &format!("user:\n    as: {}", adapter_user(&ns)));
+    assert!(kubeconfig.contains("as: system:serviceaccount:"), "kubeconfig layout changed:\n{kubeconfig}");
+    std::fs::write(env.kubeconfig(), kubeconfig).expect("writing the adapter's kubeconfig");
+    let adapter = Adapter::start(&env, mode);
+    let t = Waits { env: &env, adapter: &adapter };
+
+    // Plugins from the other sources, for providers no ServiceSet names: the host reads the
+    // ConfigMap (anywhere) and the OCI pull Secret (in its own namespace); both are missing, so
+    // each AdapterPlugin reports its fetch failure without any registry.
+    let sources = [
+        ("cm", json!({"configMap": {"namespace": ns, "name": "ksm-e2e-no-plugin", "key": "plugin.wasm"}})),
+        ("oci", json!({"oci": {"url": "127.0.0.1:9/ksm-e2e/no-plugin:v1", "pullSecret": "ksm-e2e-no-secret"}})),
+    ];
+    for (suffix, source) in sources {
+        let name = format!("{ns}-{suffix}");
+        let plugin = ObjRef::of(&env.create(fixtures::adapter_plugin(&name, &ns, source, &[&name])).await);
+        t.object("fetch failed", &plugin, |p| {
+            condition_is(p, "Fetched", "False", "FetchFailed")
+                && p["status"]["error"].as_str().is_some_and(|e| !e.is_empty())
+        })
+        .await;
+    }
+
+    if mode == Mode::Manage {
+        t.object("SMP ready, written by the host", &smp, |smp| smp["status"]["ready"] == true).await;
+    }
+
+    // Deploy: the host's finalizer, children applied, status written.
+    let ss = ObjRef::new(Kind::ServiceSet, &ns, "web");
+    env.create(fixtures::service_set(&ns, "web", &smp_name, two_services())).await;
+    t.object("host finalizer, translated", &ss, |ss| {
+        has_finalizer(ss, HOST_FINALIZER) && condition_is(ss, "ServicesTranslated", "True", "Succeeded")
+    })
+    .await;
+    let children = t.children("web", 2).await;
+
+    // Status: Flux reports Ready, the services turn Deployed.
+    for child in &children {
+        let r = ObjRef::of(child);
+        env.set_status(&r, FluxState::Ready.helm_release_status(generation(child))).await;
+    }
+    t.object("both services Deployed", &ss, |ss| {
+        ["ingress-nginx", "cert-manager"].iter().all(|s| service_state(ss, s) == Some("Deployed"))
+    })
+    .await;
+
+    // The adapter Deployment turns unavailable. In observe mode kcm reports the SMP not ready
+    // and the host explains why (it reads the workloads, the CRDs and its own permissions); in
+    // manage mode the host finds out itself.
+    set_workload_ready(&env, ADAPTER_NAME, false).await;
+    if mode == Mode::Observe {
+        env.set_status(&smp, fixtures::smp_status(false)).await;
+    }
+    t.object("ProviderReady=False with the host's diagnosis", &ss, |ss| {
+        condition_is(ss, "ProviderReady", "False", "ProviderNotReady")
+            && condition_message(ss, "ProviderReady").contains("AdapterReady=False")
+    })
+    .await;
+    set_workload_ready(&env, ADAPTER_NAME, true).await;
+    if mode == Mode::Observe {
+        env.set_status(&smp, fixtures::smp_status(true)).await;
+    }
+    t.object("ProviderReady again", &ss, |ss| condition_is(ss, "ProviderReady", "True", "ProviderReady")).await;
+
+    // A service removed from the spec: its child is deleted.
+    let one = json!([two_services()[0].clone()]);
+    env.merge_patch(&ss, json!({"spec": {"services": one}})).await;
+    t.children("web", 1).await;
+
+    // Deletion: children deleted, then the finalizer removed.
+    env.delete(&ss).await;
+    t.gone(&ss).await;
+
+    let user = adapter_user(&ns);
+    let mine = |all: BTreeMap<Access, usize>| -> BTreeMap<Access, usize> {
+        all.into_iter().filter(|(a, _)| a.user == user).collect()
+    };
+    let (accesses, reviews) = (mine(server.accesses()), mine(server.access_reviews()));
+    assert!(
+        !accesses.is_empty(),
+        "the server recorded no request as {user}: does the adapter still honour its kubeconfig's `as:`?"
+    );
+    eprintln!("requests of the adapter ({mode:?} mode):\n{}", table(&accesses));
+    eprintln!("permissions it checked with SelfSubjectAccessReviews:\n{}", table(&reviews));
+    drop(adapter);
+    Observed { release_namespace: ns, accesses, reviews }
+}
+
+/// What the adapter did, and the namespace it ran in (the chart's release namespace).
+struct Observed {
+    release_namespace: String,
+    /// Its requests.
+    accesses: BTreeMap<Access, usize>,
+    /// The permissions it asked about in SelfSubjectAccessReviews.
+    reviews: BTreeMap<Access, usize>,
+}
+
+/// Waits that fail with the adapter's log tail.
+struct Waits<'a> {
+    env: &'a Env,
+    adapter: &'a Adapter,
+}
+
+impl Waits<'_> {
+    async fn until<T>(&self, desc: &str, mut probe: impl AsyncFnMut() -> Result<T, Value>) -> T {
+        let checked = async || {
+            if self.adapter.exited().is_some() {
+                panic!("while waiting for: {desc}\n{}", self.adapter.failure_context());
+            }
+            probe().await
+        };
+        match poll(desc, WAIT, checked).await {
+            Ok(value) => value,
+            Err(timed_out) => panic!("{}\n{}", timed_out.report(), self.adapter.failure_context()),
+        }
+    }
+
+    async fn object(&self, desc: &str, r: &ObjRef, holds: impl Fn(&Value) -> bool) -> Value {
+        self.until(&format!("{r}: {desc}"), async || match self.env.get(r).await {
+            Some(object) if holds(&object) => Ok(object),
+            Some(object) => Err(object),
+            None => Err(json!("<absent>")),
+        })
+        .await
+    }
+
+    async fn gone(&self, r: &ObjRef) {
+        self.until(&format!("{r} to be gone"), async || match self.env.get(r).await {
+            Some(object) => Err(object),
+            None => Ok(()),
+        })
+        .await
+    }
+
+    /// Waits until ServiceSet `name` has exactly `n` children; returns them.
+    async fn children(&self, name: &str, n: usize) -> Vec<Value> {
+        let labels = format!("{SERVICE_SET_LABEL}={name}");
+        self.until(&format!("{n} children of ServiceSet {name}"), async || {
+            let mut found = Vec::new();
+            for kind in Kind::CHILDREN {
+                found.extend(self.env.list(kind, self.env.namespace(), &labels).await);
+            }
+            if found.len() == n { Ok(found) } else { Err(json!(found)) }
+        })
+        .await
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The comparison
+
+/// `resource` or `resource/subresource`, as RBAC rules name it.
+fn rbac_resource(access: &Access) -> String {
+    match &access.subresource {
+        Some(sub) => format!("{}/{sub}", access.resource),
+        None => access.resource.clone(),
+    }
+}
+
+fn describe(access: &Access) -> String {
+    if let Some(path) = &access.non_resource_path {
+        return format!("{} {path}", access.verb);
+    }
+    let group = if access.group.is_empty() { "core".to_string() } else { access.group.clone() };
+    let scope = access.namespace.as_ref().map(|ns| format!(" in namespace {ns}")).unwrap_or_default();
+    format!("{} {} ({group}){scope}", access.verb, rbac_resource(access))
+}
+
+fn table(accesses: &BTreeMap<Access, usize>) -> String {
+    accesses.iter().map(|(a, n)| format!("  {n:>5}  {}", describe(a))).collect::<Vec<_>>().join("\n")
+}
+
+/// Discovery documents, which every authenticated user may read (the default
+/// `system:discovery` ClusterRole): the chart grants none.
+fn is_discovery(path: &str) -> bool {
+    path == "/version" || path == "/api" || path == "/apis" || path.starts_with("/api/") || path.starts_with("/apis/")
+}
+
+fn check(rules: &ChartRules, observed: &Observed) {
+    let Observed { release_namespace, accesses, reviews } = observed;
+    let mut problems = Vec::new();
+    let allows = |access: &Access| {
+        let resource = rbac_resource(access);
+        let by = |rules: &[Rule]| rules.iter().any(|r| r.allows(&access.verb, &access.group, &resource));
+        by(&rules.cluster) || (access.namespace.as_ref() == Some(release_namespace) && by(&rules.namespaced))
+    };
+
+    // (a) Everything the host did, and everything it checks it may do, is allowed.
+    for (access, what) in
+        accesses.keys().map(|a| (a, "request")).chain(reviews.keys().map(|a| (a, "checked permission")))
+    {
+        if let Some(path) = &access.non_resource_path {
+            if !is_discovery(path) {
+                problems.push(format!("(a) non-resource {what} outside discovery: {}", describe(access)));
+            }
+        } else if !allows(access) {
+            problems.push(format!("(a) {what} not allowed by the chart's {} rules: {}", rules.mode, describe(access)));
+        }
+    }
+
+    // (b) Everything granted is needed: used, or checked by the host's own RBAC check.
+    let used: BTreeSet<(String, String, String)> =
+        accesses.keys().chain(reviews.keys()).map(|a| (a.group.clone(), rbac_resource(a), a.verb.clone())).collect();
+    let excused = |group: &str, resource: &str, verb: &str| {
+        NOT_EXERCISED.iter().any(|(g, r, verbs, _)| *g == group && *r == resource && verbs.contains(&verb))
+    };
+    let mut excused_but_used = Vec::new();
+    for (group, resource, verb) in rules.cluster.iter().chain(&rules.namespaced).flat_map(Rule::grants) {
+        let named = format!("`{verb}` on {resource} ({})", if group.is_empty() { "core" } else { &group });
+        if used.contains(&(group.clone(), resource.clone(), verb.clone())) {
+            if excused(&group, &resource, &verb) {
+                excused_but_used.push(named);
+            }
+        } else if !excused(&group, &resource, &verb) {
+            problems.push(format!(
+                "(b) the chart's {} rules grant {named} but the host neither used nor checked it: remove the \
+                 grant, or list it in NOT_EXERCISED with the reason",
+                rules.mode
+            ));
+        }
+    }
+    if !excused_but_used.is_empty() {
+        eprintln!("note: NOT_EXERCISED lists what this scenario did use: {excused_but_used:?}");
+    }
+    assert!(
+        problems.is_empty(),
+        "the chart's RBAC ({} mode) does not match the host's requests:\n{}\n\nrequests of the adapter:\n{}\n\
+         permissions it checked:\n{}",
+        rules.mode,
+        problems.join("\n"),
+        table(accesses),
+        table(reviews)
+    );
+}
