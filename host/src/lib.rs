@@ -13,6 +13,7 @@
 //!   checking everything a plugin returns;
 //! - [`manifests`]: objects read from YAML files, for the offline commands;
 //! - [`oci`]: WASM plugins in OCI registries (pull with sha256 verification, resolve, push);
+//! - [`metrics`]: Prometheus metrics and the /metrics, /healthz, /readyz endpoint;
 //! - [`controller`]: the Kubernetes I/O of `ksm-adapter run` (watches, apply, status);
 //! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions).
 
@@ -21,6 +22,7 @@ pub mod builtin;
 pub mod controller;
 pub mod k0rdent;
 pub mod manifests;
+pub mod metrics;
 pub mod oci;
 pub mod plan;
 pub mod plugin;

@@ -5,7 +5,11 @@ use super::plugin_cmd::LimitArgs;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use ksm_adapter::controller::{self, Mode, Settings};
+use ksm_adapter::metrics::{Metrics, verb_of};
 use ksm_adapter::runtime::{DiskCache, Runtime};
+use kube::client::ClientBuilder;
+use std::sync::Arc;
+use tower::util::MapRequestLayer;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +42,10 @@ pub struct RunArgs {
     /// not compile them again; an emptyDir in a Pod. Without it, plugins compile at every start.
     #[arg(long, env = "KSM_PLUGIN_CACHE_DIR")]
     plugin_cache_dir: Option<PathBuf>,
+    /// Address of the `/metrics` (Prometheus), `/healthz` and `/readyz` endpoint; `off` to
+    /// serve none.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_bind_address: String,
     /// The namespace k0rdent runs in (self-management ServiceSets live there).
     #[arg(long, default_value = "kcm-system")]
     system_namespace: String,
@@ -76,7 +84,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         resync: Duration::from_secs(args.resync_seconds),
         smp_interval: Duration::from_secs(args.smp_interval_seconds),
         oci_poll: Duration::from_secs(args.oci_poll_seconds),
+        metrics_addr: match args.metrics_bind_address.as_str() {
+            "off" | "0" | "" => None,
+            addr => Some(addr.parse().with_context(|| format!("--metrics-bind-address {addr:?}"))?),
+        },
     };
+    let metrics = Arc::new(Metrics::default());
     tracing::info!(
         adapter = %format!("{}/{}", settings.identity.namespace, settings.identity.name),
         mode = ?settings.mode,
@@ -84,13 +97,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     );
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     tokio.block_on(async {
-        let client = client(args.kubeconfig.as_ref()).await?;
-        controller::run(client, runtime, args.limits.limits(), settings).await
+        let client = client(args.kubeconfig.as_ref(), &metrics).await?;
+        controller::run(client, runtime, args.limits.limits(), settings, metrics).await
     })?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+/// The API client, counting its requests by verb in `metrics`.
+async fn client(kubeconfig: Option<&PathBuf>, metrics: &Arc<Metrics>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let file = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -98,5 +112,10 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
         }
         None => kube::Config::infer().await.context("no kubeconfig found and not running in a cluster")?,
     };
-    Ok(kube::Client::try_from(config)?)
+    let metrics = metrics.clone();
+    let count = MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
+        metrics.api_request(verb_of(&request));
+        request
+    });
+    Ok(ClientBuilder::try_from(config)?.with_layer(&count).build())
 }

@@ -7,7 +7,8 @@ use super::children::{ChildKinds, Waker};
 use super::plugins::{self, Plugins};
 use super::provider::ProviderCache;
 use crate::adapter_plugin::AdapterPlugin;
-use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
+use crate::k0rdent::{ServiceSet, ServiceTemplate, State, StateManagementProvider};
+use crate::metrics::Metrics;
 use crate::plan;
 use crate::plugin::call_blocking;
 use crate::serving::ServingPlugin;
@@ -41,6 +42,8 @@ pub struct Context {
     pub plugins: Plugins,
     /// Wakes a ServiceSet's reconcile.
     pub wake: Waker,
+    /// The process's metrics.
+    pub metrics: Arc<Metrics>,
     /// How the controller runs.
     pub settings: Settings,
     /// The caches.
@@ -65,11 +68,13 @@ impl Context {
         settings: Settings,
         caches: Caches,
         (arbiter, wake): (Arc<Arbiter>, Waker),
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             client,
             plugins,
             wake,
+            metrics,
             settings,
             caches,
             arbiter,
@@ -85,6 +90,27 @@ impl Context {
     /// holds every served ServiceSet's claims.
     pub async fn ready(&self) {
         let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
+    }
+
+    /// Whether [`prepare`] is done (for `/readyz`).
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// The served ServiceSets (those carrying the host's finalizer) by state, for metrics.
+    pub fn service_set_states(&self) -> [(&'static str, i64); 3] {
+        let (mut deployed, mut failed, mut progressing) = (0, 0, 0);
+        for service_set in self.caches.service_sets.state().iter().filter(|ss| super::finalizer::has(ss)) {
+            let status = service_set.status.as_ref();
+            if status.is_some_and(|s| s.deployed) {
+                deployed += 1;
+            } else if status.is_some_and(|s| s.services.iter().any(|s| s.state == State::Failed)) {
+                failed += 1;
+            } else {
+                progressing += 1;
+            }
+        }
+        [("Deployed", deployed), ("Failed", failed), ("Progressing", progressing)]
     }
 
     /// The ServiceTemplate `name` in `namespace`, as JSON.

@@ -24,7 +24,9 @@ pub mod status;
 
 use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
+use crate::metrics::Metrics;
 use crate::runtime::{Limits, Runtime};
+use anyhow::Context as _;
 use crate::smp::AdapterIdentity;
 use arbiter::Arbiter;
 use children::ChildKinds;
@@ -36,6 +38,7 @@ use plugins::Plugins;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -66,6 +69,8 @@ pub struct Settings {
     pub smp_interval: Duration,
     /// How often an OCI plugin with `pullPolicy: Always` checks whether its tag moved.
     pub oci_poll: Duration,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz`; `None`: not served.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl Settings {
@@ -78,7 +83,13 @@ impl Settings {
 /// Runs the controller until SIGTERM or Ctrl-C, then finishes the reconciles in flight.
 /// Plugins come from AdapterPlugins, compiled by `runtime`; `limits` apply to those that set
 /// none.
-pub async fn run(client: Client, runtime: Runtime, limits: Limits, settings: Settings) -> anyhow::Result<()> {
+pub async fn run(
+    client: Client,
+    runtime: Runtime,
+    limits: Limits,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<()> {
     let (wake, woken) = unbounded();
     let arbiter = Arc::new(Arbiter::new(wake.clone()));
     let released = arbiter.clone();
@@ -100,7 +111,7 @@ pub async fn run(client: Client, runtime: Runtime, limits: Limits, settings: Set
     let notify = provider_changed.clone();
     let provider_events = provider_events.inspect(move |_| notify.notify_one());
 
-    let (mode, concurrency) = (settings.mode, settings.concurrency);
+    let (mode, concurrency, metrics_addr) = (settings.mode, settings.concurrency, settings.metrics_addr);
     let (plugin_wake, plugins_woken) = unbounded();
     let caches = Caches {
         service_sets: service_sets.clone(),
@@ -110,7 +121,18 @@ pub async fn run(client: Client, runtime: Runtime, limits: Limits, settings: Set
         children: ChildKinds::new(&client, wake.clone()),
     };
     let plugins = Plugins::new(runtime, limits, plugin_wake);
-    let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake)));
+    let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake), metrics.clone()));
+    if let Some(addr) = metrics_addr {
+        let (scraped, probed) = (ctx.clone(), ctx.clone());
+        let refresh = Arc::new(move || scraped.metrics.service_sets(&scraped.service_set_states()));
+        let ready = Arc::new(move || probed.is_ready());
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--metrics-bind-address {addr}"))?;
+        tokio::spawn(async move {
+            if let Err(e) = crate::metrics::serve(listener, metrics, refresh, ready).await {
+                tracing::error!("the metrics endpoint stopped: {e}");
+            }
+        });
+    }
     let listed = vec![service_sets_listed, providers_listed, templates_listed, plugins_listed];
     tokio::spawn(context::prepare(ctx.clone(), listed));
     tokio::spawn({

@@ -7,6 +7,7 @@
 use super::context::Context;
 use crate::adapter_plugin::{AdapterPlugin, AdapterPluginStatus, PluginInfo, PullPolicy, Source};
 use crate::builtin;
+use crate::metrics::Metered;
 use crate::oci::{self, Credentials};
 use crate::plan::status::{condition, set_condition};
 use crate::runtime::{Limits, Runtime};
@@ -139,7 +140,8 @@ pub async fn sync(ctx: &Context, plugin: &AdapterPlugin) -> (Attempt, Option<BTr
         Ok(Err(e)) => return (Err((Step::Compile, e.to_string())), None),
         Err(e) => return (Err((Step::Compile, format!("compiling failed: {e}"))), None),
     };
-    let serving = ServingPlugin::configured(&name, Arc::new(wasm), &plugin.spec);
+    let metered = Metered::new(wasm, &name, ctx.metrics.clone());
+    let serving = ServingPlugin::configured(&name, Arc::new(metered), &plugin.spec);
     if let Err(message) = validate(&serving) {
         return (Err((Step::Validate, message)), None);
     }
@@ -160,11 +162,14 @@ pub async fn sync(ctx: &Context, plugin: &AdapterPlugin) -> (Attempt, Option<BTr
 /// the ServiceSets (and the other AdapterPlugins) a change affects.
 pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
     ctx.ready().await;
+    let started = std::time::Instant::now();
     let (attempt, affected) = sync(&ctx, &plugin).await;
     if let Some(providers) = affected {
         wake(&ctx, &plugin.name_any(), &providers);
     }
-    write_status(&ctx, &plugin, &attempt).await?;
+    let written = write_status(&ctx, &plugin, &attempt).await;
+    ctx.metrics.reconciled("AdapterPlugin", started, written.is_ok() && attempt.is_ok());
+    written?;
     let polled = plugin.spec.source.oci.as_ref().is_some_and(|o| o.pull_policy == PullPolicy::Always);
     Ok(match &attempt {
         Err((Step::Fetch | Step::Validate, _)) => Action::requeue(FETCH_RETRY),
@@ -175,6 +180,7 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<Context>) -> Result<
 
 /// An AdapterPlugin is gone: its plugin stops serving, and what depended on it is woken.
 pub fn forget(ctx: &Context, name: &str) {
+    ctx.metrics.plugin_gone(name);
     let Some(gone) = ctx.plugins.loaded.write().unwrap().remove(name) else { return };
     tracing::info!(adapterplugin = %name, "AdapterPlugin deleted; its plugin no longer serves");
     wake(ctx, name, &gone.providers.into_iter().collect());
@@ -312,6 +318,7 @@ async fn write_status(ctx: &Context, plugin: &AdapterPlugin, attempt: &Attempt) 
     let name = plugin.name_any();
     let loaded = ctx.plugins.current(&name);
     let status = status(ctx, plugin, loaded.as_ref(), attempt, &Time(k8s_openapi::jiff::Timestamp::now()));
+    ctx.metrics.plugin_ready(&name, status.ready);
     if plugin.status.as_ref() == Some(&status) {
         return Ok(());
     }

@@ -52,9 +52,11 @@ pub enum Error {
 /// Reconciles one ServiceSet.
 pub async fn reconcile(service_set: Arc<ServiceSet>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.ready().await;
+    let started = std::time::Instant::now();
     let key = ObjectRef::from_obj(&*service_set);
     let span = tracing::info_span!("reconcile", serviceset = %key);
     let result = tracing::Instrument::instrument(round(&service_set, &ctx), span).await;
+    ctx.metrics.reconciled("ServiceSet", started, result.is_ok());
     if result.is_ok() {
         ctx.failures.lock().unwrap().remove(&key);
     }
@@ -121,6 +123,10 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
         }
     };
     let plan = match plan(service_set, smp, &serving, ctx).await {
+        Ok(plan) if plan.refused > 0 => {
+            ctx.metrics.plugin_errors(&serving.name, "policy", plan.refused as u64);
+            plan
+        }
         Ok(plan) => plan,
         Err(call) => {
             report(&api, service_set, "PluginError", &call.to_string()).await;

@@ -70,6 +70,8 @@ pub struct Plan {
     pub delete: Vec<ChildRef>,
     /// The status to write (written only when it differs from the current one).
     pub status: ServiceSetStatus,
+    /// Services whose output the host refused (see [`crate::policy`]), for metrics.
+    pub refused: usize,
 }
 
 /// Decides what to do for `service_set`. A plugin call that fails (trap, timeout, limit) is
@@ -88,7 +90,7 @@ pub fn reconcile(
     let generation = service_set.metadata.generation;
     if let Err((reason, message)) = provider_gate(service_set, observed, &mut status) {
         set_condition(&mut status.conditions, condition(PROVIDER_READY, "False", reason, &message, generation, now));
-        return Ok(Plan { apply: vec![], delete: vec![], status });
+        return Ok(Plan { apply: vec![], delete: vec![], status, refused: 0 });
     }
     set_condition(&mut status.conditions, condition(PROVIDER_READY, "True", "ProviderReady", "", generation, now));
 
@@ -104,7 +106,7 @@ pub fn reconcile(
                 &mut status.conditions,
                 condition(TRANSLATED, "False", failure_reason(&failure), &message, generation, now),
             );
-            return Ok(Plan { apply: vec![], delete: vec![], status });
+            return Ok(Plan { apply: vec![], delete: vec![], status, refused: 0 });
         }
     };
 
@@ -180,7 +182,8 @@ pub fn reconcile(
         false => condition(TRANSLATED, "False", "ServiceErrors", &errors.join("; "), generation, now),
     };
     set_condition(&mut status.conditions, translated_condition);
-    Ok(Plan { apply, delete, status })
+    let refused = translated.iter().filter(|t| matches!(t.outcome, ServiceOutcome::Refused(_))).count();
+    Ok(Plan { apply, delete, status, refused })
 }
 
 /// Copies the provider's state into the status; says why reconciling must stop, if it must.
@@ -240,7 +243,7 @@ pub fn deletion(service_set: &ServiceSet, children: &[Value], now: &Time) -> Pla
         })
         .collect();
     status::set_services(&mut status, states, service_set.metadata.generation, now);
-    Plan { apply: vec![], delete: children.iter().map(ChildRef::of).collect(), status }
+    Plan { apply: vec![], delete: children.iter().map(ChildRef::of).collect(), status, refused: 0 }
 }
 
 fn children_of<'a>(children: &'a [Value], service: &'a str) -> impl Iterator<Item = ChildRef> + 'a {

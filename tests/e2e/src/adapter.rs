@@ -74,6 +74,8 @@ pub fn run_command(args: &[&str]) -> Output {
 pub struct Adapter {
     child: Mutex<Child>,
     log: PathBuf,
+    /// Where it serves `/metrics`, `/healthz` and `/readyz`.
+    metrics: std::net::SocketAddr,
     /// Set once a panic message carried the log tail, so that drop does not print it again.
     reported: AtomicBool,
 }
@@ -85,11 +87,13 @@ impl Adapter {
         let log = env.workdir().join("adapter.log");
         let file = File::create(&log).unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
         let stderr = file.try_clone().expect("a second handle on the log");
+        let metrics = free_port();
         let child = Command::new(binary())
             .arg("run")
             .arg("--kubeconfig")
             .arg(env.kubeconfig())
             .args(["--adapter-name", ADAPTER_NAME, "--adapter-namespace", env.namespace(), "--mode", mode.flag()])
+            .args(["--metrics-bind-address", &metrics.to_string()])
             .env("KSM_LOG", log_filter())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -97,7 +101,12 @@ impl Adapter {
             .stderr(stderr)
             .spawn()
             .expect("starting ksm-adapter run");
-        Self { child: Mutex::new(child), log, reported: AtomicBool::new(false) }
+        Self { child: Mutex::new(child), log, metrics, reported: AtomicBool::new(false) }
+    }
+
+    /// `http://<addr>` of its `/metrics`, `/healthz` and `/readyz` endpoint.
+    pub fn metrics_url(&self) -> String {
+        format!("http://{}", self.metrics)
     }
 
     /// The last `lines` lines of the log.
@@ -125,6 +134,27 @@ impl Adapter {
             self.log_tail(LOG_TAIL_LINES)
         )
     }
+}
+
+/// `GET <url>` over a plain HTTP/1.1 connection: the status code and the body.
+pub async fn http_get(url: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = url.strip_prefix("http://").expect("an http URL");
+    let (host, path) = address.split_once('/').map_or((address, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap_or_else(|e| panic!("connecting to {host}: {e}"));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("sending the request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("reading the response");
+    let code = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("a status line");
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
+}
+
+/// A loopback address with a port free right now (tests start many adapters at once).
+fn free_port() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a loopback port");
+    listener.local_addr().expect("the bound address")
 }
 
 impl Drop for Adapter {

@@ -278,6 +278,8 @@ impl Adapter {
             .args(["run", "--kubeconfig"])
             .arg(kubeconfig)
             .args(["--adapter-name", ADAPTER_NAME, "--adapter-namespace", NAMESPACE, "--log-level", "warn"])
+            // The scale smoke runs beside other tests' adapters.
+            .args(["--metrics-bind-address", "off"])
             .env_remove("KSM_LOG")
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)

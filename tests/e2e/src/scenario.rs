@@ -117,6 +117,11 @@ impl Scenario {
         children
     }
 
+    /// The adapter under test.
+    pub fn adapter(&self) -> &Adapter {
+        &self.adapter
+    }
+
     /// Whether the adapter process is still running.
     pub fn adapter_running(&self) -> bool {
         self.adapter.exited().is_none()

@@ -11,6 +11,7 @@ mod deletion;
 mod deploy;
 mod faults;
 mod manage;
+mod metrics;
 mod plugins;
 mod provider;
 mod scale_smoke;

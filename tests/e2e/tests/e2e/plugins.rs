@@ -162,6 +162,11 @@ async fn hostile_plugins_are_contained_and_flux_keeps_serving() {
 
     t.wait_converged("flux-served").await;
     assert!(t.adapter_running(), "the adapter survived every hostile plugin");
+    let (_, metrics) = ksm_e2e::adapter::http_get(&format!("{}/metrics", t.adapter().metrics_url())).await;
+    for kind in ["timeout", "memory", "trap", "output", "policy"] {
+        let series = format!(r#"ksm_plugin_errors_total{{plugin="{provider}",kind="{kind}"}}"#);
+        assert!(metrics.contains(&series), "{series} missing from /metrics:\n{metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

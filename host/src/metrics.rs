@@ -1,0 +1,312 @@
+//! Prometheus metrics of `ksm-adapter run`, and the endpoint that serves them with the health
+//! probes: `/metrics` (Prometheus text), `/healthz` (the process answers) and `/readyz` (caches
+//! listed and plugins loaded).
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `ksm_reconciles_total` | `kind`, `result` | reconciles of ServiceSets and AdapterPlugins, `ok` or `error` |
+//! | `ksm_reconcile_duration_seconds` | `kind` | histogram of reconcile durations |
+//! | `ksm_plugin_call_duration_seconds` | `plugin`, `function` | histogram of plugin calls |
+//! | `ksm_plugin_errors_total` | `plugin`, `kind` | `timeout`, `memory`, `trap`, `output`, `instantiate`, `policy` |
+//! | `ksm_api_requests_total` | `verb` | requests to the API server: `get` (includes lists), `watch`, `create`, `update`, `patch`, `delete` |
+//! | `ksm_servicesets` | `state` | served ServiceSets: `Deployed`, `Failed` (a service failed), `Progressing` |
+//! | `ksm_plugin_ready` | `plugin` | 1 when the AdapterPlugin is ready |
+
+use crate::plugin::{CallError, Function, Plugin};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use ksm_plugin_sdk::contract::{
+    ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
+    TranslateInput,
+};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Labels of one kind of reconcile and its result.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileLabels {
+    kind: String,
+    result: String,
+}
+
+/// Labels naming a reconciled kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+/// Labels of a plugin call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    plugin: String,
+    function: String,
+}
+
+/// Labels of a plugin error.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    plugin: String,
+    kind: String,
+}
+
+/// Labels of an API request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerbLabels {
+    verb: String,
+}
+
+/// Labels of a ServiceSet state.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: String,
+}
+
+/// Labels naming an AdapterPlugin.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// The metrics of one process.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ReconcileLabels, Counter>,
+    reconcile_duration: Histograms<KindLabels>,
+    plugin_calls: Histograms<CallLabels>,
+    plugin_errors: Family<ErrorLabels, Counter>,
+    api_requests: Family<VerbLabels, Counter>,
+    service_sets: Family<StateLabels, Gauge>,
+    plugin_ready: Family<PluginLabels, Gauge>,
+}
+
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("ksm");
+        let metrics = Self {
+            reconciles: Family::default(),
+            reconcile_duration: Family::new_with_constructor(seconds),
+            plugin_calls: Family::new_with_constructor(seconds),
+            plugin_errors: Family::default(),
+            api_requests: Family::default(),
+            service_sets: Family::default(),
+            plugin_ready: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register("reconciles", "Reconciles by kind and result", metrics.reconciles.clone());
+        registry.register("reconcile_duration_seconds", "Reconcile durations", metrics.reconcile_duration.clone());
+        registry.register("plugin_call_duration_seconds", "Plugin call durations", metrics.plugin_calls.clone());
+        registry.register("plugin_errors", "Plugin errors by kind", metrics.plugin_errors.clone());
+        registry.register("api_requests", "Requests to the API server by verb", metrics.api_requests.clone());
+        registry.register("servicesets", "Served ServiceSets by state", metrics.service_sets.clone());
+        registry.register("plugin_ready", "1 when the AdapterPlugin is ready", metrics.plugin_ready.clone());
+        Self { registry, ..metrics }
+    }
+}
+
+impl Metrics {
+    /// Records a reconcile of `kind` that took since `started` and succeeded or not.
+    pub fn reconciled(&self, kind: &str, started: Instant, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.reconciles.get_or_create(&ReconcileLabels { kind: kind.into(), result: result.into() }).inc();
+        self.reconcile_duration.get_or_create(&KindLabels { kind: kind.into() }).observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Counts `n` plugin errors of `kind` (a [`CallError`] label or `policy`).
+    pub fn plugin_errors(&self, plugin: &str, kind: &str, n: u64) {
+        self.plugin_errors.get_or_create(&ErrorLabels { plugin: plugin.into(), kind: kind.into() }).inc_by(n);
+    }
+
+    /// Counts a request to the API server.
+    pub fn api_request(&self, verb: &str) {
+        self.api_requests.get_or_create(&VerbLabels { verb: verb.into() }).inc();
+    }
+
+    /// Sets the number of served ServiceSets per state.
+    pub fn service_sets(&self, counts: &[(&str, i64)]) {
+        for (state, count) in counts {
+            self.service_sets.get_or_create(&StateLabels { state: (*state).into() }).set(*count);
+        }
+    }
+
+    /// Sets whether AdapterPlugin `plugin` is ready.
+    pub fn plugin_ready(&self, plugin: &str, ready: bool) {
+        self.plugin_ready.get_or_create(&PluginLabels { plugin: plugin.into() }).set(i64::from(ready));
+    }
+
+    /// Forgets a deleted AdapterPlugin's readiness.
+    pub fn plugin_gone(&self, plugin: &str) {
+        self.plugin_ready.remove(&PluginLabels { plugin: plugin.into() });
+    }
+
+    /// The metrics in Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
+        text
+    }
+}
+
+/// The Kubernetes verb of a request to the API server (lists count as `get`).
+pub fn verb_of<B>(request: &http::Request<B>) -> &'static str {
+    let watch = request.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+    match *request.method() {
+        http::Method::GET if watch => "watch",
+        http::Method::GET => "get",
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE => "delete",
+        _ => "other",
+    }
+}
+
+/// A plugin whose calls are timed and whose failures are counted, under the name of its
+/// AdapterPlugin.
+pub struct Metered<P> {
+    plugin: P,
+    name: String,
+    metrics: Arc<Metrics>,
+}
+
+impl<P: Plugin> Metered<P> {
+    /// Meters `plugin` as `name`.
+    pub fn new(plugin: P, name: &str, metrics: Arc<Metrics>) -> Self {
+        Self { plugin, name: name.into(), metrics }
+    }
+
+    fn time<R>(&self, function: Function, call: impl FnOnce(&P) -> Result<R, CallError>) -> Result<R, CallError> {
+        let started = Instant::now();
+        let result = call(&self.plugin);
+        let labels = CallLabels { plugin: self.name.clone(), function: function.as_str().into() };
+        self.metrics.plugin_calls.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+        if let Err(e) = &result {
+            self.metrics.plugin_errors(&self.name, e.kind.label(), 1);
+        }
+        result
+    }
+}
+
+impl<P: Plugin> Plugin for Metered<P> {
+    fn metadata(&self) -> &PluginMetadata {
+        self.plugin.metadata()
+    }
+
+    fn validate_config(&self, config: &str) -> Result<Result<(), Vec<ConfigError>>, CallError> {
+        self.time(Function::ValidateConfig, |p| p.validate_config(config))
+    }
+
+    fn translate(&self, input: &TranslateInput) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
+        self.time(Function::Translate, |p| p.translate(input))
+    }
+
+    fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError> {
+        self.time(Function::MapStatus, |p| p.map_status(input))
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the process ends. `refresh`
+/// updates gauges computed from caches just before each scrape; `ready` answers `/readyz`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    refresh: Arc<dyn Fn() + Send + Sync>,
+    ready: Arc<dyn Fn() -> bool + Send + Sync>,
+) -> std::io::Result<()> {
+    tracing::info!(addr = %listener.local_addr()?, "serving /metrics, /healthz and /readyz");
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let (metrics, refresh, ready) = (metrics.clone(), refresh.clone(), ready.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                let response = respond(request.uri().path(), &metrics, refresh.as_ref(), ready.as_ref());
+                async move { Ok::<_, Infallible>(response) }
+            });
+            if let Err(e) = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
+                tracing::debug!("metrics connection: {e}");
+            }
+        });
+    }
+}
+
+fn respond(path: &str, metrics: &Metrics, refresh: &dyn Fn(), ready: &dyn Fn() -> bool) -> Response<Full<Bytes>> {
+    let (status, body) = match path {
+        "/metrics" => {
+            refresh();
+            (StatusCode::OK, metrics.encode())
+        }
+        "/healthz" => (StatusCode::OK, "ok\n".into()),
+        "/readyz" if ready() => (StatusCode::OK, "ok\n".into()),
+        "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "caches not listed or plugins not loaded yet\n".into()),
+        _ => (StatusCode::NOT_FOUND, "not found: try /metrics, /healthz or /readyz\n".into()),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if path == "/metrics" {
+        let content_type = "text/plain; version=0.0.4; charset=utf-8".parse().expect("a valid header");
+        response.headers_mut().insert(hyper::header::CONTENT_TYPE, content_type);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listed_series_are_encoded_with_their_labels() {
+        let metrics = Metrics::default();
+        metrics.reconciled("ServiceSet", Instant::now(), true);
+        metrics.plugin_errors("flux", "timeout", 1);
+        metrics.api_request("patch");
+        metrics.service_sets(&[("Deployed", 3)]);
+        metrics.plugin_ready("flux", true);
+        let text = metrics.encode();
+        for series in [
+            r#"ksm_reconciles_total{kind="ServiceSet",result="ok"} 1"#,
+            r#"ksm_reconcile_duration_seconds_count{kind="ServiceSet"} 1"#,
+            r#"ksm_plugin_errors_total{plugin="flux",kind="timeout"} 1"#,
+            r#"ksm_api_requests_total{verb="patch"} 1"#,
+            r#"ksm_servicesets{state="Deployed"} 3"#,
+            r#"ksm_plugin_ready{plugin="flux"} 1"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn verbs_follow_kubernetes_not_http() {
+        let request = |method: &str, uri: &str| http::Request::builder().method(method).uri(uri).body(()).unwrap();
+        assert_eq!(verb_of(&request("GET", "/api/v1/configmaps?watch=true&resourceVersion=1")), "watch");
+        assert_eq!(verb_of(&request("GET", "/api/v1/namespaces/a/configmaps")), "get");
+        assert_eq!(verb_of(&request("PATCH", "/apis/x/v1/y/z")), "patch");
+        assert_eq!(verb_of(&request("PUT", "/apis/x/v1/y/z/status")), "update");
+    }
+
+    #[test]
+    fn endpoints_answer_by_path_and_readiness() {
+        let metrics = Metrics::default();
+        let (refresh, ready, not_ready) = (|| {}, || true, || false);
+        assert_eq!(respond("/healthz", &metrics, &refresh, &not_ready).status(), StatusCode::OK);
+        assert_eq!(respond("/readyz", &metrics, &refresh, &not_ready).status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(respond("/readyz", &metrics, &refresh, &ready).status(), StatusCode::OK);
+        assert_eq!(respond("/metrics", &metrics, &refresh, &ready).status(), StatusCode::OK);
+        assert_eq!(respond("/", &metrics, &refresh, &ready).status(), StatusCode::NOT_FOUND);
+    }
+}
