@@ -7,12 +7,16 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KSM_LOG").unwrap_or_else(|_| args.log_level.as_str().into()),
         )
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        cli::LogFormat::Text => logs.init(),
+        // One JSON object per line, with the reconcile span (the ServiceSet key) on each.
+        cli::LogFormat::Json => logs.json().with_current_span(true).with_span_list(false).init(),
+    }
     match cli::run(args) {
         Ok(code) => code,
         // The reader went away (e.g. `| head`): nothing more to say.

@@ -4,6 +4,7 @@
 
 pub mod children;
 pub mod claims;
+pub mod events;
 pub mod reconcile;
 pub mod status;
 

@@ -20,8 +20,20 @@ pub struct Cli {
     /// Log level (overridden by the KSM_LOG environment variable, e.g. `KSM_LOG=debug`).
     #[arg(long, global = true, value_enum, default_value_t = LogLevel::Info)]
     pub log_level: LogLevel,
+    /// Log format: `text` for people, `json` (one object per line) for log collectors.
+    #[arg(long, global = true, value_enum, env = "KSM_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Log formats.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// Log levels.
@@ -44,7 +56,8 @@ impl LogLevel {
             Self::Error => "error",
             Self::Warn => "warn",
             Self::Info => "info",
-            Self::Debug => "debug",
+            // The host's own debug lines; wasmtime's and the HTTP stack's would bury them.
+            Self::Debug => "info,ksm_adapter=debug",
         }
     }
 }

@@ -46,6 +46,11 @@ pub struct RunArgs {
     /// serve none.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_bind_address: String,
+    /// Serve only the ServiceSets this label selector matches (e.g. `sharding.fluxcd.io/key=shard1`),
+    /// so that several Deployments split a large fleet. Claims are arbitrated within a shard:
+    /// keep ServiceSets that may contend for one release in the same shard.
+    #[arg(long)]
+    shard_selector: Option<String>,
     /// The namespace k0rdent runs in (self-management ServiceSets live there).
     #[arg(long, default_value = "kcm-system")]
     system_namespace: String,
@@ -84,6 +89,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         resync: Duration::from_secs(args.resync_seconds),
         smp_interval: Duration::from_secs(args.smp_interval_seconds),
         oci_poll: Duration::from_secs(args.oci_poll_seconds),
+        shard_selector: args.shard_selector.clone(),
         metrics_addr: match args.metrics_bind_address.as_str() {
             "off" | "0" | "" => None,
             addr => Some(addr.parse().with_context(|| format!("--metrics-bind-address {addr:?}"))?),

@@ -4,6 +4,7 @@
 use super::Settings;
 use super::arbiter::Arbiter;
 use super::children::{ChildKinds, Waker};
+use super::events::Events;
 use super::plugins::{self, Plugins};
 use super::provider::ProviderCache;
 use crate::adapter_plugin::AdapterPlugin;
@@ -44,6 +45,8 @@ pub struct Context {
     pub wake: Waker,
     /// The process's metrics.
     pub metrics: Arc<Metrics>,
+    /// Kubernetes Events on transitions.
+    pub events: Events,
     /// How the controller runs.
     pub settings: Settings,
     /// The caches.
@@ -71,10 +74,11 @@ impl Context {
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
-            client,
             plugins,
             wake,
             metrics,
+            events: Events::new(client.clone(), &settings.identity.name),
+            client,
             settings,
             caches,
             arbiter,

@@ -9,6 +9,7 @@
 //! - [`children`]: the plugins' kinds: their caches, server-side apply and delete;
 //! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
 //! - [`status`]: ServiceSet status writes, only when the status changed;
+//! - [`events`]: Kubernetes Events on transitions;
 //! - `access`: the host's own permissions (SelfSubjectAccessReview);
 //! - [`provider`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status).
 
@@ -16,6 +17,7 @@ mod access;
 pub mod arbiter;
 pub mod children;
 pub mod context;
+pub mod events;
 pub mod finalizer;
 pub mod plugins;
 pub mod provider;
@@ -71,6 +73,8 @@ pub struct Settings {
     pub oci_poll: Duration,
     /// Where to serve `/metrics`, `/healthz` and `/readyz`; `None`: not served.
     pub metrics_addr: Option<SocketAddr>,
+    /// Label selector of the ServiceSets this process serves (sharding); `None`: all.
+    pub shard_selector: Option<String>,
 }
 
 impl Settings {
@@ -92,17 +96,22 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let (wake, woken) = unbounded();
     let arbiter = Arc::new(Arbiter::new(wake.clone()));
+    // A shard sees only its ServiceSets: everything keyed by ServiceSet follows from that.
+    let shard = match &settings.shard_selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => all(),
+    };
     let released = arbiter.clone();
-    let (service_sets, service_set_events, service_sets_listed) = cache::<ServiceSet>(&client, move |event| {
+    let (service_sets, service_set_events, service_sets_listed) = cache::<ServiceSet>(&client, shard, move |event| {
         // A ServiceSet gone by any path gives up its claims.
         if let watcher::Event::Delete(service_set) = event {
             released.release(service_set);
         }
     });
-    let (providers, provider_events, providers_listed) = cache::<StateManagementProvider>(&client, |_| {});
-    let (templates, template_events, templates_listed) = cache::<ServiceTemplate>(&client, |_| {});
+    let (providers, provider_events, providers_listed) = cache::<StateManagementProvider>(&client, all(), |_| {});
+    let (templates, template_events, templates_listed) = cache::<ServiceTemplate>(&client, all(), |_| {});
     let (gone, deleted_plugins) = unbounded();
-    let (adapter_plugins, plugin_events, plugins_listed) = cache::<AdapterPlugin>(&client, move |event| {
+    let (adapter_plugins, plugin_events, plugins_listed) = cache::<AdapterPlugin>(&client, all(), move |event| {
         if let watcher::Event::Delete(plugin) = event {
             let _ = gone.unbounded_send(plugin.name_any());
         }
@@ -178,11 +187,17 @@ async fn log_error<T, E: std::fmt::Display>(result: Result<T, E>) {
     }
 }
 
-/// A cache of every object of kind `K` (managedFields dropped: the host never reads them), the
-/// stream of its changes (which fills the cache, so it must be polled), and a flag that turns
-/// true once the cache holds a complete list. `on_event` sees every event once it is cached.
+/// Every object of a kind.
+fn all() -> watcher::Config {
+    watcher::Config::default()
+}
+
+/// A cache of the objects of kind `K` that `config` selects (managedFields dropped: the host
+/// never reads them), the stream of its changes (which fills the cache, so it must be polled),
+/// and a flag that turns true once the cache holds a complete list. `on_event` sees every event once it is cached.
 fn cache<K>(
     client: &Client,
+    config: watcher::Config,
     on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static, watch::Receiver<bool>)
 where
@@ -190,7 +205,7 @@ where
 {
     let (reader, writer) = reflector::store();
     let (listed, is_listed) = watch::channel(false);
-    let events = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+    let events = watcher(Api::<K>::all(client.clone()), config)
         .default_backoff()
         .modify(|object| object.managed_fields_mut().clear())
         .reflect(writer)

@@ -9,6 +9,7 @@ use crate::adapter_plugin::{AdapterPlugin, AdapterPluginStatus, PluginInfo, Pull
 use crate::builtin;
 use crate::metrics::Metered;
 use crate::oci::{self, Credentials};
+use crate::plan::events::adapter_plugin_events;
 use crate::plan::status::{condition, set_condition};
 use crate::runtime::{Limits, Runtime};
 use crate::serving::{Assignment, ServingPlugin, assignment, limits};
@@ -322,6 +323,7 @@ async fn write_status(ctx: &Context, plugin: &AdapterPlugin, attempt: &Attempt) 
     if plugin.status.as_ref() == Some(&status) {
         return Ok(());
     }
+    let notes = adapter_plugin_events(plugin.status.as_ref(), &status);
     let mut object = AdapterPlugin::new(&name, plugin.spec.clone());
     object.meta_mut().resource_version = plugin.resource_version();
     object.status = Some(status);
@@ -329,7 +331,11 @@ async fn write_status(ctx: &Context, plugin: &AdapterPlugin, attempt: &Attempt) 
     match api.replace_status(&name, &PostParams::default(), &object).await {
         // Changed meanwhile: the change comes back through the watch.
         Err(kube::Error::Api(e)) if e.is_conflict() => Ok(()),
-        result => result.map(drop),
+        Err(e) => Err(e),
+        Ok(_) => {
+            ctx.events.publish(plugin, "Load", &notes).await;
+            Ok(())
+        }
     }
 }
 

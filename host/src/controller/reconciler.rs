@@ -6,6 +6,7 @@ use super::status::{self, Written};
 use super::{finalizer, provider};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::plan::claims::{Key, ServiceClaims};
+use crate::plan::events;
 use crate::plan::reconcile::{ChildRef, Observed, Plan, TRANSLATED, deletion, reconcile as decide};
 use crate::plan::status::{condition, remove_condition, set_condition};
 use crate::plugin::{CallError, call_blocking};
@@ -118,7 +119,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
         Ok(serving) => serving,
         Err(problem) => {
             // Nothing to translate with: the children stay; a plugin change wakes this again.
-            report(&api, service_set, "PluginNotReady", &problem).await;
+            report(ctx, &api, service_set, "PluginNotReady", &problem).await;
             return Ok(Action::await_change());
         }
     };
@@ -129,7 +130,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
         }
         Ok(plan) => plan,
         Err(call) => {
-            report(&api, service_set, "PluginError", &call.to_string()).await;
+            report(ctx, &api, service_set, "PluginError", &call.to_string()).await;
             return Err(call.into());
         }
     };
@@ -201,7 +202,7 @@ async fn carry_out(
             );
         }
     }
-    write_status(api, service_set, status).await?;
+    write_status(ctx, api, service_set, status).await?;
     match refused {
         None => Ok(Action::requeue(ctx.settings.resync)),
         Some(message) => Err(Error::Refused(message)),
@@ -214,7 +215,7 @@ async fn carry_out(
 async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<ServiceSet>) -> Result<Action, Error> {
     let plan = deletion(service_set, &ctx.caches.children.cached(service_set), &now());
     delete_children(&plan.delete, ctx).await?;
-    write_status(api, service_set, plan.status).await?;
+    write_status(ctx, api, service_set, plan.status).await?;
     let remaining = ctx.caches.children.live(service_set).await?;
     if !remaining.is_empty() {
         let names: Vec<String> = remaining.iter().map(describe).collect();
@@ -237,19 +238,27 @@ async fn delete_children(children: &[ChildRef], ctx: &Context) -> Result<(), Err
     Ok(())
 }
 
-async fn write_status(api: &Api<ServiceSet>, service_set: &ServiceSet, status: ServiceSetStatus) -> Result<(), Error> {
+/// Writes the status when it changed, and publishes the transitions as Events.
+async fn write_status(
+    ctx: &Context,
+    api: &Api<ServiceSet>,
+    service_set: &ServiceSet,
+    status: ServiceSetStatus,
+) -> Result<(), Error> {
+    let notes = events::service_set_events(service_set.status.as_ref(), &status);
     if status::write(api, service_set, status).await.map_err(stale_or_api)? == Written::Replaced {
         tracing::debug!("status written");
+        ctx.events.publish(service_set, "Reconcile", &notes).await;
     }
     Ok(())
 }
 
 /// No plugin, or one that fails outright: the children stay as they are; the status says why.
-async fn report(api: &Api<ServiceSet>, service_set: &ServiceSet, reason: &str, message: &str) {
+async fn report(ctx: &Context, api: &Api<ServiceSet>, service_set: &ServiceSet, reason: &str, message: &str) {
     let mut status = service_set.status.clone().unwrap_or_default();
     let generation = service_set.meta().generation;
     set_condition(&mut status.conditions, condition(TRANSLATED, "False", reason, message, generation, &now()));
-    if let Err(e) = status::write(api, service_set, status).await {
+    if let Err(e) = write_status(ctx, api, service_set, status).await {
         tracing::warn!("writing {reason} to the status: {e}");
     }
 }

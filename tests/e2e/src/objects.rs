@@ -35,6 +35,8 @@ pub enum Kind {
     ConfigMap,
     /// `v1` Namespace (cluster-scoped).
     Namespace,
+    /// `events.k8s.io/v1` Event.
+    Event,
     /// `apiextensions.k8s.io/v1` CustomResourceDefinition (cluster-scoped).
     CustomResourceDefinition,
 }
@@ -46,7 +48,7 @@ impl Kind {
     /// The kinds of children the Flux plugin creates.
     pub const CHILDREN: [Kind; 2] = [Kind::HelmRelease, Kind::Kustomization];
 
-    const ALL: [Kind; 10] = [
+    const ALL: [Kind; 11] = [
         Kind::ServiceSet,
         Kind::ServiceTemplate,
         Kind::StateManagementProvider,
@@ -56,6 +58,7 @@ impl Kind {
         Kind::Deployment,
         Kind::ConfigMap,
         Kind::Namespace,
+        Kind::Event,
         Kind::CustomResourceDefinition,
     ];
 
@@ -72,6 +75,7 @@ impl Kind {
             Kind::Deployment => ("apps", "v1", "Deployment", "deployments", true),
             Kind::ConfigMap => ("", "v1", "ConfigMap", "configmaps", true),
             Kind::Namespace => ("", "v1", "Namespace", "namespaces", false),
+            Kind::Event => ("events.k8s.io", "v1", "Event", "events", true),
             Kind::CustomResourceDefinition => {
                 ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false)
             }

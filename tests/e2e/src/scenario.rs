@@ -117,6 +117,21 @@ impl Scenario {
         children
     }
 
+    /// Waits until an Event with `reason` about the object `name` exists in `namespace`
+    /// (cluster-scoped objects' Events go to `default`); returns its note.
+    pub async fn wait_event(&self, namespace: &str, name: &str, reason: &str) -> String {
+        let desc = format!("an Event {reason} about {name} in {namespace}");
+        self.wait_for(&desc, WAIT, async || {
+            let events = self.list(Kind::Event, namespace, "").await;
+            let found = events.iter().find(|e| e["regarding"]["name"] == name && e["reason"] == reason);
+            match found {
+                Some(event) => Ok(event["note"].as_str().unwrap_or_default().to_string()),
+                None => Err(json!(events.iter().map(|e| format!("{} {}", e["regarding"]["name"], e["reason"])).collect::<Vec<_>>())),
+            }
+        })
+        .await
+    }
+
     /// The adapter under test.
     pub fn adapter(&self) -> &Adapter {
         &self.adapter

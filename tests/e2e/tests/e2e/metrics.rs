@@ -1,5 +1,5 @@
 //! Scenario 15: after a ServiceSet is deployed, `/metrics` shows the listed series, `/readyz` says
-//! ready and `/healthz` answers.
+//! ready, `/healthz` answers, and the transitions are Events on the ServiceSet.
 
 use ksm_e2e::fixtures::two_services;
 use ksm_e2e::flux::FluxState;
@@ -15,6 +15,11 @@ async fn metrics_show_the_listed_series_after_a_run() {
         t.set_flux("web", service, FluxState::Ready).await;
     }
     t.wait_service_set("web", "deployed", |ss| ss["status"]["deployed"] == true).await;
+    // Transitions are Events on the ServiceSet.
+    let note = t.wait_event(t.namespace(), "web", "Deployed").await;
+    assert_eq!(note, "all 2 services deployed");
+    let note = t.wait_event(t.namespace(), "web", "ServiceDeployed").await;
+    assert!(note.contains("→ Deployed"), "{note}");
     let base = t.adapter().metrics_url();
     assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
     assert_eq!(get(&format!("{base}/readyz")).await.0, 200);

@@ -92,6 +92,8 @@ async fn a_config_map_plugin_is_loaded_hot_and_a_bad_update_keeps_the_previous_v
     assert_eq!((status["ready"].as_bool(), status["sha256"].as_str()), (Some(false), Some(first_digest.as_str())));
     let error = status["error"].as_str().unwrap();
     assert!(error.contains("not a WASM component") && error.contains("keeps serving"), "{error}");
+    let note = t.wait_event("default", &provider, "CompileFailed").await;
+    assert!(note.contains("not a WASM component"), "{note}");
     hostile_service_set(&t, &provider, "after-bad-update").await;
     wait_hostile_child(&t, "after-bad-update").await;
 
