@@ -4,6 +4,7 @@ use super::identity::IdentityArgs;
 use super::plugin_cmd::LimitArgs;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use ksm_adapter::controller::leader::{self, Election};
 use ksm_adapter::controller::{self, Mode, Settings};
 use ksm_adapter::metrics::{Metrics, verb_of};
 use ksm_adapter::runtime::{DiskCache, Runtime};
@@ -51,6 +52,18 @@ pub struct RunArgs {
     /// keep ServiceSets that may contend for one release in the same shard.
     #[arg(long)]
     shard_selector: Option<String>,
+    /// Run only while holding a Lease in the adapter's namespace, so that one of several
+    /// replicas is active (the others wait and take over within seconds of a release, or
+    /// after the lease duration if the leader dies).
+    #[arg(long)]
+    leader_elect: bool,
+    /// Name of the leader-election Lease [default: the adapter name].
+    #[arg(long)]
+    leader_election_id: Option<String>,
+    /// How long the Lease holds after the leader's last renewal, in seconds (renewed every
+    /// third of it).
+    #[arg(long, default_value_t = 15)]
+    leader_election_lease_seconds: u64,
     /// The namespace k0rdent runs in (self-management ServiceSets live there).
     #[arg(long, default_value = "kcm-system")]
     system_namespace: String,
@@ -90,6 +103,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         smp_interval: Duration::from_secs(args.smp_interval_seconds),
         oci_poll: Duration::from_secs(args.oci_poll_seconds),
         shard_selector: args.shard_selector.clone(),
+        election: args.leader_elect.then(|| election(&args)),
         metrics_addr: match args.metrics_bind_address.as_str() {
             "off" | "0" | "" => None,
             addr => Some(addr.parse().with_context(|| format!("--metrics-bind-address {addr:?}"))?),
@@ -107,6 +121,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         controller::run(client, runtime, args.limits.limits(), settings, metrics).await
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Lease `--leader-election-id` (default: the adapter name) in the adapter's namespace, as
+/// this process (the pod name from `HOSTNAME`, made unique per process).
+fn election(args: &RunArgs) -> Election {
+    let identity = args.identity.identity();
+    let lease = args.leader_election_id.clone().unwrap_or_else(|| identity.name.clone());
+    let pod = std::env::var("HOSTNAME").unwrap_or_else(|_| identity.name.clone());
+    Election {
+        lease_duration: Duration::from_secs(args.leader_election_lease_seconds),
+        ..Election::new(identity.namespace, lease, leader::unique_identity(&pod))
+    }
 }
 
 /// The API client, counting its requests by verb in `metrics`.

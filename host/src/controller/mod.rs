@@ -10,6 +10,7 @@
 //! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
 //! - [`status`]: ServiceSet status writes, only when the status changed;
 //! - [`events`]: Kubernetes Events on transitions;
+//! - [`leader`]: leader election on a Lease (one active replica);
 //! - `access`: the host's own permissions (SelfSubjectAccessReview);
 //! - [`provider`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status).
 
@@ -19,6 +20,7 @@ pub mod children;
 pub mod context;
 pub mod events;
 pub mod finalizer;
+pub mod leader;
 pub mod plugins;
 pub mod provider;
 pub mod reconciler;
@@ -41,7 +43,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
@@ -75,6 +77,8 @@ pub struct Settings {
     pub metrics_addr: Option<SocketAddr>,
     /// Label selector of the ServiceSets this process serves (sharding); `None`: all.
     pub shard_selector: Option<String>,
+    /// Leader election: only the holder of this Lease runs; `None`: this process always runs.
+    pub election: Option<leader::Election>,
 }
 
 impl Settings {
@@ -94,6 +98,16 @@ pub async fn run(
     settings: Settings,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<()> {
+    // Probes answer from the start: a standby waiting for the Lease is alive and ready to take
+    // over; the leader is ready once its caches are listed and its plugins loaded.
+    let serving: Arc<OnceLock<Arc<Context>>> = Arc::default();
+    if let Some(addr) = settings.metrics_addr {
+        serve_metrics(addr, metrics.clone(), serving.clone(), settings.election.is_some()).await?;
+    }
+    let leadership = match &settings.election {
+        Some(election) => Some(leader::acquire(client.clone(), election.clone()).await?),
+        None => None,
+    };
     let (wake, woken) = unbounded();
     let arbiter = Arc::new(Arbiter::new(wake.clone()));
     // A shard sees only its ServiceSets: everything keyed by ServiceSet follows from that.
@@ -120,7 +134,7 @@ pub async fn run(
     let notify = provider_changed.clone();
     let provider_events = provider_events.inspect(move |_| notify.notify_one());
 
-    let (mode, concurrency, metrics_addr) = (settings.mode, settings.concurrency, settings.metrics_addr);
+    let (mode, concurrency) = (settings.mode, settings.concurrency);
     let (plugin_wake, plugins_woken) = unbounded();
     let caches = Caches {
         service_sets: service_sets.clone(),
@@ -130,18 +144,8 @@ pub async fn run(
         children: ChildKinds::new(&client, wake.clone()),
     };
     let plugins = Plugins::new(runtime, limits, plugin_wake);
-    let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake), metrics.clone()));
-    if let Some(addr) = metrics_addr {
-        let (scraped, probed) = (ctx.clone(), ctx.clone());
-        let refresh = Arc::new(move || scraped.metrics.service_sets(&scraped.service_set_states()));
-        let ready = Arc::new(move || probed.is_ready());
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--metrics-bind-address {addr}"))?;
-        tokio::spawn(async move {
-            if let Err(e) = crate::metrics::serve(listener, metrics, refresh, ready).await {
-                tracing::error!("the metrics endpoint stopped: {e}");
-            }
-        });
-    }
+    let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake), metrics));
+    let _ = serving.set(ctx.clone());
     let listed = vec![service_sets_listed, providers_listed, templates_listed, plugins_listed];
     tokio::spawn(context::prepare(ctx.clone(), listed));
     tokio::spawn({
@@ -176,8 +180,45 @@ pub async fn run(
         .run(plugins::reconcile, |_, error, _| plugins::error_policy(error), ctx)
         .for_each(log_error);
     tracing::info!("controller started");
-    futures::join!(service_set_controller, plugin_controller);
+    let controllers = futures::future::join(service_set_controller, plugin_controller);
+    let Some(leadership) = leadership else {
+        controllers.await;
+        tracing::info!("controller stopped");
+        return Ok(());
+    };
+    let outcome = tokio::select! {
+        _ = controllers => Ok(()),
+        () = leadership.lost() => Err(anyhow::anyhow!("lost the leader Lease; exiting so that only the new leader writes")),
+    };
+    // Graceful shutdown (SIGTERM): reconciles in flight have finished; hand over at once.
+    if let Err(e) = leadership.release().await {
+        tracing::warn!("releasing the leader Lease: {e:#}");
+    }
     tracing::info!("controller stopped");
+    outcome
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `addr`, reading the controller's context once
+/// `serving` holds it; until then `/readyz` answers `standby` (waiting for the Lease).
+async fn serve_metrics(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    serving: Arc<OnceLock<Arc<Context>>>,
+    standby: bool,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--metrics-bind-address {addr}"))?;
+    let scraped = serving.clone();
+    let refresh = Arc::new(move || {
+        if let Some(ctx) = scraped.get() {
+            ctx.metrics.service_sets(&ctx.service_set_states());
+        }
+    });
+    let ready = Arc::new(move || serving.get().map_or(standby, |ctx| ctx.is_ready()));
+    tokio::spawn(async move {
+        if let Err(e) = crate::metrics::serve(listener, metrics, refresh, ready).await {
+            tracing::error!("the metrics endpoint stopped: {e}");
+        }
+    });
     Ok(())
 }
 

@@ -218,6 +218,41 @@ pub(crate) fn apply(
     Ok(result)
 }
 
+/// What an *Update* (PUT, JSON, merge or strategic merge patch) from `old` to `new` does to the Apply managers in
+/// `new`'s `managedFields`, as in Kubernetes: a field the update sets, changes or removes is no longer owned by
+/// them (an entry left with nothing is dropped). Kubernetes would then record the updater as the field's owner;
+/// Update managers are not recorded here. This is what lets another manager apply a field that an update changed
+/// or removed (e.g. a Lease's `holderIdentity`, taken by apply and cleared by a patch) without a conflict.
+pub(crate) fn disown_updated(old: &Value, new: &mut Value) {
+    let (before, after) = (applied_paths(old), applied_paths(new));
+    let changed: Vec<&Path> = before.union(&after).filter(|p| get(old, p) != get(new, p)).collect();
+    let Some(entries) = new["metadata"]["managedFields"].as_array() else { return };
+    if changed.is_empty() {
+        return;
+    }
+    let managed: Vec<Value> = entries
+        .iter()
+        .filter_map(|entry| {
+            let mut owned = BTreeSet::new();
+            from_fields_v1(entry.get("fieldsV1").unwrap_or(&Value::Null), &mut Vec::new(), &mut owned);
+            let kept: BTreeSet<Path> =
+                owned.iter().filter(|o| !changed.iter().any(|c| overlaps(c, o))).cloned().collect();
+            if kept.len() == owned.len() {
+                return Some(entry.clone());
+            }
+            let mut entry = entry.clone();
+            entry["fieldsV1"] = to_fields_v1(&kept);
+            (!kept.is_empty()).then_some(entry)
+        })
+        .collect();
+    let metadata = new["metadata"].as_object_mut().expect("objects have metadata");
+    if managed.is_empty() {
+        metadata.remove("managedFields");
+    } else {
+        metadata.insert("managedFields".into(), json!(managed));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,5 +277,28 @@ mod tests {
         assert_eq!(conflict.code, 409);
         let forced = apply(Some(&third), &json!({"spec": {"c": 4}}), "m1", "", true).unwrap();
         assert_eq!(forced["spec"]["c"], 4);
+    }
+
+    #[test]
+    fn an_update_disowns_what_it_changes_or_removes() {
+        let applied = json!({"metadata": {"labels": {"l": "x"}}, "spec": {"holder": "a", "renewed": 1, "keep": true}});
+        let old = apply(None, &applied, "a", "", false).unwrap();
+        // An update (here: a merge patch) clears `holder`, changes `renewed`, leaves `keep` and the label alone.
+        let mut new = old.clone();
+        json_patch::merge(&mut new, &json!({"spec": {"holder": null, "renewed": 2}}));
+        disown_updated(&old, &mut new);
+        let mut owned = BTreeSet::new();
+        from_fields_v1(&new["metadata"]["managedFields"][0]["fieldsV1"], &mut Vec::new(), &mut owned);
+        let owned: Vec<String> = owned.iter().map(|p| p.join(".")).collect();
+        assert_eq!(owned, ["metadata.labels.l", "spec.keep"]);
+        // Another manager now applies `holder` without a conflict.
+        let taken = apply(Some(&new), &json!({"spec": {"holder": "b"}}), "b", "", false).unwrap();
+        assert_eq!(taken["spec"]["holder"], "b");
+
+        // An update of everything `a` owned drops its entry.
+        let mut bare = old.clone();
+        json_patch::merge(&mut bare, &json!({"metadata": {"labels": null}, "spec": null}));
+        disown_updated(&old, &mut bare);
+        assert!(bare["metadata"].get("managedFields").is_none());
     }
 }

@@ -49,7 +49,8 @@
 //!   are owned whole). Maps merge key by key. Only `labels`, `annotations`, `finalizers` and `ownerReferences`
 //!   of `metadata` can be applied. Conflicts arise only with other *Apply* managers owning an overlapping path
 //!   with a different value; `Update` operations (PUT, merge/JSON patch) are not recorded as managers, so they
-//!   never cause conflicts, and their writes keep the existing managedFields. A field a manager stops applying is
+//!   never cause conflicts; as in Kubernetes, a field an update sets, changes or removes is no longer owned by the
+//!   Apply managers that had it (Kubernetes would make the updater its owner). A field a manager stops applying is
 //!   removed unless another Apply manager owns it (parent maps left empty are kept). `dryRun` is ignored everywhere.
 //! - **Delete**: `DeleteOptions` are ignored except `propagationPolicy: Orphan`; `Foreground` is treated as
 //!   `Background`. Garbage collection runs synchronously when an object is removed: every object whose

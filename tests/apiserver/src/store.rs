@@ -359,6 +359,9 @@ impl Store {
                 new
             }
         };
+        if part != Part::Whole {
+            crate::apply::disown_updated(&old, &mut new);
+        }
         if noop_view(&new) == noop_view(&old) {
             return Ok(Self::render(kind, &old));
         }

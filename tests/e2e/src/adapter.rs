@@ -1,8 +1,9 @@
 //! The `ksm-adapter run` process under test.
 //!
-//! Its stdout and stderr go to `adapter.log` in the test's work directory. The process is killed
-//! when the [`Adapter`] is dropped; if that happens because the test panicked, the log's path and
-//! last lines are printed (unless a failed wait already included them in its panic message).
+//! Its stdout and stderr go to `adapter.log` in the test's work directory (`adapter-<n>.log` for
+//! further adapters of the same test). The process is killed when the [`Adapter`] is dropped; if
+//! that happens because the test panicked, the log's path and last lines are printed (unless a
+//! failed wait already included them in its panic message).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -84,8 +85,17 @@ impl Adapter {
     /// Starts `ksm-adapter run` against `env` as adapter `ksm-adapter` in the test's namespace,
     /// logging at [`log_filter`].
     pub fn start(env: &Env, mode: Mode) -> Self {
-        let log = env.workdir().join("adapter.log");
-        let file = File::create(&log).unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
+        Self::start_with(env, mode, &[])
+    }
+
+    /// [`start`](Self::start) with `extra_args` after the usual ones (`--kubeconfig`,
+    /// `--adapter-name`, `--adapter-namespace`, `--mode`, `--metrics-bind-address`, which
+    /// `extra_args` must not repeat), e.g. to start several replicas with leader election.
+    ///
+    /// The first adapter of a test logs to `adapter.log` in its work directory, the next ones
+    /// (replicas, restarts) to `adapter-2.log`, `adapter-3.log`, ...
+    pub fn start_with(env: &Env, mode: Mode, extra_args: &[&str]) -> Self {
+        let (log, file) = new_log(env.workdir());
         let stderr = file.try_clone().expect("a second handle on the log");
         let metrics = free_port();
         let child = Command::new(binary())
@@ -94,6 +104,7 @@ impl Adapter {
             .arg(env.kubeconfig())
             .args(["--adapter-name", ADAPTER_NAME, "--adapter-namespace", env.namespace(), "--mode", mode.flag()])
             .args(["--metrics-bind-address", &metrics.to_string()])
+            .args(extra_args)
             .env("KSM_LOG", log_filter())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -102,6 +113,26 @@ impl Adapter {
             .spawn()
             .expect("starting ksm-adapter run");
         Self { child: Mutex::new(child), log, metrics, reported: AtomicBool::new(false) }
+    }
+
+    /// Sends SIGTERM (a graceful shutdown, as Kubernetes does when it stops a pod) and returns
+    /// at once: see [`exited`](Self::exited) for when it is done. Does nothing if the process
+    /// has exited already.
+    pub fn terminate(&self) {
+        let mut child = self.child.lock().expect("child lock");
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap_or_else(|e| panic!("running kill -TERM {}: {e}", child.id()));
+        assert!(status.success(), "kill -TERM {} failed ({status})", child.id());
+    }
+
+    /// Where its stdout and stderr go.
+    pub fn log_path(&self) -> &Path {
+        &self.log
     }
 
     /// `http://<addr>` of its `/metrics`, `/healthz` and `/readyz` endpoint.
@@ -149,6 +180,19 @@ pub async fn http_get(url: &str) -> (u16, String) {
     let code = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("a status line");
     let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     (code, body)
+}
+
+/// A new log file in `workdir`: `adapter.log`, else `adapter-2.log`, `adapter-3.log`, ...
+fn new_log(workdir: &Path) -> (PathBuf, File) {
+    for n in 1.. {
+        let log = workdir.join(if n == 1 { "adapter.log".to_string() } else { format!("adapter-{n}.log") });
+        match File::options().write(true).create_new(true).open(&log) {
+            Ok(file) => return (log, file),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => panic!("creating {}: {e}", log.display()),
+        }
+    }
+    unreachable!("some adapter-<n>.log is free")
 }
 
 /// A loopback address with a port free right now (tests start many adapters at once).

@@ -36,6 +36,11 @@ impl Scenario {
     /// `<namespace>-flux` names the adapter; in observe mode the test plays kcm and marks it
     /// ready, in manage mode its status is left to the host.
     pub async fn start(test: &str, mode: Mode) -> Self {
+        Self::start_with(test, mode, &[]).await
+    }
+
+    /// [`start`](Self::start), with `extra_args` for the adapter (e.g. `--shard-selector`).
+    pub async fn start_with(test: &str, mode: Mode, extra_args: &[&str]) -> Self {
         let env = Env::start(test).await;
         for template in service_templates(env.namespace()) {
             env.create(template).await;
@@ -44,8 +49,13 @@ impl Scenario {
             set_workload_ready(&env, workload, true).await;
         }
         let smp = create_smp(&env, "flux", ADAPTER_NAME, (mode == Mode::Observe).then_some(true)).await;
-        let adapter = Adapter::start(&env, mode);
+        let adapter = Adapter::start_with(&env, mode, extra_args);
         Self { adapter, env, smp }
+    }
+
+    /// Starts another adapter process (same identity) with `extra_args`, in observe mode.
+    pub fn start_another_adapter(&self, extra_args: &[&str]) -> Adapter {
+        Adapter::start_with(&self.env, Mode::Observe, extra_args)
     }
 
     /// The SMP serving the scenario's ServiceSets.

@@ -102,3 +102,40 @@ async fn strategic_merge_patch_acts_as_merge_patch() {
         cms.patch("c", &PatchParams::default(), &Patch::Strategic(json!({"data": {"x": "1"}}))).await.unwrap();
     assert_eq!(patched.data.unwrap()["x"], "1");
 }
+
+/// The writes of leader election with `kube-lease-manager`: a free Lease is taken by a (not forced) apply, renewed
+/// and released by strategic merge patches. As in Kubernetes, a field a patch removes is no longer owned by its
+/// applier, so the next contender's apply succeeds; two appliers of different holders conflict.
+#[tokio::test]
+async fn a_lease_taken_by_apply_and_cleared_by_a_patch_can_be_taken_by_another_manager() {
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    let (_server, client) = start().await;
+    let leases: Api<Lease> = Api::default_namespaced(client);
+    let take = |holder: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": {
+            "holderIdentity": holder, "renewTime": "2026-01-01T00:00:00.000000Z", "leaseDurationSeconds": 15}})
+    };
+    let holder = |lease: &Lease| lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+    leases
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "l"}})).unwrap())
+        .await
+        .unwrap();
+
+    let taken = leases.patch("l", &PatchParams::apply("a"), &Patch::Apply(take("a"))).await.unwrap();
+    assert_eq!(holder(&taken).as_deref(), Some("a"));
+    assert_eq!(code(leases.patch("l", &PatchParams::apply("b"), &Patch::Apply(take("b"))).await), 409);
+
+    // A renewal by a's strategic patch changes renewTime only: b still conflicts on holderIdentity.
+    let renew = json!({"spec": {"renewTime": "2026-01-01T00:00:05.000000Z"}});
+    leases.patch("l", &PatchParams::default(), &Patch::Strategic(renew)).await.unwrap();
+    assert_eq!(code(leases.patch("l", &PatchParams::apply("b"), &Patch::Apply(take("b"))).await), 409);
+
+    // Released: holderIdentity and the times removed by a patch; nobody owns them any more.
+    let release = json!({"spec": {"holderIdentity": null, "renewTime": null, "leaseDurationSeconds": null}});
+    let released = leases.patch("l", &PatchParams::default(), &Patch::Strategic(release)).await.unwrap();
+    assert_eq!(holder(&released), None);
+    assert!(released.metadata.managed_fields.is_none(), "{:?}", released.metadata.managed_fields);
+    let retaken = leases.patch("l", &PatchParams::apply("b"), &Patch::Apply(take("b"))).await.unwrap();
+    assert_eq!(holder(&retaken).as_deref(), Some("b"));
+}

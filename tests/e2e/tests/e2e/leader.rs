@@ -1,0 +1,56 @@
+//! Scenario 17: two replicas with `--leader-elect`: only the leader writes; when it stops
+//! (SIGTERM: it finishes, releases the Lease and exits), the standby takes over within seconds.
+
+use ksm_e2e::adapter::Adapter;
+use ksm_e2e::fixtures::two_services;
+use ksm_e2e::wait::wait_for;
+use ksm_e2e::{Mode, Scenario, WAIT};
+use std::time::{Duration, Instant};
+
+const ELECT: &[&str] = &["--leader-elect", "--leader-election-lease-seconds", "3"];
+
+/// Waits until the adapter's log contains `text` (not through the scenario's waits, which stop
+/// at once when the first adapter exits: here it does on purpose).
+async fn wait_log(adapter: &Adapter, text: &str) {
+    wait_for(&format!("{text:?} in {}", adapter.log_path().display()), WAIT, async || {
+        let log = std::fs::read_to_string(adapter.log_path()).unwrap_or_default();
+        if log.contains(text) { Ok(()) } else { Err(serde_json::json!(adapter.log_tail(5))) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_leader_writes_and_the_standby_takes_over_when_it_stops() {
+    let t = Scenario::start_with("leader", Mode::Observe, ELECT).await;
+    wait_log(t.adapter(), "acquired").await;
+    let standby = t.start_another_adapter(ELECT);
+    wait_log(&standby, "waiting for leadership").await;
+
+    t.create_service_set("web", two_services()).await;
+    t.wait_converged("web").await;
+    let standby_log = std::fs::read_to_string(standby.log_path()).unwrap();
+    assert!(!standby_log.contains("status written"), "the standby wrote:\n{standby_log}");
+    assert!(!standby_log.contains("controller started"), "the standby started its controller:\n{standby_log}");
+
+    let stopped = Instant::now();
+    t.adapter().terminate();
+    wait_for("the leader to exit after SIGTERM", WAIT, async || match t.adapter().exited() {
+        Some(status) => Ok(status),
+        None => Err(serde_json::json!("running")),
+    })
+    .await;
+    let leader_log = t.adapter().log_tail(20);
+    assert!(leader_log.contains("released"), "the leader released its Lease:\n{leader_log}");
+    wait_log(&standby, "acquired").await;
+    assert!(stopped.elapsed() < Duration::from_secs(3), "hand-over took {:?} (lease 3 s)", stopped.elapsed());
+
+    // The new leader serves: a new ServiceSet converges through it alone.
+    t.create_service_set("api", two_services()).await;
+    let written_before = std::fs::read_to_string(standby.log_path()).unwrap().matches("status written").count();
+    wait_for("api's status written by the new leader", WAIT, async || {
+        let log = std::fs::read_to_string(standby.log_path()).unwrap_or_default();
+        let written = log.matches("status written").count();
+        if written > written_before { Ok(()) } else { Err(serde_json::json!(standby.log_tail(5))) }
+    })
+    .await;
+}
