@@ -315,6 +315,28 @@ mod tests {
     }
 
     #[test]
+    fn an_adapter_plugins_config_is_a_default_under_the_service_sets_own() {
+        let spec: crate::adapter_plugin::AdapterPluginSpec =
+            serde_json::from_value(json!({"source": {"builtin": "flux"}, "config": {"interval": "7m", "timeout": "3m"}}))
+                .unwrap();
+        let plugin = std::sync::Arc::new(NativePlugin::<FluxPlugin>::new());
+        let serving = ServingPlugin::configured("flux", plugin, &spec);
+        let ready = smp(true, false);
+        let observed = Observed {
+            smp: Some(&ready),
+            smp_diagnosis: None,
+            template: &template,
+            children: &[],
+            arbitrate: &|_| Arbitration::default(),
+        };
+        let mut ss = service_set(ingress());
+        ss.spec.provider.config = Some(json!({"timeout": "9m"}));
+        let p = reconcile(&serving, &ss, &observed, "kcm-system", &at(100)).unwrap();
+        assert_eq!(p.apply[0]["spec"]["interval"], "7m", "the AdapterPlugin's default");
+        assert_eq!(p.apply[0]["spec"]["timeout"], "9m", "the ServiceSet's own value wins");
+    }
+
+    #[test]
     fn a_new_service_set_applies_owned_children_and_waits_for_them() {
         let ready = smp(true, false);
         let p = plan(&service_set(ingress()), Some(&ready), &[]);
