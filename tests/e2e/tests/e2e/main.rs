@@ -4,6 +4,7 @@
 //! Each test starts its own adapter in its own namespace, plays kcm (SMP status) and Flux
 //! (HelmRelease status) itself, and waits at most 30 s for anything.
 
+mod argocd;
 mod bad_input;
 mod changes;
 mod conflicts;

@@ -1,0 +1,58 @@
+//! Scenario 18: the Argo CD plugin, written in JavaScript and built from source, pulled from a
+//! loopback registry (it is larger than a ConfigMap may be) and serving a `ksm-argocd` SMP beside
+//! the built-in Flux plugin serving the scenario's own SMP.
+
+use ksm_e2e::fixtures::{self, ingress_service};
+use ksm_e2e::objects::{Kind, ObjRef};
+use ksm_e2e::status::service_state;
+use ksm_e2e::{Mode, Scenario, WAIT};
+use serde_json::{Value, json};
+
+const ARGOCD: &[u8] = include_bytes!(env!("KSM_ARGOCD_WASM"));
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_argocd_plugin_in_javascript_serves_beside_flux() {
+    if ksm_e2e::skip_on_real_cluster("an_argocd_plugin_in_javascript_serves_beside_flux", "a loopback registry") {
+        return;
+    }
+    let registry = ksm_e2e::registry::Registry::start();
+    let t = Scenario::start("argocd", Mode::Observe).await;
+    let file = t.workdir().join("argocd.wasm");
+    std::fs::write(&file, ARGOCD).unwrap();
+    let tag = format!("{}/ksm/argocd:0.1.0", registry.host());
+    let pushed = ksm_e2e::adapter::run_command(&["plugin", "push", file.to_str().unwrap(), &tag]);
+    let pushed: Value = serde_norway::from_slice(&pushed.stdout).unwrap();
+
+    let provider = format!("{}-argocd", t.namespace());
+    let mut smp = fixtures::smp(&provider, ksm_e2e::ADAPTER_NAME, t.namespace());
+    smp["status"] = fixtures::smp_status(true);
+    t.create(smp).await;
+    let source = json!({"oci": {"url": pushed["reference"], "sha256": pushed["sha256"]}});
+    let mut plugin = fixtures::adapter_plugin(&provider, t.namespace(), source, &[&provider]);
+    // The chart repository's URL, which a ServiceTemplate's chartSpec only names.
+    plugin["spec"]["config"] = json!({"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}});
+    plugin["spec"]["limits"] = json!({"timeoutMs": 5000});
+    t.create(plugin).await;
+    t.wait_object("ready", &ObjRef::cluster(Kind::AdapterPlugin, &provider), WAIT, |p| p["status"]["ready"] == true)
+        .await;
+
+    // The ingress service goes to cluster "edge" through Argo CD; another cluster's goes through Flux.
+    let mut edge = fixtures::service_set(t.namespace(), "edge", &provider, json!([ingress_service()]));
+    edge["spec"]["provider"]["config"] = json!({"project": "default"}); // the fixture's config is Flux's
+    t.create(edge).await;
+    t.create_service_set("core", json!([ingress_service()])).await;
+    let application = ObjRef::new(Kind::Application, t.namespace(), "edge-ingress-nginx");
+    let app = t.wait_object("created by the Argo CD plugin", &application, WAIT, |_| true).await;
+    assert_eq!(app["spec"]["destination"]["name"], "edge", "{app:#}");
+    assert_eq!(app["spec"]["source"]["repoURL"], "https://charts.example.com/k0rdent");
+    assert_eq!(app["metadata"]["labels"]["ksm.k0rdent.mirantis.com/serviceset"], "edge");
+    t.wait_converged("core").await;
+
+    // Argo CD reports it synced (compared against its current spec) and healthy: Deployed.
+    let compared_to = json!({"source": app["spec"]["source"], "destination": app["spec"]["destination"]});
+    let status = json!({"sync": {"status": "Synced", "revision": "4.11.3", "comparedTo": compared_to},
+        "health": {"status": "Healthy"}, "operationState": {"phase": "Succeeded", "message": "successfully synced"}});
+    t.set_status(&application, status).await;
+    t.wait_service_set("edge", "ingress-nginx Deployed", |ss| service_state(ss, "ingress-nginx") == Some("Deployed"))
+        .await;
+}
