@@ -1,10 +1,12 @@
 //! Command-line interface.
 
+mod conformance;
 mod identity;
 mod offline_plugins;
 mod plugin_cmd;
 mod render_cmd;
 mod run_cmd;
+mod scaffold;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -64,7 +66,8 @@ impl LogLevel {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Tools for plugin authors: inspect, translate and map status offline.
+    /// Plugins: inspect, translate and map status offline; test (the conformance suite); new
+    /// (scaffold); push and pull (OCI registries).
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCommand),
     /// Runs the controller: serves the ServiceSets whose StateManagementProvider names this

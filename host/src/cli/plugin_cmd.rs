@@ -65,6 +65,18 @@ pub enum PluginCommand {
         #[command(flatten)]
         registry: RegistryArgs,
     },
+    /// Runs the conformance suite: checks a plugin against the contract's invariants and its
+    /// golden cases.
+    ///
+    /// Runs the plugin on the built-in, plugin-independent fixtures (tests/conformance) and on its
+    /// own golden cases (`--fixtures`). Prints one line per check per case; exits non-zero when
+    /// any check fails. See docs/plugins.md.
+    Test(super::conformance::TestArgs),
+    /// Creates a plugin project (Rust or JavaScript) that passes `plugin test` as generated.
+    ///
+    /// The plugin turns each service into one ConfigMap carrying its values and rejects unknown
+    /// config fields: trivial, but contract-correct. See docs/plugins.md.
+    New(super::scaffold::NewArgs),
 }
 
 /// Registry credentials (anonymous without any).
@@ -213,6 +225,8 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             }))?;
             Ok(ExitCode::SUCCESS)
         }
+        PluginCommand::Test(args) => super::conformance::run(&runtime, args),
+        PluginCommand::New(args) => super::scaffold::run(args),
     }
 }
 
