@@ -14,12 +14,13 @@ use ksm_adapter::runtime::{Limits, Runtime};
 use ksm_adapter::serving::ServingPlugin;
 use ksm_flux_plugin::FluxPlugin;
 use serde_json::Value;
+mod common;
+
+use common::{BATCHES, iterations, median, micros};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-const BATCHES: usize = 15;
+use std::time::Instant;
 
 /// The inputs of one ServiceSet: the object, its templates and the observed Flux objects.
 struct Fixture {
@@ -58,31 +59,8 @@ impl Fixture {
     }
 }
 
-/// Median time per iteration of `f` over [`BATCHES`] batches of `iterations`.
-fn median(iterations: usize, mut f: impl FnMut()) -> Duration {
-    for _ in 0..iterations / 10 + 1 {
-        f(); // warm-up
-    }
-    let mut per_iteration: Vec<Duration> = (0..BATCHES)
-        .map(|_| {
-            let started = Instant::now();
-            for _ in 0..iterations {
-                f();
-            }
-            started.elapsed() / iterations as u32
-        })
-        .collect();
-    per_iteration.sort();
-    per_iteration[BATCHES / 2]
-}
-
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let iterations = args
-        .iter()
-        .position(|a| a == "--iterations")
-        .and_then(|i| args.get(i + 1))
-        .map_or(200, |n| n.parse().expect("--iterations takes a number"));
+    let iterations = iterations(200);
 
     let fixture = Fixture::load();
     let runtime = Runtime::new().expect("runtime");
@@ -121,8 +99,4 @@ fn main() {
         builtin::FLUX.len() / 1024,
         cold_load.as_secs_f64() * 1e3
     );
-}
-
-fn micros(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
