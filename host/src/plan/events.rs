@@ -15,28 +15,34 @@ pub struct Note {
     pub message: String,
 }
 
-/// The Events for a ServiceSet whose status goes from `old` to `new`: each service whose state
-/// changed, each condition that turned False or back, and the ServiceSet becoming deployed.
+/// Condition types whose changes are not worth an Event: `ServicesInReadyState` counts progress
+/// (`1/3`, `2/3`, ...), which the `Deployed` Event sums up.
+const QUIET_CONDITIONS: &[&str] = &["ServicesInReadyState"];
+
+/// The Events for a ServiceSet whose status goes from `old` to `new`: a service that fails, a
+/// condition that turns False (or changes its reason while False) or recovers, and the
+/// ServiceSet becoming deployed. Progress (Pending → Provisioning → Deployed per service) makes
+/// none: at thousands of ServiceSets every Event is an API request.
 pub fn service_set_events(old: Option<&ServiceSetStatus>, new: &ServiceSetStatus) -> Vec<Note> {
     let mut notes = Vec::new();
-    for service in &new.services {
+    for service in new.services.iter().filter(|s| s.state == State::Failed) {
         let before = old.and_then(|o| o.services.iter().find(|s| s.name == service.name));
-        if before.is_some_and(|b| b.state == service.state) {
+        if before.is_some_and(|b| b.state == State::Failed) {
             continue;
         }
         let from = before.map_or("new".to_string(), |b| format!("{:?}", b.state));
         let why = service.failure_message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
         notes.push(Note {
-            warning: service.state == State::Failed,
-            reason: format!("Service{:?}", service.state),
-            message: format!("service {:?}: {from} → {:?}{why}", service.name, service.state),
+            warning: true,
+            reason: "ServiceFailed".into(),
+            message: format!("service {:?}: {from} → Failed{why}", service.name),
         });
     }
-    for condition in &new.conditions {
+    for condition in new.conditions.iter().filter(|c| !QUIET_CONDITIONS.contains(&c.type_.as_str())) {
         let before = old.and_then(|o| o.conditions.iter().find(|c| c.type_ == condition.type_));
         let (was_false, is_false) = (before.is_some_and(|b| b.status == "False"), condition.status == "False");
-        let message_changed = before.is_none_or(|b| b.message != condition.message || b.reason != condition.reason);
-        if is_false && (!was_false || message_changed) {
+        let reason_changed = before.is_none_or(|b| b.reason != condition.reason);
+        if is_false && (!was_false || reason_changed) {
             let message = format!("{}: {}", condition.type_, condition.message);
             notes.push(Note { warning: true, reason: condition.reason.clone(), message });
         } else if was_false && !is_false {
@@ -106,8 +112,23 @@ mod tests {
         let deployed = status(State::Deployed, "True", true);
         let notes = service_set_events(Some(&failed), &deployed);
         let reasons: Vec<&str> = notes.iter().map(|n| n.reason.as_str()).collect();
-        assert_eq!(reasons, ["ServiceDeployed", "Why", "Deployed"]);
+        assert_eq!(reasons, ["Why", "Deployed"], "recovery of the condition, and deployed");
         assert!(notes.iter().all(|n| !n.warning));
+    }
+
+    #[test]
+    fn progress_makes_no_events() {
+        let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let pending = status(State::Pending, "True", false);
+        let mut provisioning = status(State::Provisioning, "True", false);
+        let progress = |n: &str| condition("ServicesInReadyState", "False", "NotAllReady", n, Some(1), &now);
+        let mut before = pending.clone();
+        before.conditions.push(progress("0/1"));
+        provisioning.conditions.push(progress("1/2"));
+        assert_eq!(service_set_events(Some(&before), &provisioning), vec![]);
+        let mut changed_message = provisioning.clone();
+        changed_message.conditions[0].message = "another message".into();
+        assert_eq!(service_set_events(Some(&provisioning), &changed_message), vec![], "same reason: no Event");
     }
 
     #[test]

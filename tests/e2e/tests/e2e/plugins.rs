@@ -157,6 +157,8 @@ async fn hostile_plugins_are_contained_and_flux_keeps_serving() {
         let message = service(&ss, behaviour).unwrap()["failureMessage"].as_str().unwrap_or_default().to_string();
         assert!(message.contains("plugin \"hostile\" returned") && message.contains(words), "{behaviour}: {message}");
     }
+    let note = t.wait_event(t.namespace(), "forbidden-kind", "ServiceFailed").await;
+    assert!(note.contains("ClusterRoleBinding"), "a Warning Event names the refusal: {note}");
     // Nothing of the refused output exists.
     assert!(t.get(&ObjRef::new(Kind::ConfigMap, "kube-system", "other-namespace")).await.is_none());
     assert!(t.get(&ObjRef::new(Kind::ConfigMap, t.namespace(), "owner-refs")).await.is_none());
