@@ -238,7 +238,10 @@ mod tests {
     #[test]
     fn crds_dir_is_up_to_date() {
         let committed = include_str!("../../crds/adapterplugin.yaml");
-        assert!(committed == crd_yaml(), "crds/adapterplugin.yaml is stale: run `ksm-adapter crds --own > crds/adapterplugin.yaml`");
+        assert!(
+            committed == crd_yaml(),
+            "crds/adapterplugin.yaml is stale: run `ksm-adapter crds --own > crds/adapterplugin.yaml`"
+        );
     }
 
     #[test]
@@ -248,14 +251,21 @@ mod tests {
         assert_eq!(crd["spec"]["scope"], "Cluster");
         assert_eq!(crd["spec"]["group"], GROUP);
         let version = &crd["spec"]["versions"][0];
-        let columns: Vec<&str> =
-            version["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        let columns: Vec<&str> = version["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
         assert_eq!(columns, ["Ready", "Providers", "Digest", "Age"]);
         let source = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["source"];
         assert!(source["x-kubernetes-validations"][0]["rule"].as_str().unwrap().contains("size() == 1"));
         let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
         assert_eq!(spec["config"]["x-kubernetes-preserve-unknown-fields"], true);
-        assert_eq!(spec["source"]["properties"]["oci"]["properties"]["pullPolicy"]["enum"], json!(["IfNotPresent", "Always"]));
+        assert_eq!(
+            spec["source"]["properties"]["oci"]["properties"]["pullPolicy"]["enum"],
+            json!(["IfNotPresent", "Always"])
+        );
     }
 
     #[test]

@@ -125,7 +125,9 @@ impl Metrics {
     pub fn reconciled(&self, kind: &str, started: Instant, ok: bool) {
         let result = if ok { "ok" } else { "error" };
         self.reconciles.get_or_create(&ReconcileLabels { kind: kind.into(), result: result.into() }).inc();
-        self.reconcile_duration.get_or_create(&KindLabels { kind: kind.into() }).observe(started.elapsed().as_secs_f64());
+        self.reconcile_duration
+            .get_or_create(&KindLabels { kind: kind.into() })
+            .observe(started.elapsed().as_secs_f64());
     }
 
     /// Counts `n` plugin errors of `kind` (a [`CallError`] label or `policy`).

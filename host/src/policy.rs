@@ -74,7 +74,10 @@ pub fn check_object(plugin: &PluginMetadata, policy: &Policy, namespace: &str, t
         return Err(violation(&what, format!("kind {api_version}/{kind} is not among the kinds the plugin declares")));
     };
     if !policy.allows_kind(&declared.group, &declared.kind) {
-        return Err(violation(&what, format!("kind {api_version}/{kind} is not among the AdapterPlugin's allowedKinds")));
+        return Err(violation(
+            &what,
+            format!("kind {api_version}/{kind} is not among the AdapterPlugin's allowedKinds"),
+        ));
     }
     if !declared.namespaced {
         return Err(violation(&what, "cluster-scoped objects are not allowed".into()));
@@ -192,7 +195,8 @@ mod tests {
         let err = check(hr(json!({"name": "x"}))).unwrap_err();
         assert!(err.contains("allowedKinds"), "{err}");
         let open = Policy { allowed_kinds: None, ..policy.clone() };
-        let placed = check_object(&meta(), &open, "team-a", &hr(json!({"name": "x", "namespace": "flux-system"})).to_string());
+        let placed =
+            check_object(&meta(), &open, "team-a", &hr(json!({"name": "x", "namespace": "flux-system"})).to_string());
         assert_eq!(placed.unwrap()["metadata"]["namespace"], "flux-system");
         let two = [hr(json!({"name": "a"})).to_string(), hr(json!({"name": "b"})).to_string()];
         let err = open.check_service(&meta(), "team-a", "ingress", &two).unwrap_err();

@@ -104,7 +104,10 @@ pub enum Assignment {
 }
 
 /// Which of `plugins` (name, spec) serves `provider`.
-pub fn assignment<'a>(plugins: impl IntoIterator<Item = (&'a str, &'a AdapterPluginSpec)>, provider: &str) -> Assignment {
+pub fn assignment<'a>(
+    plugins: impl IntoIterator<Item = (&'a str, &'a AdapterPluginSpec)>,
+    provider: &str,
+) -> Assignment {
     let mut names: Vec<String> = plugins
         .into_iter()
         .filter(|(_, spec)| spec.providers.iter().any(|p| p == provider))

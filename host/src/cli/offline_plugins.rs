@@ -25,8 +25,8 @@ impl OfflinePlugins {
     pub fn load(runtime: &Runtime, manifests: &Manifests, args: &PluginArgs) -> anyhow::Result<Self> {
         let mut declared = Vec::new();
         for doc in manifests.documents.iter().filter(|d| d.object["kind"] == "AdapterPlugin") {
-            let plugin: AdapterPlugin =
-                serde_json::from_value(doc.object.clone()).with_context(|| format!("{}: not a valid AdapterPlugin", doc.origin))?;
+            let plugin: AdapterPlugin = serde_json::from_value(doc.object.clone())
+                .with_context(|| format!("{}: not a valid AdapterPlugin", doc.origin))?;
             let loaded = load_declared(runtime, manifests, &plugin, args.limits.limits());
             declared.push((plugin, loaded));
         }
@@ -46,7 +46,8 @@ impl OfflinePlugins {
         let specs = declared.iter().map(|(p, _)| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec));
         match assignment(specs, provider) {
             Assignment::One(name) => {
-                let (_, loaded) = declared.iter().find(|(p, _)| p.metadata.name.as_deref() == Some(&name)).expect("assigned");
+                let (_, loaded) =
+                    declared.iter().find(|(p, _)| p.metadata.name.as_deref() == Some(&name)).expect("assigned");
                 loaded.clone().map_err(|e| format!("AdapterPlugin {name:?}: {e}"))
             }
             other => Err(other.problem(provider).unwrap_or_default()),
@@ -65,9 +66,13 @@ fn load_declared(
         Source::Builtin(builtin) => builtin::lookup(builtin)?.to_vec(),
         Source::ConfigMap(reference) => {
             let doc = manifests.find("v1", "ConfigMap", &reference.namespace, &reference.name).ok_or_else(|| {
-                format!("spec.source.configMap: ConfigMap {}/{} is not in the files", reference.namespace, reference.name)
+                format!(
+                    "spec.source.configMap: ConfigMap {}/{} is not in the files",
+                    reference.namespace, reference.name
+                )
             })?;
-            let config_map: ConfigMap = serde_json::from_value(doc.object.clone()).map_err(|e| format!("{}: {e}", doc.origin))?;
+            let config_map: ConfigMap =
+                serde_json::from_value(doc.object.clone()).map_err(|e| format!("{}: {e}", doc.origin))?;
             reference.bytes_in(&config_map)?
         }
         Source::Oci(oci) => {

@@ -1,5 +1,6 @@
 //! `ksm-adapter render`: the controller's decision for every ServiceSet in some files, offline.
 
+use super::offline_plugins::OfflinePlugins;
 use anyhow::{Context, bail};
 use clap::Args;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -9,7 +10,6 @@ use ksm_adapter::plan;
 use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL};
 use ksm_adapter::plan::claims::{ClaimIndex, Contender, Key, ServiceClaims, arbitrate, key_of};
 use ksm_adapter::plan::reconcile::{Observed, reconcile};
-use super::offline_plugins::OfflinePlugins;
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, RuleCache, SmpObservation};
 use kube::ResourceExt;
@@ -40,8 +40,9 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let mut found = false;
     for doc in manifests.k0rdent("ServiceSet") {
         found = true;
-        let out = render_one(&plugins, &manifests, doc, &identity, &rules, &claims, &args.plugin.system_namespace, &now)
-            .with_context(|| format!("ServiceSet {} ({})", doc.key(), doc.origin))?;
+        let out =
+            render_one(&plugins, &manifests, doc, &identity, &rules, &claims, &args.plugin.system_namespace, &now)
+                .with_context(|| format!("ServiceSet {} ({})", doc.key(), doc.origin))?;
         super::plugin_cmd::print_yaml(&out)?;
     }
     if !found {

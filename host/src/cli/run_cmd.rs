@@ -9,12 +9,12 @@ use ksm_adapter::controller::{self, Mode, Settings};
 use ksm_adapter::metrics::{Metrics, verb_of};
 use ksm_adapter::runtime::{DiskCache, Runtime};
 use kube::client::ClientBuilder;
-use std::sync::Arc;
-use tower::util::MapRequestLayer;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
+use tower::util::MapRequestLayer;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {

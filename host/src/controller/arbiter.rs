@@ -2,9 +2,9 @@
 //! host serves, filled from all of them before the first reconcile, kept current by each
 //! reconcile, and waking the ServiceSets whose outcome a change may have turned.
 
+use super::children::Waker;
 use crate::k0rdent::ServiceSet;
 use crate::plan::claims::{Arbitration, ClaimIndex, Contender, Key, ServiceClaims, arbitrate, key_of};
-use super::children::Waker;
 use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::Mutex;

@@ -80,7 +80,9 @@ impl ChildKinds {
             .map(|kind| {
                 let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
                 let key = (gvk.api_version(), gvk.kind.clone());
-                let child = known.entry(key).or_insert_with(|| Arc::new(self.watch(ApiResource::from_gvk_with_plural(&gvk, &kind.plural))));
+                let child = known
+                    .entry(key)
+                    .or_insert_with(|| Arc::new(self.watch(ApiResource::from_gvk_with_plural(&gvk, &kind.plural))));
                 child.listed.clone()
             })
             .collect()
@@ -154,7 +156,8 @@ impl ChildKinds {
                 return false;
             }
             let labels = &answer["metadata"]["labels"];
-            if labels[SERVICE_SET_NAMESPACE_LABEL] != owner.0.as_str() || labels[SERVICE_SET_LABEL] != owner.1.as_str() {
+            if labels[SERVICE_SET_NAMESPACE_LABEL] != owner.0.as_str() || labels[SERVICE_SET_LABEL] != owner.1.as_str()
+            {
                 return true;
             }
             match children.iter_mut().find(|c| ChildRef::of(c) == *key) {
@@ -186,10 +189,8 @@ impl ChildKinds {
     /// the caches: what the host checks before it lets a ServiceSet go.
     pub async fn live(&self, service_set: &ServiceSet) -> kube::Result<Vec<ChildRef>> {
         let namespace = service_set.namespace().unwrap_or_default();
-        let selector = format!(
-            "{SERVICE_SET_LABEL}={},{SERVICE_SET_NAMESPACE_LABEL}={namespace}",
-            service_set.name_any()
-        );
+        let selector =
+            format!("{SERVICE_SET_LABEL}={},{SERVICE_SET_NAMESPACE_LABEL}={namespace}", service_set.name_any());
         let params = ListParams::default().labels(&selector);
         let resources: Vec<ApiResource> = self.kinds.read().unwrap().values().map(|k| k.resource.clone()).collect();
         let mut found = Vec::new();

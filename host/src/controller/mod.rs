@@ -30,18 +30,18 @@ use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
 use crate::metrics::Metrics;
 use crate::runtime::{Limits, Runtime};
-use anyhow::Context as _;
 use crate::smp::AdapterIdentity;
+use anyhow::Context as _;
 use arbiter::Arbiter;
 use children::ChildKinds;
 use context::{Caches, Context};
 use futures::channel::mpsc::unbounded;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use plugins::Plugins;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
+use plugins::Plugins;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -206,7 +206,8 @@ async fn serve_metrics(
     serving: Arc<OnceLock<Arc<Context>>>,
     standby: bool,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--metrics-bind-address {addr}"))?;
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--metrics-bind-address {addr}"))?;
     let scraped = serving.clone();
     let refresh = Arc::new(move || {
         if let Some(ctx) = scraped.get() {

@@ -104,7 +104,8 @@ impl Plugins {
 /// ServiceSet's condition).
 pub fn serving_for(ctx: &Context, provider: &str) -> Result<Arc<ServingPlugin>, String> {
     let specs = ctx.caches.adapter_plugins.state();
-    let assigned = assignment(specs.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec)), provider);
+    let assigned =
+        assignment(specs.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec)), provider);
     let Assignment::One(name) = &assigned else {
         return Err(assigned.problem(provider).unwrap_or_default());
     };
@@ -210,7 +211,9 @@ async fn fetch(
     previous: Option<&Loaded>,
 ) -> Result<(Arc<[u8]>, Option<(String, String)>), String> {
     match plugin.spec.source.get()? {
-        Source::Builtin(name) => builtin::lookup(name).map(|bytes| (Arc::from(bytes), None)).map_err(|e| format!("spec.source.builtin: {e}")),
+        Source::Builtin(name) => {
+            builtin::lookup(name).map(|bytes| (Arc::from(bytes), None)).map_err(|e| format!("spec.source.builtin: {e}"))
+        }
         Source::ConfigMap(reference) => {
             let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), &reference.namespace);
             let what = format!("ConfigMap {}/{}", reference.namespace, reference.name);
@@ -224,7 +227,9 @@ async fn fetch(
             if let (Some(previous), Some((_, digest))) = (previous, same_reference) {
                 let unchanged = match source.pull_policy {
                     PullPolicy::IfNotPresent => true,
-                    PullPolicy::Always => oci::resolve(&source.url, &credentials).await.map_err(|e| e.to_string())? == *digest,
+                    PullPolicy::Always => {
+                        oci::resolve(&source.url, &credentials).await.map_err(|e| e.to_string())? == *digest
+                    }
                 };
                 if unchanged && source.sha256.as_ref().is_none_or(|sha| *sha == previous.sha256) {
                     return Ok((previous.bytes.clone(), previous.pulled.clone()));
@@ -289,10 +294,14 @@ async fn check_kinds_served(ctx: &Context, serving: &ServingPlugin) -> Result<()
         let (resource, capabilities) = match pinned_kind(&ctx.client, &gvk).await {
             Ok(found) => found,
             Err(kube::Error::Api(e)) if e.is_not_found() => {
-                return Err(format!("the API server does not serve {what}, which plugin {plugin:?} creates: is its CRD installed?"));
+                return Err(format!(
+                    "the API server does not serve {what}, which plugin {plugin:?} creates: is its CRD installed?"
+                ));
             }
             Err(kube::Error::Discovery(e)) => {
-                return Err(format!("the API server does not serve {what}, which plugin {plugin:?} creates ({e}): is its CRD installed?"));
+                return Err(format!(
+                    "the API server does not serve {what}, which plugin {plugin:?} creates ({e}): is its CRD installed?"
+                ));
             }
             Err(e) => return Err(format!("discovering {what}: {e}")),
         };
@@ -368,7 +377,8 @@ fn status(
         .providers
         .iter()
         .filter_map(|provider| {
-            let assigned = assignment(specs.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec)), provider);
+            let assigned =
+                assignment(specs.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec)), provider);
             matches!(assigned, Assignment::Contested(_)).then(|| assigned.problem(provider).unwrap_or_default())
         })
         .collect();
@@ -379,10 +389,13 @@ fn status(
     status.observed_generation = generation;
     let mut errors: Vec<String> = contested;
     if let Err((_, message)) = attempt {
-        errors.insert(0, match loaded {
-            Some(l) => format!("{message} (the previous version, sha256 {}, keeps serving)", l.sha256),
-            None => message.clone(),
-        });
+        errors.insert(
+            0,
+            match loaded {
+                Some(l) => format!("{message} (the previous version, sha256 {}, keeps serving)", l.sha256),
+                None => message.clone(),
+            },
+        );
     }
     status.error = errors.join("; ");
     status

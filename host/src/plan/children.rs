@@ -44,15 +44,15 @@ pub fn own(mut object: Value, owner: &Owner, service: &str) -> Value {
     labels.insert(SERVICE_LABEL.into(), json!(service));
     if same_namespace {
         metadata.insert(
-        "ownerReferences".into(),
-        json!([{
-            "apiVersion": ksm_plugin_sdk::k0rdent::API_VERSION,
-            "kind": "ServiceSet",
-            "name": owner.name,
-            "uid": owner.uid,
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }]),
+            "ownerReferences".into(),
+            json!([{
+                "apiVersion": ksm_plugin_sdk::k0rdent::API_VERSION,
+                "kind": "ServiceSet",
+                "name": owner.name,
+                "uid": owner.uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }]),
         );
     }
     let hash = content_hash(&object);

@@ -316,9 +316,10 @@ mod tests {
 
     #[test]
     fn an_adapter_plugins_config_is_a_default_under_the_service_sets_own() {
-        let spec: crate::adapter_plugin::AdapterPluginSpec =
-            serde_json::from_value(json!({"source": {"builtin": "flux"}, "config": {"interval": "7m", "timeout": "3m"}}))
-                .unwrap();
+        let spec: crate::adapter_plugin::AdapterPluginSpec = serde_json::from_value(
+            json!({"source": {"builtin": "flux"}, "config": {"interval": "7m", "timeout": "3m"}}),
+        )
+        .unwrap();
         let plugin = std::sync::Arc::new(NativePlugin::<FluxPlugin>::new());
         let serving = ServingPlugin::configured("flux", plugin, &spec);
         let ready = smp(true, false);

@@ -44,7 +44,9 @@ impl DiskCache {
             // compatibility hash (its name says so), into a directory only the host writes.
             match unsafe { Component::deserialize_file(engine, &path) } {
                 Ok(component) => return Ok((component, Origin::Disk)),
-                Err(e) => tracing::warn!(path = %path.display(), "precompiled component refused, compiling again: {e:#}"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), "precompiled component refused, compiling again: {e:#}")
+                }
             }
         }
         let serialized = engine.precompile_component(bytes)?;

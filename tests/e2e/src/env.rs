@@ -31,13 +31,18 @@ const CRD_MANAGER: &str = "ksm-e2e";
 /// AdapterPlugin CRD and the Flux and Argo CD test CRDs (HelmRelease, Kustomization, Application).
 pub fn crds() -> Vec<Value> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [dir.join("../../crds/k0rdent.yaml"), dir.join("../../crds/adapterplugin.yaml"), dir.join("fixtures/flux-crds.yaml"), dir.join("fixtures/argocd-crds.yaml")]
-        .iter()
-        .flat_map(|path| {
-            let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-            yaml_documents(&text)
-        })
-        .collect()
+    [
+        dir.join("../../crds/k0rdent.yaml"),
+        dir.join("../../crds/adapterplugin.yaml"),
+        dir.join("fixtures/flux-crds.yaml"),
+        dir.join("fixtures/argocd-crds.yaml"),
+    ]
+    .iter()
+    .flat_map(|path| {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        yaml_documents(&text)
+    })
+    .collect()
 }
 
 enum Backend {

@@ -136,7 +136,9 @@ impl Scenario {
             let found = events.iter().find(|e| e["regarding"]["name"] == name && e["reason"] == reason);
             match found {
                 Some(event) => Ok(event["note"].as_str().unwrap_or_default().to_string()),
-                None => Err(json!(events.iter().map(|e| format!("{} {}", e["regarding"]["name"], e["reason"])).collect::<Vec<_>>())),
+                None => Err(json!(
+                    events.iter().map(|e| format!("{} {}", e["regarding"]["name"], e["reason"])).collect::<Vec<_>>()
+                )),
             }
         })
         .await

@@ -1,9 +1,9 @@
 //! Scenario 15: after a ServiceSet is deployed, `/metrics` shows the listed series, `/readyz` says
 //! ready, `/healthz` answers, and the transitions are Events on the ServiceSet.
 
+use ksm_e2e::adapter::http_get as get;
 use ksm_e2e::fixtures::two_services;
 use ksm_e2e::flux::FluxState;
-use ksm_e2e::adapter::http_get as get;
 use ksm_e2e::{Mode, Scenario};
 
 #[tokio::test(flavor = "multi_thread")]

@@ -99,19 +99,19 @@ async fn a_config_map_plugin_is_loaded_hot_and_a_bad_update_keeps_the_previous_v
 
     // Metadata that lies about its kinds: refused against discovery.
     t.merge_patch(&config_map, plugin_config_map(t.namespace(), LIAR)).await;
-    let lied = wait_plugin(&t, &provider, "ValidationFailed", |p| condition_is(p, "Validated", "False", "ValidationFailed"))
-        .await;
+    let lied =
+        wait_plugin(&t, &provider, "ValidationFailed", |p| condition_is(p, "Validated", "False", "ValidationFailed"))
+            .await;
     let error = lied["status"]["error"].as_str().unwrap();
     assert!(error.contains("v1 Namespace as namespaced") && error.contains("cluster-scoped"), "{error}");
     assert_eq!(lied["status"]["sha256"], first_digest.as_str());
 
     // A new good version is switched to and serves.
     t.merge_patch(&config_map, plugin_config_map(t.namespace(), HOSTILE_WASI)).await;
-    let switched =
-        wait_plugin(&t, &provider, "ready on the new digest", |p| {
-            p["status"]["ready"] == true && p["status"]["sha256"] != first_digest.as_str()
-        })
-            .await;
+    let switched = wait_plugin(&t, &provider, "ready on the new digest", |p| {
+        p["status"]["ready"] == true && p["status"]["sha256"] != first_digest.as_str()
+    })
+    .await;
     assert!(switched["status"]["error"].as_str().is_none_or(str::is_empty), "{:#}", switched["status"]);
     hostile_service_set(&t, &provider, "after-switch").await;
     wait_hostile_child(&t, "after-switch").await;
@@ -182,7 +182,9 @@ async fn a_provider_without_a_plugin_or_with_two_is_reported() {
     t.create(smp).await;
     t.create(fixtures::service_set(t.namespace(), "orphan", &name, json!([ingress_service()]))).await;
     let ss = t
-        .wait_service_set("orphan", "PluginNotReady", |ss| condition_is(ss, "ServicesTranslated", "False", "PluginNotReady"))
+        .wait_service_set("orphan", "PluginNotReady", |ss| {
+            condition_is(ss, "ServicesTranslated", "False", "PluginNotReady")
+        })
         .await;
     assert!(condition_message(&ss, "ServicesTranslated").contains("no AdapterPlugin serves"), "{ss:#}");
 

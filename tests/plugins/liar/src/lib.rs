@@ -45,7 +45,12 @@ impl PluginApi for Liar {
     }
 
     fn map_status(_input: StatusInput) -> Result<ServiceStatus, StatusError> {
-        Ok(ServiceStatus { state: ServiceState::Deployed, service_type: ServiceType::Resource, version: None, failure_message: None })
+        Ok(ServiceStatus {
+            state: ServiceState::Deployed,
+            service_type: ServiceType::Resource,
+            version: None,
+            failure_message: None,
+        })
     }
 }
 
