@@ -30,7 +30,8 @@ use ksm_plugin_sdk::contract::{
     StatusError, StatusInput, TranslateError,
 };
 use ksm_plugin_sdk::names::{MAX_LABEL_LEN, is_dns1123_label, is_dns1123_subdomain};
-use ksm_plugin_sdk::{inputs, k0rdent, names, report};
+use ksm_plugin_sdk::status_table::StatusCase;
+use ksm_plugin_sdk::{inputs, k0rdent, report};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -1045,142 +1046,9 @@ fn short(value: &Value) -> String {
     if text.chars().count() <= 80 { text } else { format!("{}…", text.chars().take(79).collect::<String>()) }
 }
 
-/// One row of a status table (`status/cases.yaml`), as in `plugins/flux/src/testdata.rs`: a
-/// service `ingress-nginx` of ServiceSet `kcm-system/prod-eu-1` with one observed object.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StatusCase {
-    name: String,
-    /// The kind of the service's template; none when the template is missing.
-    template: Option<TemplateKind>,
-    #[serde(default)]
-    helm_action: Option<String>,
-    /// The observed object; none when it does not exist yet.
-    object: Option<Value>,
-    expect: StatusExpectation,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum TemplateKind {
-    Helm,
-    Kustomize,
-    Resources,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StatusExpectation {
-    state: String,
-    #[serde(default, rename = "type")]
-    service_type: Option<String>,
-    /// A substring of the failure message; absent means there must be none.
-    #[serde(default)]
-    failure_message: Option<String>,
-    /// The exact version; absent means there must be none.
-    #[serde(default)]
-    version: Option<String>,
-}
-
-const STATUS_SERVICE_SET: &str = "prod-eu-1";
-const STATUS_SERVICE: &str = "ingress-nginx";
-const STATUS_TEMPLATE: &str = "ingress-nginx-4-11-3";
-
-impl StatusCase {
-    /// The `map-status` input of this row (the same as the Flux plugin's own tests build).
-    fn input(&self) -> StatusInput {
-        let service_set = json!({
-            "apiVersion": k0rdent::API_VERSION,
-            "kind": "ServiceSet",
-            "metadata": {"name": STATUS_SERVICE_SET, "namespace": SYSTEM_NAMESPACE},
-            "spec": {
-                "cluster": STATUS_SERVICE_SET,
-                "provider": {"name": "ksm-flux"},
-                "services": [{
-                    "name": STATUS_SERVICE, "namespace": STATUS_SERVICE, "template": STATUS_TEMPLATE,
-                    "helmAction": self.helm_action,
-                }],
-            },
-        });
-        let (kind, api_version) = match (&self.object, self.template) {
-            (Some(object), _) => (str_at(object, &["kind"]), str_at(object, &["apiVersion"])),
-            (None, Some(TemplateKind::Helm) | None) => ("HelmRelease", "helm.toolkit.fluxcd.io/v2"),
-            (None, Some(_)) => ("Kustomization", "kustomize.toolkit.fluxcd.io/v1"),
-        };
-        StatusInput {
-            service_set: service_set.to_string(),
-            service: STATUS_SERVICE.into(),
-            template: self.template.map(|kind| status_template(kind).to_string()),
-            observed: vec![ObservedObject {
-                api_version: api_version.into(),
-                kind: kind.into(),
-                name: names::derived_name(&[STATUS_SERVICE_SET, STATUS_SERVICE], names::MAX_LABEL_LEN),
-                namespace: SYSTEM_NAMESPACE.into(),
-                object: self.object.as_ref().map(Value::to_string),
-            }],
-        }
-    }
-
-    /// Every mismatch between `status` and the expectation.
-    fn compare(&self, status: &ServiceStatus) -> Result<(), String> {
-        let expect = &self.expect;
-        let mut problems = Vec::new();
-        if status.state.as_str() != expect.state {
-            problems.push(format!("state {} instead of {}", status.state.as_str(), expect.state));
-        }
-        let service_type = format!("{:?}", status.service_type);
-        if expect.service_type.as_ref().is_some_and(|t| *t != service_type) {
-            problems
-                .push(format!("type {service_type} instead of {}", expect.service_type.as_deref().unwrap_or_default()));
-        }
-        let message_ok = match (&status.failure_message, &expect.failure_message) {
-            (Some(actual), Some(expected)) => actual.contains(expected.as_str()),
-            (actual, expected) => actual.is_none() && expected.is_none(),
-        };
-        if !message_ok {
-            problems.push(format!(
-                "failure message {:?} does not match {:?}",
-                status.failure_message, expect.failure_message
-            ));
-        }
-        if status.version != expect.version {
-            problems.push(format!("version {:?} instead of {:?}", status.version, expect.version));
-        }
-        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
-    }
-}
-
-/// The ServiceTemplate of a status row.
-fn status_template(kind: TemplateKind) -> Value {
-    let source = json!({"remoteSourceSpec": {"git": {"url": "https://github.com/example/apps", "ref": {"tag": "v1.0.0"}}}, "path": "./deploy"});
-    let spec = match kind {
-        TemplateKind::Helm => json!({"helm": {"chartSpec": {"chart": "ingress-nginx", "version": "4.11.3"}}}),
-        TemplateKind::Kustomize => json!({"kustomize": source}),
-        TemplateKind::Resources => json!({"resources": source}),
-    };
-    json!({
-        "apiVersion": k0rdent::API_VERSION,
-        "kind": "ServiceTemplate",
-        "metadata": {"name": STATUS_TEMPLATE, "namespace": SYSTEM_NAMESPACE},
-        "spec": spec,
-        "status": {"valid": true},
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn status_rows_build_the_same_input_as_the_flux_plugins_own_tests() {
-        let text = std::fs::read_to_string(ksm_flux_plugin::testdata::status_cases_file()).unwrap();
-        let ours: Vec<StatusCase> = serde_norway::from_str(&text).unwrap();
-        let theirs = ksm_flux_plugin::testdata::status_cases().unwrap();
-        assert_eq!(ours.len(), theirs.len());
-        for (ours, theirs) in ours.iter().zip(&theirs) {
-            assert_eq!(ours.input(), theirs.input(), "{}", ours.name);
-        }
-    }
 
     #[test]
     fn the_builtin_fixtures_parse() {

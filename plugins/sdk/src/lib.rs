@@ -6,6 +6,7 @@
 //! - [`names`]: Kubernetes name rules and stable name shortening;
 //! - [`inputs`] and [`report`]: building contract inputs from k0rdent objects and rendering
 //!   outputs readably, the same way in the host, its CLI and golden tests;
+//! - [`status_table`]: rows of the golden status tables, for plugin tests and the host's suite;
 //! - `guest` (feature `guest`): the wit-bindgen glue that exports a [`contract::PluginApi`]
 //!   implementation as a WASM component: `ksm_plugin_sdk::export_plugin!(MyPlugin);`.
 
@@ -14,6 +15,7 @@ pub mod inputs;
 pub mod k0rdent;
 pub mod names;
 pub mod report;
+pub mod status_table;
 
 #[cfg(feature = "guest")]
 pub mod guest;
