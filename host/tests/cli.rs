@@ -1,17 +1,12 @@
 //! The `ksm-adapter` binary as a user runs it, on the `examples/` set.
 
+mod common;
+
+use common::ksm_adapter;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn ksm_adapter(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ksm-adapter"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
-        .output()
-        .expect("running ksm-adapter")
-}
+use std::process::Command;
 
 /// Runs a command that must succeed and parses its YAML stream.
 fn documents(args: &[&str]) -> Vec<Value> {

@@ -3,21 +3,12 @@
 //! JavaScript (componentize-qjs from npm). Each runs the project's own `build.sh`, as an author
 //! would. The Rust build shares `target/plugin-new` between runs, so only the first is slow.
 
+mod common;
+
+use common::{ksm_adapter, repo};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
-
-fn ksm_adapter(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ksm-adapter"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("running ksm-adapter")
-}
 
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))

@@ -2,20 +2,11 @@
 //! Flux plugin passes with its own golden cases; a golden case whose expected output does not
 //! match fails, naming the case and the difference.
 
+mod common;
+
+use common::{ksm_adapter, repo};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
-
-fn ksm_adapter(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ksm-adapter"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("running ksm-adapter")
-}
+use std::process::Output;
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
