@@ -169,3 +169,41 @@ fn bytes_that_are_not_a_component_are_refused_with_the_reason() {
     let err = runtime.load(b"#!/bin/sh\n", limits()).err().unwrap();
     assert!(matches!(err, LoadError::NotAComponent(_)), "{err}");
 }
+
+/// `data.calls` of the `count` behaviour: how many calls the instance that answered has served.
+fn calls_seen(plugin: &dyn Plugin) -> u32 {
+    let answer = plugin.translate(&input("count")).expect("call").expect("translation");
+    let objects = answer[0].outcome.as_ref().expect("objects");
+    let object: Value = serde_json::from_str(&objects[0]).unwrap();
+    object["data"]["calls"].as_str().unwrap().parse().unwrap()
+}
+
+#[test]
+fn calls_outside_a_session_never_share_an_instance() {
+    for_both_builds(|plugin| {
+        assert_eq!([calls_seen(plugin), calls_seen(plugin)], [1, 1]);
+    });
+}
+
+#[test]
+fn a_session_shares_one_instance_and_the_next_session_starts_clean() {
+    let runtime = Runtime::new().unwrap();
+    let plugin = std::sync::Arc::new(runtime.load(PLAIN, limits()).unwrap());
+    let session = plugin.clone().session();
+    assert_eq!([calls_seen(&*session), calls_seen(&*session), calls_seen(&*session)], [1, 2, 3]);
+    let next = plugin.clone().session();
+    assert_eq!(calls_seen(&*next), 1, "a new session (the next ServiceSet) sees nothing of the last one");
+}
+
+#[test]
+fn a_session_replaces_an_instance_whose_call_failed() {
+    let runtime = Runtime::new().unwrap();
+    let plugin = std::sync::Arc::new(runtime.load(PLAIN, limits()).unwrap());
+    let session = plugin.clone().session();
+    assert_eq!(calls_seen(&*session), 1);
+    for behaviour in ["trap", "loop", "oom", "huge"] {
+        let error = session.translate(&input(behaviour)).expect_err(behaviour);
+        assert_eq!(error.function, Function::Translate, "{behaviour}");
+        assert_eq!(calls_seen(&*session), 1, "after {behaviour}, the next call runs on a fresh instance");
+    }
+}

@@ -181,21 +181,25 @@ pub fn verb_of<B>(request: &http::Request<B>) -> &'static str {
 
 /// A plugin whose calls are timed and whose failures are counted, under the name of its
 /// AdapterPlugin.
-pub struct Metered<P> {
-    plugin: P,
+pub struct Metered {
+    plugin: Arc<dyn Plugin>,
     name: String,
     metrics: Arc<Metrics>,
 }
 
-impl<P: Plugin> Metered<P> {
+impl Metered {
     /// Meters `plugin` as `name`.
-    pub fn new(plugin: P, name: &str, metrics: Arc<Metrics>) -> Self {
+    pub fn new(plugin: Arc<dyn Plugin>, name: &str, metrics: Arc<Metrics>) -> Self {
         Self { plugin, name: name.into(), metrics }
     }
 
-    fn time<R>(&self, function: Function, call: impl FnOnce(&P) -> Result<R, CallError>) -> Result<R, CallError> {
+    fn time<R>(
+        &self,
+        function: Function,
+        call: impl FnOnce(&dyn Plugin) -> Result<R, CallError>,
+    ) -> Result<R, CallError> {
         let started = Instant::now();
-        let result = call(&self.plugin);
+        let result = call(self.plugin.as_ref());
         let labels = CallLabels { plugin: self.name.clone(), function: function.as_str().into() };
         self.metrics.plugin_calls.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
         if let Err(e) = &result {
@@ -205,7 +209,7 @@ impl<P: Plugin> Metered<P> {
     }
 }
 
-impl<P: Plugin> Plugin for Metered<P> {
+impl Plugin for Metered {
     fn metadata(&self) -> &PluginMetadata {
         self.plugin.metadata()
     }
@@ -220,6 +224,11 @@ impl<P: Plugin> Plugin for Metered<P> {
 
     fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError> {
         self.time(Function::MapStatus, |p| p.map_status(input))
+    }
+
+    fn session(self: Arc<Self>) -> Arc<dyn Plugin> {
+        let plugin = self.plugin.clone().session();
+        Arc::new(Self { plugin, name: self.name.clone(), metrics: self.metrics.clone() })
     }
 }
 

@@ -11,6 +11,7 @@ use ksm_plugin_sdk::contract::{
 };
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The plugin functions, for error messages and metrics.
@@ -113,6 +114,10 @@ pub trait Plugin: Send + Sync {
     fn translate(&self, input: &TranslateInput) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError>;
     /// Maps one service's observed objects to its state.
     fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError>;
+    /// This plugin for the calls of one ServiceSet's reconcile. They may share one instance:
+    /// they all carry that ServiceSet's data, so nothing a plugin keeps can reach another
+    /// ServiceSet. Drop the session at the end of the reconcile; a new one starts clean.
+    fn session(self: Arc<Self>) -> Arc<dyn Plugin>;
 }
 
 /// Runs a plugin call on tokio's blocking pool: plugin calls are synchronous and CPU-bound (up
@@ -144,7 +149,7 @@ impl<P: PluginApi> Default for NativePlugin<P> {
     }
 }
 
-impl<P: PluginApi> Plugin for NativePlugin<P> {
+impl<P: PluginApi + 'static> Plugin for NativePlugin<P> {
     fn metadata(&self) -> &PluginMetadata {
         &self.metadata
     }
@@ -159,5 +164,10 @@ impl<P: PluginApi> Plugin for NativePlugin<P> {
 
     fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError> {
         Ok(P::map_status(input.clone()))
+    }
+
+    /// Native plugins have no instances: the session is the plugin itself.
+    fn session(self: Arc<Self>) -> Arc<dyn Plugin> {
+        self
     }
 }

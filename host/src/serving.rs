@@ -45,6 +45,12 @@ impl ServingPlugin {
         Self { name: name.to_string(), plugin, policy, config: spec.config.clone() }
     }
 
+    /// The same plugin and rules for the calls of one ServiceSet's reconcile (see
+    /// [`Plugin::session`]).
+    pub fn session(&self) -> Self {
+        Self { plugin: self.plugin.clone().session(), ..self.clone() }
+    }
+
     /// The plugin's metadata.
     pub fn metadata(&self) -> &PluginMetadata {
         self.plugin.metadata()

@@ -142,7 +142,7 @@ pub async fn sync(ctx: &Context, plugin: &AdapterPlugin) -> (Attempt, Option<BTr
         Ok(Err(e)) => return (Err((Step::Compile, e.to_string())), None),
         Err(e) => return (Err((Step::Compile, format!("compiling failed: {e}"))), None),
     };
-    let metered = Metered::new(wasm, &name, ctx.metrics.clone());
+    let metered = Metered::new(Arc::new(wasm), &name, ctx.metrics.clone());
     let serving = ServingPlugin::configured(&name, Arc::new(metered), &plugin.spec);
     if let Err(message) = validate(&serving) {
         return (Err((Step::Validate, message)), None);

@@ -93,6 +93,7 @@ pub fn reconcile(
         return Ok(Plan { apply: vec![], delete: vec![], status, refused: 0 });
     }
     set_condition(&mut status.conditions, condition(PROVIDER_READY, "True", "ProviderReady", "", generation, now));
+    let serving = &serving.session();
 
     // As the plugin sees it: the AdapterPlugin's default config merged in (translate does the
     // same, idempotently), so that map-status reads the same config.

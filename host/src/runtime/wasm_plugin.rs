@@ -1,7 +1,9 @@
 //! A loaded plugin component, implementing [`Plugin`]: every call gets a fresh store and
-//! instance (no state leaks between ServiceSets), the plugin's limits, and error classification.
+//! instance, or, within a [`Plugin::session`] (one ServiceSet's reconcile), the calls share one
+//! instance, so no state leaks between ServiceSets. Every call runs under the plugin's limits
+//! and its errors are classified; an instance whose call failed is never called again.
 
-use super::bindings::{self, AdapterPluginPre, Guest};
+use super::bindings::{self, AdapterPlugin, AdapterPluginPre, Guest};
 use super::guest_log::GuestLog;
 use super::sandbox::CallState;
 use super::{ComponentInfo, EpochTicker, Limits, LoadError, Runtime};
@@ -10,7 +12,7 @@ use ksm_plugin_sdk::contract::{
     ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
     TranslateInput,
 };
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use wasmtime::{Engine, Store, Trap};
 
 /// A plugin component ready to be called.
@@ -44,7 +46,7 @@ impl WasmPlugin {
             reads: vec![],
         };
         let mut plugin = Self { engine, _ticker: ticker, pre, wasi, limits, info, metadata: placeholder, log };
-        let metadata = plugin.call(Function::Metadata, |g, s| g.call_metadata(s), |m| m.name.len())?;
+        let metadata = plugin.call(&mut None, Function::Metadata, |g, s| g.call_metadata(s), |m| m.name.len())?;
         plugin.log = Arc::new(GuestLog::new(metadata.name.clone()));
         plugin.metadata = bindings::metadata(metadata);
         Ok(plugin)
@@ -60,14 +62,8 @@ impl WasmPlugin {
         self.limits
     }
 
-    /// Runs `f` on a fresh instance in a fresh store under the plugin's limits. `size` tells
-    /// how many bytes of text the answer holds.
-    fn call<R>(
-        &self,
-        function: Function,
-        f: impl FnOnce(&Guest, &mut Store<CallState>) -> wasmtime::Result<R>,
-        size: impl FnOnce(&R) -> usize,
-    ) -> Result<R, CallError> {
+    /// A fresh store and instance under the plugin's limits.
+    fn instantiate(&self) -> Result<Instance, CallErrorKind> {
         let state = if self.wasi {
             CallState::with_wasi(self.limits.memory, self.log.clone())
         } else {
@@ -76,22 +72,87 @@ impl WasmPlugin {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(Runtime::deadline_ticks(self.limits.timeout));
-        let error = |kind| CallError { plugin: self.metadata.name.clone(), function, kind };
-
-        let result = match self.pre.instantiate(&mut store) {
-            Ok(instance) => f(instance.ksm_adapter_plugin(), &mut store).map_err(|e| self.classify(&store, e)),
+        match self.pre.instantiate(&mut store) {
+            Ok(bindings) => Ok(Instance { store, bindings }),
             Err(e) => Err(match self.classify(&store, e) {
                 CallErrorKind::Trap(message) => CallErrorKind::Instantiate(message),
                 other => other,
             }),
+        }
+    }
+
+    /// Runs `f` under the plugin's limits on the instance in `slot`, instantiating one if the
+    /// slot is empty; a failed call empties the slot. `size` tells how many bytes of text the
+    /// answer holds.
+    fn call<R>(
+        &self,
+        slot: &mut Option<Instance>,
+        function: Function,
+        f: impl FnOnce(&Guest, &mut Store<CallState>) -> wasmtime::Result<R>,
+        size: impl FnOnce(&R) -> usize,
+    ) -> Result<R, CallError> {
+        let error = |kind| CallError { plugin: self.metadata.name.clone(), function, kind };
+        let instance = match slot {
+            Some(instance) => instance,
+            None => slot.insert(self.instantiate().map_err(error)?),
         };
-        store.data().flush_output();
-        let answer = result.map_err(error)?;
+        instance.store.set_epoch_deadline(Runtime::deadline_ticks(self.limits.timeout));
+        let result = f(instance.bindings.ksm_adapter_plugin(), &mut instance.store)
+            .map_err(|e| self.classify(&instance.store, e));
+        instance.store.data().flush_output();
+        let answer = result.map_err(|kind| {
+            *slot = None;
+            error(kind)
+        })?;
         let bytes = size(&answer);
         if bytes > self.limits.output {
+            *slot = None;
             return Err(error(CallErrorKind::OutputTooLarge { size: bytes, limit: self.limits.output }));
         }
         Ok(answer)
+    }
+
+    fn validate_config_on(
+        &self,
+        slot: &mut Option<Instance>,
+        config: &str,
+    ) -> Result<Result<(), Vec<ConfigError>>, CallError> {
+        let result = self.call(
+            slot,
+            Function::ValidateConfig,
+            |g, s| g.call_validate_config(s, config),
+            |r| r.as_ref().err().map_or(0, |errors| errors.iter().map(|e| e.path.len() + e.message.len()).sum()),
+        )?;
+        Ok(result.map_err(bindings::config_errors))
+    }
+
+    fn translate_on(
+        &self,
+        slot: &mut Option<Instance>,
+        input: &TranslateInput,
+    ) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
+        let input = bindings::translate_input(input);
+        let result =
+            self.call(slot, Function::Translate, |g, s| g.call_translate(s, &input), bindings::translation_size)?;
+        Ok(bindings::translation(result))
+    }
+
+    fn map_status_on(
+        &self,
+        slot: &mut Option<Instance>,
+        input: &StatusInput,
+    ) -> Result<Result<ServiceStatus, StatusError>, CallError> {
+        let input = bindings::status_input(input);
+        let result = self.call(
+            slot,
+            Function::MapStatus,
+            |g, s| g.call_map_status(s, &input),
+            |r| match r {
+                Ok(s) => s.version.as_ref().map_or(0, String::len) + s.failure_message.as_ref().map_or(0, String::len),
+                Err(bindings::exports::ksm::adapter::plugin::StatusError::InvalidInput(m)) => m.len(),
+            },
+        )?;
+        Ok(bindings::service_status(result))
     }
 
     /// Tells a timeout and a memory limit from other traps.
@@ -107,36 +168,69 @@ impl WasmPlugin {
     }
 }
 
+/// A store and the plugin instantiated in it.
+struct Instance {
+    store: Store<CallState>,
+    bindings: AdapterPlugin,
+}
+
 impl Plugin for WasmPlugin {
     fn metadata(&self) -> &PluginMetadata {
         &self.metadata
     }
 
     fn validate_config(&self, config: &str) -> Result<Result<(), Vec<ConfigError>>, CallError> {
-        let result = self.call(
-            Function::ValidateConfig,
-            |g, s| g.call_validate_config(s, config),
-            |r| r.as_ref().err().map_or(0, |errors| errors.iter().map(|e| e.path.len() + e.message.len()).sum()),
-        )?;
-        Ok(result.map_err(bindings::config_errors))
+        self.validate_config_on(&mut None, config)
     }
 
     fn translate(&self, input: &TranslateInput) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
-        let input = bindings::translate_input(input);
-        let result = self.call(Function::Translate, |g, s| g.call_translate(s, &input), bindings::translation_size)?;
-        Ok(bindings::translation(result))
+        self.translate_on(&mut None, input)
     }
 
     fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError> {
-        let input = bindings::status_input(input);
-        let result = self.call(
-            Function::MapStatus,
-            |g, s| g.call_map_status(s, &input),
-            |r| match r {
-                Ok(s) => s.version.as_ref().map_or(0, String::len) + s.failure_message.as_ref().map_or(0, String::len),
-                Err(bindings::exports::ksm::adapter::plugin::StatusError::InvalidInput(m)) => m.len(),
-            },
-        )?;
-        Ok(bindings::service_status(result))
+        self.map_status_on(&mut None, input)
+    }
+
+    fn session(self: Arc<Self>) -> Arc<dyn Plugin> {
+        Arc::new(Session { plugin: self, instance: Mutex::new(None) })
+    }
+}
+
+/// The calls of one ServiceSet's reconcile, on one instance made at the first call.
+struct Session {
+    plugin: Arc<WasmPlugin>,
+    instance: Mutex<Option<Instance>>,
+}
+
+impl Session {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Instance>> {
+        // A panic while holding the slot cannot leave a half-made instance: take it anew.
+        self.instance.lock().unwrap_or_else(|poisoned| {
+            let mut slot = poisoned.into_inner();
+            *slot = None;
+            slot
+        })
+    }
+}
+
+impl Plugin for Session {
+    fn metadata(&self) -> &PluginMetadata {
+        &self.plugin.metadata
+    }
+
+    fn validate_config(&self, config: &str) -> Result<Result<(), Vec<ConfigError>>, CallError> {
+        self.plugin.validate_config_on(&mut self.slot(), config)
+    }
+
+    fn translate(&self, input: &TranslateInput) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
+        self.plugin.translate_on(&mut self.slot(), input)
+    }
+
+    fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError> {
+        self.plugin.map_status_on(&mut self.slot(), input)
+    }
+
+    fn session(self: Arc<Self>) -> Arc<dyn Plugin> {
+        self.plugin.clone().session()
     }
 }

@@ -12,10 +12,16 @@
 //! - `other-namespace`: a ConfigMap in `kube-system`;
 //! - `owner-refs`: a ConfigMap claiming an owner;
 //! - `bad-json`: text that is not JSON;
+//! - `count`: a ConfigMap whose `data.calls` counts the `translate` calls this instance served
+//!   (state kept between calls: what the host's sessions must confine to one ServiceSet);
 //! - anything else: one ConfigMap per service, like an honest plugin.
 
 use ksm_plugin_sdk::contract::*;
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// `translate` calls served by this instance.
+static CALLS: AtomicU32 = AtomicU32::new(0);
 
 /// The hostile plugin.
 pub struct Hostile;
@@ -45,6 +51,7 @@ impl PluginApi for Hostile {
         let service_set: Value =
             serde_json::from_str(&input.service_set).map_err(|e| TranslateError::InvalidInput(e.to_string()))?;
         let name = service_set["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
         let objects = match name.as_str() {
             "loop" => spin(),
             "oom" => exhaust_memory(),
@@ -60,6 +67,8 @@ impl PluginApi for Hostile {
             "owner-refs" => vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name,
                 "ownerReferences": [{"apiVersion": "v1", "kind": "Namespace", "name": "kube-system", "uid": "x"}]}}).to_string()],
             "bad-json" => vec!["{\"apiVersion\": ".to_string()],
+            "count" => vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                "data": {"calls": calls.to_string()}}).to_string()],
             _ => vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).to_string()],
         };
         Ok(vec![ServiceTranslation { service: name, outcome: Ok(objects), claims: vec![] }])
