@@ -39,7 +39,7 @@ use futures::channel::mpsc::unbounded;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use plugins::Plugins;
 use std::net::SocketAddr;
@@ -159,6 +159,7 @@ pub async fn run(
         tokio::spawn(provider::manage(ctx.clone(), provider_changed));
     }
 
+    let service_set_events = service_set_events.predicate_filter(reconcile_worthy, PredicateConfig::default());
     let service_set_controller = Controller::for_stream(service_set_events, service_sets.clone())
         .with_config(controller::Config::default().concurrency(concurrency))
         .watches_stream(provider_events, {
@@ -261,6 +262,19 @@ where
     (reader, events, is_listed)
 }
 
+/// What of a ServiceSet calls for a reconcile when it changes: its spec (generation), labels
+/// (the SMP selector), annotations, finalizers and deletion. Status-only changes, i.e. the
+/// host's own status writes, do not: each used to cost a full round of plugin calls that
+/// decided nothing new. The cache still holds the latest status for the next round.
+fn reconcile_worthy(service_set: &ServiceSet) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let meta = service_set.meta();
+    let mut hasher = DefaultHasher::new();
+    (meta.generation, &meta.labels, &meta.annotations, &meta.finalizers).hash(&mut hasher);
+    meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// Turns `listed` true at the end of the (first) initial list.
 fn mark_listed<K>(listed: &watch::Sender<bool>, event: &watcher::Event<K>) {
     if matches!(event, watcher::Event::InitDone) {
@@ -288,4 +302,41 @@ fn users_of_template(service_sets: &Store<ServiceSet>, template: &ServiceTemplat
         .filter(|ss| ss.namespace() == namespace && ss.spec.services.iter().any(|s| s.template == name))
         .map(|ss| ObjectRef::from_obj(&**ss))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn service_set(patch: impl FnOnce(&mut serde_json::Value)) -> ServiceSet {
+        let mut object = json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": "a", "namespace": "team", "generation": 1, "labels": {"x": "1"}},
+            "spec": {"provider": {"name": "ksm-flux"}, "services": []},
+            "status": {"deployed": false},
+        });
+        patch(&mut object);
+        serde_json::from_value(object).unwrap()
+    }
+
+    #[test]
+    fn only_status_changes_do_not_call_for_a_reconcile() {
+        let base = reconcile_worthy(&service_set(|_| {}));
+        assert_eq!(base, reconcile_worthy(&service_set(|o| o["status"]["deployed"] = json!(true))));
+        for (what, change) in [
+            ("spec", json!({"metadata": {"generation": 2}})),
+            ("labels", json!({"metadata": {"labels": {"x": "2"}}})),
+            ("annotations", json!({"metadata": {"annotations": {"note": "retry"}}})),
+            ("finalizers", json!({"metadata": {"finalizers": ["ksm.k0rdent.mirantis.com/finalizer"]}})),
+            ("deletion", json!({"metadata": {"deletionTimestamp": "2026-11-22T10:00:00Z"}})),
+        ] {
+            let changed = service_set(|o| {
+                for (key, value) in change["metadata"].as_object().unwrap() {
+                    o["metadata"][key] = value.clone();
+                }
+            });
+            assert_ne!(base, reconcile_worthy(&changed), "a change of {what} calls for a reconcile");
+        }
+    }
 }
