@@ -112,6 +112,7 @@ impl ChildKinds {
             match &event {
                 watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
                     if let Some((owner, child)) = owner_of(&indexed, object) {
+                        caught_up(&forget, &child, object);
                         index.lock().unwrap().entry(owner.clone()).or_default().insert(child);
                         let _ = wake.unbounded_send(ObjectRef::new(&owner.1).within(&owner.0));
                     }
@@ -249,6 +250,19 @@ impl ChildKinds {
             )
         })?;
         Ok(Api::namespaced_with(self.client.clone(), &child.namespace, &kind.resource))
+    }
+}
+
+/// Drops the answer of an apply to `child` once the watch delivers what it applied: from then
+/// on the cache tells the truth, and the answer would only hold memory.
+fn caught_up(applied: &Applied, child: &ChildRef, object: &DynamicObject) {
+    let mut applied = applied.lock().unwrap();
+    let seen = object.annotations().get(APPLIED_HASH_ANNOTATION).map(String::as_str);
+    if applied
+        .get(child)
+        .is_some_and(|(_, answer)| answer["metadata"]["annotations"][APPLIED_HASH_ANNOTATION].as_str() == seen)
+    {
+        applied.remove(child);
     }
 }
 
