@@ -11,6 +11,7 @@
 //! - [`adapter`]: the `ksm-adapter run` process and its log;
 //! - [`fixtures`]: StateManagementProviders, ServiceTemplates, ServiceSets, workloads;
 //! - [`flux`]: Flux-style HelmRelease status;
+//! - [`naive`]: the k0rdent guide's controller, the benchmark's baseline (`ksm-naive-adapter`);
 //! - [`expect`]: the children the plugin says a ServiceSet should have, and how a live child
 //!   must look;
 //! - [`scale`]: the scale benchmark (`ksm-scale-bench`);
@@ -27,6 +28,7 @@ pub mod env;
 pub mod expect;
 pub mod fixtures;
 pub mod flux;
+pub mod naive;
 pub mod objects;
 pub mod registry;
 pub mod scale;

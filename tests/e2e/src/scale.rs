@@ -1,7 +1,9 @@
 //! The scale benchmark: the real `ksm-adapter run` (a child process, so its memory is its own)
-//! against the simulated API server in this process, loaded with N ServiceSets × S services.
+//! against the simulated API server in this process, loaded with N ServiceSets × S services,
+//! then — in the same run, against a fresh server loaded identically — the **naive baseline**
+//! (`ksm-naive-adapter`, the k0rdent guide's controller: see [`crate::naive`]).
 //! This process plays kcm (the SMP is ready) and Flux (every HelmRelease is marked Ready for its
-//! generation as soon as it appears or changes), and measures:
+//! generation as soon as it appears or changes), and measures, for each:
 //!
 //! - time to converge: from the adapter's start until every ServiceSet reports `deployed`
 //!   (seen through a watch, as kcm would);
@@ -11,26 +13,31 @@
 //! - latency from a ServiceSet spec change to its HelmRelease's new spec (p50/p99);
 //! - the adapter's peak RSS (`VmHWM`).
 //!
+//! ksm-adapter must converge within its timeout (else the run fails). The baseline gets its own
+//! timeout; if it does not converge in time, the run records how many ServiceSets were deployed
+//! and measures the rest anyway, and the ratios of time and requests are lower bounds.
+//!
 //! Run it with `cargo run --release -p ksm-e2e --bin ksm-scale-bench -- --help`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
 use ksm_test_apiserver::TestApiServer;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::env::crds;
 use crate::fixtures::{self, adapter_plugin, service_templates, smp, smp_status};
 use crate::flux::FluxState;
 use crate::objects::Kind;
-use crate::{ADAPTER_NAME, SERVICE_SET_LABEL};
+use crate::{ADAPTER_NAME, SERVICE_LABEL, SERVICE_SET_LABEL};
 
 /// The namespace the benchmark works in.
 const NAMESPACE: &str = "bench";
@@ -38,6 +45,12 @@ const NAMESPACE: &str = "bench";
 const SMP: &str = "ksm-flux";
 /// Flux status writes in flight at once.
 const FLUX_CONCURRENCY: usize = 16;
+/// How long a spec change may take to reach its HelmRelease; longer counts as timed out.
+const CHANGE_LIMIT: Duration = Duration::from_secs(30);
+/// The least convergence timeout of the baseline when none is given.
+const MIN_BASELINE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The verbs the table always shows (others only when they occur).
+const VERBS: [&str; 6] = ["get", "list", "watch", "create", "update", "patch"];
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -50,66 +63,212 @@ pub struct Options {
     pub steady: Duration,
     /// Spec changes whose latency is measured (one after the other).
     pub changes: usize,
-    /// The longest convergence may take.
+    /// The longest ksm-adapter's convergence may take.
     pub timeout: Duration,
     /// The `ksm-adapter` binary.
     pub binary: PathBuf,
+    /// The naive baseline to run after ksm-adapter, if any.
+    pub baseline: Option<Baseline>,
 }
 
-/// What was measured.
+/// How to run the naive baseline (`ksm-naive-adapter`).
+#[derive(Clone, Debug)]
+pub struct Baseline {
+    /// The `ksm-naive-adapter` binary.
+    pub binary: PathBuf,
+    /// How long its convergence may take; `None`: 3 × ksm-adapter's time, at least 60 s.
+    pub timeout: Option<Duration>,
+    /// ServiceSets it reconciles at once (ksm-adapter's default is 4).
+    pub concurrency: u16,
+    /// Its requeue after a complete reconcile (the guide's 30 s).
+    pub requeue: Duration,
+}
+
+impl Baseline {
+    /// The convergence timeout, given how long ksm-adapter took.
+    pub fn timeout_after(&self, ours: Duration) -> Duration {
+        self.timeout.unwrap_or_else(|| (ours * 3).max(MIN_BASELINE_TIMEOUT))
+    }
+}
+
+/// What was measured: ksm-adapter's measures and the baseline's.
 #[derive(Clone, Debug)]
 pub struct Report {
     /// The options of the run.
     pub options: Options,
-    /// From the adapter's start until every ServiceSet reported `deployed: true`.
+    /// ksm-adapter's.
+    pub ours: Measures,
+    /// The naive baseline's, unless it was off.
+    pub baseline: Option<Measures>,
+}
+
+/// What was measured of one adapter.
+#[derive(Clone, Debug)]
+pub struct Measures {
+    /// From the adapter's start until every ServiceSet reported `deployed: true`, or until the
+    /// timeout when [`converged`](Self::converged) is false.
     pub converge: Duration,
+    /// Whether every ServiceSet reported `deployed: true` in time.
+    pub converged: bool,
+    /// ServiceSets that reported `deployed: true` when convergence was measured.
+    pub deployed: usize,
     /// The adapter's requests during convergence, by verb.
     pub requests: BTreeMap<String, usize>,
     /// Writes (create, update, patch, delete) during the steady-state window.
     pub steady_writes: usize,
-    /// Spec change → HelmRelease updated, one per change, sorted.
+    /// Spec change → HelmRelease updated, one per change, sorted; a change that timed out
+    /// counts as the 30 s limit.
     pub latencies: Vec<Duration>,
+    /// Changes whose HelmRelease did not carry the new values within 30 s (or did not exist).
+    pub latency_timeouts: usize,
     /// The adapter's peak resident memory, in KiB.
     pub peak_rss_kib: u64,
 }
 
-/// Runs the benchmark.
+/// Runs the benchmark: ksm-adapter, then the baseline (if any).
 pub async fn run(options: Options) -> anyhow::Result<Report> {
-    let server = Arc::new(TestApiServer::start(crds()).await?);
     let workdir = std::env::temp_dir().join(format!("ksm-scale-bench-{}", std::process::id()));
     std::fs::create_dir_all(&workdir)?;
-    let kubeconfig = workdir.join("kubeconfig.yaml");
-    std::fs::write(&kubeconfig, server.kubeconfig_yaml())?;
-    load(&server, &options)?;
+    let ours = Contender::Ours(&options.binary);
+    let measured = measure(&options, &ours, options.timeout, &workdir).await?;
+    if !measured.converged {
+        bail!(
+            "{} ServiceSets not deployed after {:?} (adapter log: {})",
+            options.service_sets - measured.deployed,
+            options.timeout,
+            ours.log(&workdir).display()
+        );
+    }
+    let baseline = match &options.baseline {
+        Some(baseline) => {
+            let timeout = baseline.timeout_after(measured.converge);
+            Some(measure(&options, &Contender::Naive(baseline), timeout, &workdir).await?)
+        }
+        None => None,
+    };
+    Ok(Report { options, ours: measured, baseline })
+}
 
-    let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
-    let flux = tokio::spawn(play_flux(client.clone()));
-    let (deployed_tx, mut deployed) = tokio::sync::watch::channel(0);
-    let counter = tokio::spawn(count_deployed(client.clone(), deployed_tx));
-    // Let this process's own list and watch happen before counting.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    server.reset_counts();
+/// An adapter the benchmark measures.
+enum Contender<'a> {
+    /// `ksm-adapter run`, this binary.
+    Ours(&'a Path),
+    /// `ksm-naive-adapter`.
+    Naive(&'a Baseline),
+}
 
+impl Contender<'_> {
+    /// Its binary's name, which names its log and kubeconfig too.
+    fn name(&self) -> &'static str {
+        match self {
+            Contender::Ours(_) => "ksm-adapter",
+            Contender::Naive(_) => "ksm-naive-adapter",
+        }
+    }
+
+    /// Where its stdout and stderr go.
+    fn log(&self, workdir: &Path) -> PathBuf {
+        workdir.join(format!("{}.log", self.name()))
+    }
+
+    /// Its command line against the server of `kubeconfig`.
+    fn command(&self, kubeconfig: &Path) -> Command {
+        match self {
+            Contender::Ours(binary) => {
+                let mut command = Command::new(binary);
+                command
+                    .args(["run", "--kubeconfig"])
+                    .arg(kubeconfig)
+                    .args(["--adapter-name", ADAPTER_NAME, "--adapter-namespace", NAMESPACE, "--log-level", "warn"])
+                    // The scale smoke runs beside other tests' adapters.
+                    .args(["--metrics-bind-address", "off"])
+                    .env_remove("KSM_LOG");
+                command
+            }
+            Contender::Naive(baseline) => {
+                let mut command = Command::new(&baseline.binary);
+                command.arg("--kubeconfig").arg(kubeconfig).args(["--namespace", NAMESPACE]);
+                command.args(["--concurrency", &baseline.concurrency.to_string()]);
+                command.args(["--requeue-seconds", &baseline.requeue.as_secs().to_string()]);
+                command
+            }
+        }
+    }
+}
+
+/// Measures one adapter against a fresh server, giving its convergence `timeout`.
+async fn measure(
+    options: &Options,
+    contender: &Contender<'_>,
+    timeout: Duration,
+    workdir: &Path,
+) -> anyhow::Result<Measures> {
+    let bench = Bench::start(options, workdir.join(format!("{}-kubeconfig.yaml", contender.name()))).await?;
     let started = Instant::now();
-    let adapter = Adapter::start(&options.binary, &kubeconfig, &workdir)?;
-    wait_converged(&options, &adapter, started, &mut deployed).await?;
+    let adapter = Adapter::start(contender.command(&bench.kubeconfig), contender.log(workdir))?;
+    let deployed = wait_converged(options.service_sets, timeout, &adapter, started, bench.deployed.clone()).await?;
     let converge = started.elapsed();
-    let requests = adapter_requests(&server);
+    let requests = adapter_requests(&bench.server);
+    let steady_writes = bench.steady_writes(options.steady).await;
+    let (latencies, latency_timeouts) = change_latencies(&bench.server, &bench.client, options).await?;
+    Ok(Measures {
+        converge,
+        converged: deployed >= options.service_sets,
+        deployed,
+        requests,
+        steady_writes,
+        latencies,
+        latency_timeouts,
+        peak_rss_kib: adapter.peak_rss_kib()?,
+    })
+}
 
-    tokio::time::sleep(Duration::from_secs(1)).await; // the last status writes come back
-    server.reset_counts();
-    tokio::time::sleep(options.steady).await;
-    let steady_writes = adapter_requests(&server)
-        .iter()
-        .filter(|(verb, _)| matches!(verb.as_str(), "create" | "update" | "patch" | "delete"))
-        .map(|(_, n)| n)
-        .sum();
+/// A loaded server with this process playing Flux and counting deployed ServiceSets; dropping
+/// it stops both and the server.
+struct Bench {
+    server: TestApiServer,
+    client: kube::Client,
+    kubeconfig: PathBuf,
+    /// ServiceSets reporting `deployed: true`.
+    deployed: watch::Receiver<usize>,
+    tasks: Vec<JoinHandle<()>>,
+}
 
-    let latencies = change_latencies(&server, &client, &options).await?;
-    let peak_rss_kib = adapter.peak_rss_kib()?;
-    flux.abort();
-    counter.abort();
-    Ok(Report { options, converge, requests, steady_writes, latencies, peak_rss_kib })
+impl Bench {
+    /// Starts and loads a server, writes its kubeconfig, starts Flux and the counter, and
+    /// resets the request counts once their own list and watch are done.
+    async fn start(options: &Options, kubeconfig: PathBuf) -> anyhow::Result<Self> {
+        let server = TestApiServer::start(crds()).await?;
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml())?;
+        load(&server, options)?;
+        let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
+        let (deployed_tx, deployed) = watch::channel(0);
+        let tasks =
+            vec![tokio::spawn(play_flux(client.clone())), tokio::spawn(count_deployed(client.clone(), deployed_tx))];
+        // Let this process's own list and watch happen before counting.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        server.reset_counts();
+        Ok(Self { server, client, kubeconfig, deployed, tasks })
+    }
+
+    /// The adapter's writes (create, update, patch, delete) in a window of length `steady`,
+    /// which starts a second from now (the last status writes come back).
+    async fn steady_writes(&self, steady: Duration) -> usize {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.server.reset_counts();
+        tokio::time::sleep(steady).await;
+        adapter_requests(&self.server)
+            .iter()
+            .filter(|(verb, _)| matches!(verb.as_str(), "create" | "update" | "patch" | "delete"))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+    }
 }
 
 /// Puts the SMP (ready), the templates and the ServiceSets into the server directly.
@@ -180,36 +339,30 @@ fn adapter_requests(server: &TestApiServer) -> BTreeMap<String, usize> {
 }
 
 /// Follows ServiceSet status through a watch (started before counting, so not counted) and
-/// resolves once every ServiceSet reports `deployed: true`. Polling every object instead would
-/// cost this process CPU in proportion to N, on the machine the adapter is measured on.
+/// returns how many report `deployed: true` once all do or `timeout` has passed since `started`.
+/// Polling every object instead would cost this process CPU in proportion to N, on the machine
+/// the adapter is measured on. Fails if the adapter exits.
 async fn wait_converged(
-    options: &Options,
+    service_sets: usize,
+    timeout: Duration,
     adapter: &Adapter,
     started: Instant,
-    deployed: &mut tokio::sync::watch::Receiver<usize>,
-) -> anyhow::Result<()> {
+    mut deployed: watch::Receiver<usize>,
+) -> anyhow::Result<usize> {
     loop {
-        if *deployed.borrow() >= options.service_sets {
-            return Ok(());
-        }
-        if started.elapsed() > options.timeout {
-            let done = *deployed.borrow();
-            bail!(
-                "{} ServiceSets not deployed after {:?} (adapter log: {})",
-                options.service_sets - done,
-                options.timeout,
-                adapter.log.display()
-            );
+        let done = *deployed.borrow();
+        if done >= service_sets || started.elapsed() > timeout {
+            return Ok(done);
         }
         if let Some(status) = adapter.exited() {
-            bail!("ksm-adapter exited ({status}); log: {}", adapter.log.display());
+            bail!("the adapter exited ({status}); log: {}", adapter.log.display());
         }
         let _ = tokio::time::timeout(Duration::from_millis(200), deployed.changed()).await;
     }
 }
 
 /// Counts the ServiceSets whose status says `deployed: true`, from a watch.
-async fn count_deployed(client: kube::Client, deployed: tokio::sync::watch::Sender<usize>) {
+async fn count_deployed(client: kube::Client, deployed: watch::Sender<usize>) {
     let api = Api::<DynamicObject>::namespaced_with(client, NAMESPACE, &Kind::ServiceSet.resource());
     let mut done = std::collections::HashSet::new();
     let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff().applied_objects());
@@ -226,75 +379,84 @@ async fn count_deployed(client: kube::Client, deployed: tokio::sync::watch::Send
 }
 
 /// Changes the values of the first service of `changes` ServiceSets, one at a time, and times
-/// each until its HelmRelease carries the new values.
+/// each until its HelmRelease carries the new values: the latencies, sorted (a timed-out change
+/// counts as [`CHANGE_LIMIT`]), and how many timed out.
 async fn change_latencies(
     server: &TestApiServer,
     client: &kube::Client,
     options: &Options,
-) -> anyhow::Result<Vec<Duration>> {
+) -> anyhow::Result<(Vec<Duration>, usize)> {
     let service_sets = Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &Kind::ServiceSet.resource());
     let releases = Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &Kind::HelmRelease.resource());
-    let mut latencies = Vec::new();
+    let (mut latencies, mut timeouts) = (Vec::new(), 0);
     for i in 0..options.changes.min(options.service_sets) {
-        let name = service_set_name(i % options.service_sets);
-        let selector = format!("{SERVICE_SET_LABEL}={name},ksm.k0rdent.mirantis.com/service=svc-0");
-        let release = releases.list(&kube::api::ListParams::default().labels(&selector)).await?;
-        let release =
-            release.items.first().and_then(|r| r.metadata.name.clone()).context("the HelmRelease of svc-0")?;
-        let mut object = service_sets.get(&name).await?;
-        let mut services = object.data["spec"]["services"].take();
-        services[0]["values"] = json!(format!("replicaCount: {}\n", 3 + i));
-        let started = Instant::now();
-        service_sets
-            .patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"services": services}})))
-            .await?;
-        loop {
-            let live = server.object(&Kind::HelmRelease.api_version(), "HelmRelease", Some(NAMESPACE), &release);
-            if live.is_some_and(|r| r["spec"]["values"]["replicaCount"] == json!(3 + i)) {
-                break;
-            }
-            if started.elapsed() > Duration::from_secs(30) {
-                bail!("HelmRelease {release} not updated 30 s after its ServiceSet changed");
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        latencies.push(started.elapsed());
+        let latency = change_latency(server, &service_sets, &releases, i).await?;
+        timeouts += usize::from(latency.is_none());
+        latencies.push(latency.unwrap_or(CHANGE_LIMIT));
     }
     latencies.sort();
-    Ok(latencies)
+    Ok((latencies, timeouts))
 }
 
-/// The adapter process.
+/// Changes the values of the first service of ServiceSet `i` and times it until its HelmRelease
+/// (found by the host's labels, which the baseline sets too) carries them; `None` when that
+/// takes longer than [`CHANGE_LIMIT`] or the HelmRelease does not exist (a baseline that did
+/// not converge).
+async fn change_latency(
+    server: &TestApiServer,
+    service_sets: &Api<DynamicObject>,
+    releases: &Api<DynamicObject>,
+    i: usize,
+) -> anyhow::Result<Option<Duration>> {
+    let name = service_set_name(i);
+    let selector = format!("{SERVICE_SET_LABEL}={name},{SERVICE_LABEL}=svc-0");
+    let listed = releases.list(&ListParams::default().labels(&selector)).await?;
+    let Some(release) = listed.items.first().and_then(|r| r.metadata.name.clone()) else {
+        return Ok(None);
+    };
+    let mut object = service_sets.get(&name).await?;
+    let mut services = object.data["spec"]["services"].take();
+    let replicas = json!(3 + i);
+    services[0]["values"] = json!(format!("replicaCount: {replicas}\n"));
+    let started = Instant::now();
+    service_sets.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"services": services}}))).await?;
+    while started.elapsed() <= CHANGE_LIMIT {
+        let live = server.object(&Kind::HelmRelease.api_version(), "HelmRelease", Some(NAMESPACE), &release);
+        if live.is_some_and(|r| r["spec"]["values"]["replicaCount"] == replicas) {
+            return Ok(Some(started.elapsed()));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(None)
+}
+
+/// An adapter process; killed when dropped.
 struct Adapter {
     child: Child,
     log: PathBuf,
 }
 
 impl Adapter {
-    fn start(binary: &PathBuf, kubeconfig: &PathBuf, workdir: &std::path::Path) -> anyhow::Result<Self> {
-        let log = workdir.join("adapter.log");
+    /// Starts `command` with stdin closed and stdout and stderr to `log`.
+    fn start(mut command: Command, log: PathBuf) -> anyhow::Result<Self> {
         let file = std::fs::File::create(&log)?;
-        let child = Command::new(binary)
-            .args(["run", "--kubeconfig"])
-            .arg(kubeconfig)
-            .args(["--adapter-name", ADAPTER_NAME, "--adapter-namespace", NAMESPACE, "--log-level", "warn"])
-            // The scale smoke runs beside other tests' adapters.
-            .args(["--metrics-bind-address", "off"])
-            .env_remove("KSM_LOG")
+        let child = command
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file)
             .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
+            .with_context(|| format!("starting {}", command.get_program().to_string_lossy()))?;
         Ok(Self { child, log })
     }
 
+    /// Why it is gone, if it is.
     fn exited(&self) -> Option<String> {
         let pid = self.child.id();
         let alive = std::path::Path::new(&format!("/proc/{pid}/status")).exists();
         (!alive).then(|| format!("pid {pid} gone"))
     }
 
+    /// Its `VmHWM`, in KiB.
     fn peak_rss_kib(&self) -> anyhow::Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
         let line = status.lines().find(|l| l.starts_with("VmHWM:")).context("no VmHWM in /proc/<pid>/status")?;
@@ -309,10 +471,15 @@ impl Drop for Adapter {
     }
 }
 
-impl Report {
+impl Measures {
     /// Requests during convergence, all verbs.
     pub fn total_requests(&self) -> usize {
         self.requests.values().sum()
+    }
+
+    /// Requests of one verb during convergence.
+    pub fn verb(&self, verb: &str) -> usize {
+        self.requests.get(verb).copied().unwrap_or_default()
     }
 
     /// The latency at quantile `q` (0..=1).
@@ -320,39 +487,150 @@ impl Report {
         let index = ((self.latencies.len() as f64 - 1.0) * q).round() as usize;
         self.latencies.get(index).copied().unwrap_or_default()
     }
+}
 
-    /// The report as a Markdown table.
+/// One row of the table: the measure, ksm-adapter's cell, the baseline's and the ratio.
+struct Row {
+    measure: String,
+    ours: String,
+    naive: String,
+    ratio: String,
+}
+
+impl Report {
+    /// The report as a Markdown table: one row per measure, a column per adapter and the ratio
+    /// baseline / ksm-adapter (only ksm-adapter's column when the baseline was off).
     pub fn table(&self) -> String {
-        let o = &self.options;
-        let per = |n: usize| n as f64 / o.service_sets as f64;
-        let mut rows = vec![
-            (
-                "ServiceSets × services".to_string(),
-                format!("{} × {} ({} HelmReleases)", o.service_sets, o.services, o.service_sets * o.services),
-            ),
-            ("time to converge".into(), format!("{:.1} s", self.converge.as_secs_f64())),
-            (
-                "API requests while converging".into(),
-                format!("{} ({:.2} per ServiceSet)", self.total_requests(), per(self.total_requests())),
-            ),
-        ];
-        for (verb, n) in &self.requests {
-            rows.push((format!("  {verb}"), format!("{n} ({:.2} per ServiceSet)", per(*n))));
-        }
-        rows.push((format!("writes in a {} s steady state", o.steady.as_secs()), self.steady_writes.to_string()));
-        rows.push((
-            format!("spec change → HelmRelease updated ({} changes)", self.latencies.len()),
-            format!("p50 {:.1} ms, p99 {:.1} ms", ms(self.latency(0.5)), ms(self.latency(0.99))),
-        ));
-        rows.push(("peak RSS of ksm-adapter".into(), format!("{:.1} MiB", self.peak_rss_kib as f64 / 1024.0)));
-        let mut out = String::from("| measure | value |\n|---|---|\n");
-        for (name, value) in rows {
-            out.push_str(&format!("| {name} | {value} |\n"));
+        let with_baseline = self.baseline.is_some();
+        let mut out = if with_baseline {
+            String::from("| measure | ksm-adapter | naive baseline | naive / ksm-adapter |\n|---|---|---|---|\n")
+        } else {
+            String::from("| measure | ksm-adapter |\n|---|---|\n")
+        };
+        for row in self.rows() {
+            if with_baseline {
+                out.push_str(&format!("| {} | {} | {} | {} |\n", row.measure, row.ours, row.naive, row.ratio));
+            } else {
+                out.push_str(&format!("| {} | {} |\n", row.measure, row.ours));
+            }
         }
         out
     }
+
+    /// One row per measure, verbs included.
+    fn rows(&self) -> Vec<Row> {
+        let o = &self.options;
+        let per = |count: usize| format!("{count} ({:.2} per ServiceSet)", count as f64 / o.service_sets as f64);
+        let unconverged = |m: &Measures| !m.converged;
+        let exact = |_: &Measures| false;
+        let mut rows = vec![self.setup_row()];
+        rows.push(self.row("time to converge", |m| m.converge.as_secs_f64(), unconverged, |m| self.converge_cell(m)));
+        let total = |m: &Measures| m.total_requests();
+        rows.push(self.row("API requests while converging", |m| total(m) as f64, unconverged, |m| per(total(m))));
+        for verb in self.verbs() {
+            rows.push(self.row(&format!("  {verb}"), |m| m.verb(&verb) as f64, unconverged, |m| per(m.verb(&verb))));
+        }
+        let steady = format!("writes in a {} s steady state", o.steady.as_secs());
+        rows.push(self.row(&steady, |m| m.steady_writes as f64, exact, steady_cell));
+        for (label, q) in [("p50", 0.5), ("p99", 0.99)] {
+            let measure = format!("spec change → HelmRelease updated, {label} ({} changes)", self.ours.latencies.len());
+            let timed_out = move |m: &Measures| m.latency(q) >= CHANGE_LIMIT;
+            rows.push(self.row(&measure, |m| ms(m.latency(q)), timed_out, |m| latency_cell(m, q)));
+        }
+        let rss = |m: &Measures| format!("{:.1} MiB", m.peak_rss_kib as f64 / 1024.0);
+        rows.push(self.row("peak RSS of the adapter", |m| m.peak_rss_kib as f64, exact, rss));
+        rows
+    }
+
+    /// The sizes, and how the baseline runs.
+    fn setup_row(&self) -> Row {
+        let o = &self.options;
+        let naive = o.baseline.as_ref().map_or_else(String::new, |b| {
+            format!(
+                "the k0rdent guide's controller: GET + UPDATE per child, status update every reconcile, \
+                 requeue {} s, concurrency {}",
+                b.requeue.as_secs(),
+                b.concurrency
+            )
+        });
+        Row {
+            measure: "ServiceSets × services".into(),
+            ours: format!("{} × {} ({} HelmReleases)", o.service_sets, o.services, o.service_sets * o.services),
+            naive,
+            ratio: String::new(),
+        }
+    }
+
+    /// A row of measure `measure`: each adapter's `cell`, and the ratio of their `value`s, a
+    /// lower bound (`> `) when the baseline's value is one (`bound`).
+    fn row(
+        &self,
+        measure: &str,
+        value: impl Fn(&Measures) -> f64,
+        bound: impl Fn(&Measures) -> bool,
+        cell: impl Fn(&Measures) -> String,
+    ) -> Row {
+        let (naive, ratio) = match &self.baseline {
+            Some(b) if bound(&self.ours) => (cell(b), "?".to_string()),
+            Some(b) => (cell(b), ratio(value(&self.ours), value(b), bound(b))),
+            None => (String::new(), String::new()),
+        };
+        Row { measure: measure.into(), ours: cell(&self.ours), naive, ratio }
+    }
+
+    /// `8.2 s`, or `not converged after 60.0 s (k of N deployed)`.
+    fn converge_cell(&self, m: &Measures) -> String {
+        if m.converged {
+            format!("{:.1} s", m.converge.as_secs_f64())
+        } else {
+            let n = self.options.service_sets;
+            format!("not converged after {:.1} s ({} of {n} deployed)", m.converge.as_secs_f64(), m.deployed)
+        }
+    }
+
+    /// The verbs to show: [`VERBS`], then any other that occurred.
+    fn verbs(&self) -> Vec<String> {
+        let mut verbs: Vec<String> = VERBS.iter().map(|v| v.to_string()).collect();
+        for measures in std::iter::once(&self.ours).chain(&self.baseline) {
+            for verb in measures.requests.keys() {
+                if !verbs.contains(verb) {
+                    verbs.push(verb.clone());
+                }
+            }
+        }
+        verbs
+    }
 }
 
+/// The steady-state writes, noting when the adapter had not converged.
+fn steady_cell(m: &Measures) -> String {
+    let note = if m.converged { "" } else { " (still converging)" };
+    format!("{}{note}", m.steady_writes)
+}
+
+/// The latency at quantile `q` in ms, `≥` when it timed out, with how many did.
+fn latency_cell(m: &Measures, q: f64) -> String {
+    let latency = m.latency(q);
+    let timeouts = match m.latency_timeouts {
+        0 => String::new(),
+        n => format!(" ({n} of {} timed out after {} s)", m.latencies.len(), CHANGE_LIMIT.as_secs()),
+    };
+    let at_least = if latency >= CHANGE_LIMIT { "≥ " } else { "" };
+    format!("{at_least}{:.1} ms{timeouts}", ms(latency))
+}
+
+/// `naive / ours`, e.g. `3.1x`; `> 3.1x` when `naive` is a lower bound; `∞` when only ours is 0,
+/// `—` when both are.
+fn ratio(ours: f64, naive: f64, lower_bound: bool) -> String {
+    let prefix = if lower_bound { "> " } else { "" };
+    if ours == 0.0 {
+        return if naive == 0.0 { "—".into() } else { "∞".into() };
+    }
+    let r = naive / ours;
+    if r >= 0.1 || r == 0.0 { format!("{prefix}{r:.1}x") } else { format!("{prefix}{r:.2}x") }
+}
+
+/// Milliseconds.
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }

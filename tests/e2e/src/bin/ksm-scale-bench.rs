@@ -1,16 +1,19 @@
-//! `ksm-scale-bench`: the scale benchmark of `ksm-adapter run` (see `ksm_e2e::scale`).
+//! `ksm-scale-bench`: the scale benchmark of `ksm-adapter run`, with the naive baseline of the
+//! k0rdent guide beside it (see `ksm_e2e::scale` and `ksm_e2e::naive`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
-use ksm_e2e::scale::{self, Options};
+use clap::{Parser, ValueEnum};
+use ksm_e2e::scale::{self, Baseline, Options};
 
 /// Runs the real `ksm-adapter run` against an in-process simulated API server holding N
-/// ServiceSets × S services, plays Flux (every HelmRelease becomes Ready), and prints a table:
-/// time to converge, API requests by verb, steady-state writes, spec-change latency, peak RSS.
+/// ServiceSets × S services, plays Flux (every HelmRelease becomes Ready), then does the same
+/// with the naive baseline (`ksm-naive-adapter`, the k0rdent guide's controller) against a fresh
+/// server, and prints a table: time to converge, API requests by verb, steady-state writes,
+/// spec-change latency, peak RSS, each with the ratio baseline / ksm-adapter.
 ///
-/// Build the adapter first in the same profile, e.g.
+/// Build the adapters first in the same profile, e.g.
 /// `cargo build --release -p ksm-adapter -p ksm-e2e && target/release/ksm-scale-bench`.
 #[derive(Debug, Parser)]
 struct Args {
@@ -26,37 +29,80 @@ struct Args {
     /// Spec changes whose latency is measured.
     #[arg(long, default_value_t = 100)]
     changes: usize,
-    /// Seconds convergence may take before the run fails.
+    /// Seconds ksm-adapter's convergence may take before the run fails.
     #[arg(long, default_value_t = 900)]
     timeout_seconds: u64,
     /// The `ksm-adapter` binary [default: $KSM_ADAPTER_BIN, else next to this executable].
     #[arg(long)]
     adapter: Option<PathBuf>,
+    /// The baseline to measure after ksm-adapter.
+    #[arg(long, value_enum, default_value_t = BaselineArg::Naive)]
+    baseline: BaselineArg,
+    /// Seconds the baseline's convergence may take; past it the run goes on with what was
+    /// deployed [default: 3 × ksm-adapter's time, at least 60].
+    #[arg(long)]
+    baseline_timeout_seconds: Option<u64>,
+    /// ServiceSets the baseline reconciles at once (ksm-adapter's default; controller-runtime's
+    /// is 1).
+    #[arg(long, default_value_t = 4)]
+    baseline_concurrency: u16,
+    /// The baseline's requeue after a complete reconcile, in seconds (the guide's 30).
+    #[arg(long, default_value_t = 30)]
+    baseline_requeue_seconds: u64,
+    /// The `ksm-naive-adapter` binary [default: $KSM_NAIVE_ADAPTER_BIN, else next to this
+    /// executable].
+    #[arg(long)]
+    naive_adapter: Option<PathBuf>,
+}
+
+/// Which baseline to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum BaselineArg {
+    /// None: ksm-adapter only.
+    Off,
+    /// The k0rdent guide's controller (`ksm-naive-adapter`).
+    Naive,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let binary = match args.adapter.or_else(|| std::env::var_os("KSM_ADAPTER_BIN").map(PathBuf::from)) {
-        Some(path) => path,
-        None => std::env::current_exe()?.with_file_name("ksm-adapter"),
+    let baseline = match args.baseline {
+        BaselineArg::Off => None,
+        BaselineArg::Naive => Some(Baseline {
+            binary: binary(args.naive_adapter.clone(), "KSM_NAIVE_ADAPTER_BIN", "ksm-naive-adapter", "ksm-e2e")?,
+            timeout: args.baseline_timeout_seconds.map(Duration::from_secs),
+            concurrency: args.baseline_concurrency,
+            requeue: Duration::from_secs(args.baseline_requeue_seconds),
+        }),
     };
-    anyhow::ensure!(
-        binary.is_file(),
-        "no ksm-adapter binary at {} (build it: cargo build --release -p ksm-adapter)",
-        binary.display()
-    );
     let options = Options {
         service_sets: args.servicesets,
         services: args.services,
         steady: Duration::from_secs(args.steady_seconds),
         changes: args.changes,
         timeout: Duration::from_secs(args.timeout_seconds),
-        binary,
+        binary: binary(args.adapter, "KSM_ADAPTER_BIN", "ksm-adapter", "ksm-adapter")?,
+        baseline,
     };
     eprintln!("loading {} ServiceSets × {} services ...", options.service_sets, options.services);
     let report = scale::run(options).await?;
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     println!("ksm-scale-bench on {cpus} CPUs\n\n{}", report.table());
     Ok(())
+}
+
+/// The binary `name`: `flag`, else the environment variable `var`, else next to this
+/// executable; an error naming the `package` to build when it is not there.
+fn binary(flag: Option<PathBuf>, var: &str, name: &str, package: &str) -> anyhow::Result<PathBuf> {
+    let path = match flag.or_else(|| std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)) {
+        Some(path) => path,
+        None => std::env::current_exe()?.with_file_name(name),
+    };
+    anyhow::ensure!(
+        path.is_file(),
+        "no {name} binary at {} (build it: cargo build --release -p {package})",
+        path.display()
+    );
+    Ok(path)
 }

@@ -1,16 +1,25 @@
-//! The scale benchmark at a small size, so that it cannot rot: it must converge, make no
-//! writes in a steady state and apply spec changes.
+//! The scale benchmark at a small size, so that it cannot rot: ksm-adapter must converge, make
+//! no writes in a steady state and apply spec changes; the naive baseline (the k0rdent guide's
+//! controller) must converge too, and cost more requests and steady-state writes.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ksm_e2e::adapter::binary;
-use ksm_e2e::scale::{Options, run};
+use ksm_e2e::scale::{Baseline, Options, run};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_scale_benchmark_runs_at_200_by_3() {
     if ksm_e2e::skip_on_real_cluster("the_scale_benchmark_runs_at_200_by_3", "the benchmark's own server") {
         return;
     }
+    let baseline = Baseline {
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_ksm-naive-adapter")),
+        timeout: Some(Duration::from_secs(60)),
+        concurrency: 4,
+        // Shorter than the guide's 30 s so that the 3 s steady window sees the periodic writes.
+        requeue: Duration::from_secs(3),
+    };
     let options = Options {
         service_sets: 200,
         services: 3,
@@ -18,12 +27,24 @@ async fn the_scale_benchmark_runs_at_200_by_3() {
         changes: 10,
         timeout: Duration::from_secs(120),
         binary: binary(),
+        baseline: Some(baseline),
     };
     let report = run(options).await.expect("the benchmark runs");
     eprintln!("{}", report.table());
-    assert_eq!(report.steady_writes, 0, "steady state makes no writes");
-    assert_eq!(report.latencies.len(), 10);
-    let patches = report.requests.get("patch").copied().unwrap_or_default();
-    assert!(patches >= 200 * 3, "every HelmRelease was applied: {:?}", report.requests);
-    assert!(report.peak_rss_kib > 0);
+    let (ours, naive) = (&report.ours, report.baseline.as_ref().expect("the baseline ran"));
+    assert_eq!(ours.steady_writes, 0, "steady state makes no writes");
+    assert_eq!((ours.latencies.len(), ours.latency_timeouts), (10, 0));
+    assert!(ours.verb("patch") >= 200 * 3, "every HelmRelease was applied: {:?}", ours.requests);
+    assert!(ours.peak_rss_kib > 0);
+
+    assert!(naive.converged, "the baseline converged: {} of 200 deployed", naive.deployed);
+    assert_eq!(naive.verb("create"), 200 * 3, "the baseline created every HelmRelease: {:?}", naive.requests);
+    assert!(naive.steady_writes > 0, "the baseline writes status and children on every requeue");
+    assert!(
+        naive.total_requests() > ours.total_requests(),
+        "the baseline makes more requests: {} vs {}",
+        naive.total_requests(),
+        ours.total_requests()
+    );
+    assert_eq!(naive.latency_timeouts, 0, "the baseline applies spec changes");
 }
