@@ -50,7 +50,9 @@ async fn converges_under_faults() {
     server.fail_next("patch", 2, 500);
     server.fail_next("update", 2, 500);
     server.drop_watches();
-    t.wait_gone(&ss, WAIT).await;
+    // Six failed rounds in a row back off 0.5 + 1 + 2 + 4 + 8 + 16 s before the seventh: give
+    // the deletion twice the usual wait (the host's own status writes no longer wake it early).
+    t.wait_gone(&ss, WAIT * 2).await;
     for kind in Kind::CHILDREN {
         for object in t.list(kind, t.namespace(), "").await {
             let owners = &object["metadata"]["ownerReferences"];
