@@ -151,7 +151,6 @@ impl ChildKinds {
             .collect();
         children.sort_by_key(ChildRef::of);
         let mut applied = self.applied.lock().unwrap();
-        let hash = |v: &Value| v["metadata"]["annotations"][APPLIED_HASH_ANNOTATION].clone();
         applied.retain(|key, (at, answer)| {
             if at.elapsed() > APPLIED_TTL {
                 return false;
@@ -162,7 +161,7 @@ impl ChildKinds {
                 return true;
             }
             match children.iter_mut().find(|c| ChildRef::of(c) == *key) {
-                Some(cached) if hash(cached) == hash(answer) => false, // the cache caught up
+                Some(cached) if applied_hash(cached) == applied_hash(answer) => false, // the cache caught up
                 Some(cached) => {
                     *cached = answer.clone();
                     true
@@ -258,12 +257,14 @@ impl ChildKinds {
 fn caught_up(applied: &Applied, child: &ChildRef, object: &DynamicObject) {
     let mut applied = applied.lock().unwrap();
     let seen = object.annotations().get(APPLIED_HASH_ANNOTATION).map(String::as_str);
-    if applied
-        .get(child)
-        .is_some_and(|(_, answer)| answer["metadata"]["annotations"][APPLIED_HASH_ANNOTATION].as_str() == seen)
-    {
+    if applied.get(child).is_some_and(|(_, answer)| applied_hash(answer) == seen) {
         applied.remove(child);
     }
+}
+
+/// The content hash the host stamped on a child it applied.
+fn applied_hash(object: &Value) -> Option<&str> {
+    object["metadata"]["annotations"][APPLIED_HASH_ANNOTATION].as_str()
 }
 
 /// The ServiceSet (namespace, name) a cached child belongs to, by its labels.
