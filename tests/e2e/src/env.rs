@@ -194,13 +194,19 @@ fn cluster_kubeconfig() -> Option<PathBuf> {
     })
 }
 
-/// A client for a kubeconfig file's current context.
+/// A client for a kubeconfig file's current context (panics, as the harness's helpers do).
 async fn client_for(kubeconfig: &Path) -> Client {
-    let loaded = Kubeconfig::read_from(kubeconfig).unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));
+    kubeconfig_client(kubeconfig).await.unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// A client for a kubeconfig file's current context.
+pub async fn kubeconfig_client(kubeconfig: &Path) -> anyhow::Result<Client> {
+    use anyhow::Context as _;
+    let loaded = Kubeconfig::read_from(kubeconfig).with_context(|| format!("reading {}", kubeconfig.display()))?;
     let config = Config::from_custom_kubeconfig(loaded, &KubeConfigOptions::default())
         .await
-        .unwrap_or_else(|e| panic!("kubeconfig {}: {e}", kubeconfig.display()));
-    Client::try_from(config).expect("a kube client")
+        .with_context(|| format!("kubeconfig {}", kubeconfig.display()))?;
+    Ok(Client::try_from(config)?)
 }
 
 /// Whether `manager` is among the object's field managers.

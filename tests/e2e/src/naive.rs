@@ -69,7 +69,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, PartialObjectMeta, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde::Deserialize;
@@ -189,13 +188,10 @@ async fn work(ctx: Arc<Context>, queue: Arc<Queue>) {
 
 /// A client for `kubeconfig`, else the usual inference.
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            kube::Config::from_custom_kubeconfig(Kubeconfig::read_from(path)?, &KubeConfigOptions::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
+    match kubeconfig {
+        Some(path) => crate::env::kubeconfig_client(path).await,
+        None => Ok(Client::try_from(kube::Config::infer().await?)?),
+    }
 }
 
 /// A reconcile's failure: an API error, or a ServiceSet the guide's code cannot use.
