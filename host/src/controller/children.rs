@@ -1,17 +1,16 @@
 //! The kinds the plugins create: one cache per kind of the objects the host manages (by label),
 //! and the writes — server-side apply under the field manager `ksm-adapter`, and delete.
 
+use super::child_cache::{ChildCache, Owner};
 use crate::k0rdent::ServiceSet;
-use crate::plan::children::{
-    APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL,
-};
+use crate::plan::children::{APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL};
 use crate::plan::reconcile::ChildRef;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use ksm_plugin_sdk::contract::ObjectKind;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -23,10 +22,9 @@ use tokio::sync::watch;
 /// The field manager of every server-side apply the host makes.
 pub const FIELD_MANAGER: &str = "ksm-adapter";
 
-/// One kind a plugin creates, with the cache of the objects the host manages.
+/// One kind a plugin creates, and whether the cache holds a complete list of it.
 struct ChildKind {
     resource: ApiResource,
-    cache: Store<DynamicObject>,
     listed: watch::Receiver<bool>,
 }
 
@@ -41,16 +39,12 @@ pub struct ChildKinds {
     /// same content: a reconcile that runs before the watch delivers an applied child must
     /// not apply it again.
     applied: Applied,
-    /// The cached children by ServiceSet (namespace, name), so a reconcile reads its own
-    /// children instead of scanning every cached object. A superset: entries are checked
-    /// against the cache when read.
-    by_owner: ByOwner,
+    /// The objects the host manages, of every kind.
+    cache: Arc<Mutex<ChildCache>>,
 }
 
 /// The channel that wakes a ServiceSet's reconcile.
 pub type Waker = UnboundedSender<ObjectRef<ServiceSet>>;
-/// Cached children by ServiceSet (namespace, name).
-type ByOwner = Arc<Mutex<HashMap<(String, String), HashSet<ChildRef>>>>;
 /// Answers of recent applies, with when they came.
 type Applied = Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>>;
 
@@ -61,13 +55,7 @@ const APPLIED_TTL: Duration = Duration::from_secs(30);
 impl ChildKinds {
     /// No kinds yet; changes to children will wake their ServiceSet through `wake`.
     pub fn new(client: &Client, wake: Waker) -> Self {
-        Self {
-            client: client.clone(),
-            wake,
-            kinds: RwLock::default(),
-            applied: Arc::default(),
-            by_owner: Arc::default(),
-        }
+        Self { client: client.clone(), wake, kinds: RwLock::default(), applied: Arc::default(), cache: Arc::default() }
     }
 
     /// Starts caching each of `kinds` not cached yet (a watch of the objects the host manages,
@@ -96,41 +84,51 @@ impl ChildKinds {
     }
 
     fn watch(&self, resource: ApiResource) -> ChildKind {
-        let writer = Writer::new(resource.clone());
-        let cache = writer.as_reader();
         let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
         let (is_listed, listed) = watch::channel(false);
-        let (forget, index, indexed, wake) =
-            (self.applied.clone(), self.by_owner.clone(), resource.clone(), self.wake.clone());
+        let (applied, cache, kind, wake) =
+            (self.applied.clone(), self.cache.clone(), resource.clone(), self.wake.clone());
+        // The children seen since the (re)list began; at its end the others are gone.
+        let mut relisted: HashSet<ChildRef> = HashSet::new();
         let events = watcher(Api::<DynamicObject>::all_with(self.client.clone(), &resource), config)
             .default_backoff()
-            .modify(|object| object.managed_fields_mut().clear())
-            .reflect(writer);
+            .modify(|object| object.managed_fields_mut().clear());
         tokio::spawn(events.for_each(move |event| {
             let Ok(event) = event else { return futures::future::ready(()) };
             super::mark_listed(&is_listed, &event);
-            match &event {
-                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                    if let Some((owner, child)) = owner_of(&indexed, object) {
-                        caught_up(&forget, &child, object);
-                        index.lock().unwrap().entry(owner.clone()).or_default().insert(child);
-                        let _ = wake.unbounded_send(ObjectRef::new(&owner.1).within(&owner.0));
-                    }
+            let changed = match event {
+                watcher::Event::Apply(object) => {
+                    let child = child_ref(&kind, &object);
+                    caught_up(&applied, &child, &object);
+                    cache.lock().unwrap().apply(child, &object)
+                }
+                watcher::Event::InitApply(object) => {
+                    let child = child_ref(&kind, &object);
+                    caught_up(&applied, &child, &object);
+                    relisted.insert(child.clone());
+                    cache.lock().unwrap().apply(child, &object)
                 }
                 watcher::Event::Delete(object) => {
-                    if let Some((owner, child)) = owner_of(&indexed, object) {
-                        forget.lock().unwrap().remove(&child);
-                        if let Some(children) = index.lock().unwrap().get_mut(&owner) {
-                            children.remove(&child);
-                        }
-                        let _ = wake.unbounded_send(ObjectRef::new(&owner.1).within(&owner.0));
-                    }
+                    let child = child_ref(&kind, &object);
+                    applied.lock().unwrap().remove(&child);
+                    cache.lock().unwrap().delete(&child).into_iter().collect()
                 }
-                watcher::Event::Init | watcher::Event::InitDone => {}
+                watcher::Event::Init => {
+                    relisted.clear();
+                    Vec::new()
+                }
+                watcher::Event::InitDone => {
+                    let gone = cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &relisted);
+                    relisted = HashSet::new();
+                    gone
+                }
+            };
+            for (namespace, name) in changed {
+                let _ = wake.unbounded_send(ObjectRef::new(&name).within(&namespace));
             }
             futures::future::ready(())
         }));
-        ChildKind { resource, cache, listed }
+        ChildKind { resource, listed }
     }
 
     /// The cached children of `service_set` (found by the ServiceSet label), as JSON.
@@ -138,18 +136,7 @@ impl ChildKinds {
     /// answer.
     pub fn cached(&self, service_set: &ServiceSet) -> Vec<Value> {
         let owner = (service_set.namespace().unwrap_or_default(), service_set.name_any());
-        let refs = self.by_owner.lock().unwrap().get(&owner).cloned().unwrap_or_default();
-        let mut children: Vec<Value> = refs
-            .iter()
-            .filter_map(|child| {
-                let kind = self.find(&child.api_version, &child.kind)?;
-                let key = ObjectRef::new_with(&child.name, kind.resource.clone()).within(&child.namespace);
-                kind.cache.get(&key)
-            })
-            .filter(|o| owned_by(o, &owner))
-            .filter_map(|object| serde_json::to_value(&*object).ok())
-            .collect();
-        children.sort_by_key(ChildRef::of);
+        let mut children = self.cache.lock().unwrap().children_of(&owner);
         let mut applied = self.applied.lock().unwrap();
         applied.retain(|key, (at, answer)| {
             if at.elapsed() > APPLIED_TTL {
@@ -172,17 +159,14 @@ impl ChildKinds {
                 }
             }
         });
+        children.sort_by_key(ChildRef::of);
         children
     }
 
     /// Whether service `service` of ServiceSet `namespace/name` has any cached child.
     pub fn any(&self, namespace: &str, name: &str, service: &str) -> bool {
-        let owner = (namespace.to_string(), name.to_string());
-        self.kinds.read().unwrap().values().any(|kind| {
-            kind.cache
-                .find(|o| owned_by(o, &owner) && o.labels().get(SERVICE_LABEL).is_some_and(|v| v == service))
-                .is_some()
-        })
+        let owner: Owner = (namespace.to_string(), name.to_string());
+        self.cache.lock().unwrap().any(&owner, service)
     }
 
     /// The children of `service_set` that exist right now, read from the API server rather than
@@ -210,10 +194,7 @@ impl ChildKinds {
 
     /// Whether the cached child `child` is already being deleted.
     pub fn is_deleting(&self, child: &ChildRef) -> bool {
-        self.find(&child.api_version, &child.kind).is_some_and(|kind| {
-            let key = ObjectRef::new_with(&child.name, kind.resource.clone()).within(&child.namespace);
-            kind.cache.get(&key).is_some_and(|o| o.metadata.deletion_timestamp.is_some())
-        })
+        self.cache.lock().unwrap().is_deleting(child)
     }
 
     /// Server-side applies `child` (forcing ownership of the fields it sets).
@@ -267,25 +248,12 @@ fn applied_hash(object: &Value) -> Option<&str> {
     object["metadata"]["annotations"][APPLIED_HASH_ANNOTATION].as_str()
 }
 
-/// The ServiceSet (namespace, name) a cached child belongs to, by its labels.
-fn owner_key(object: &DynamicObject) -> Option<(String, String)> {
-    let labels = object.labels();
-    Some((labels.get(SERVICE_SET_NAMESPACE_LABEL)?.clone(), labels.get(SERVICE_SET_LABEL)?.clone()))
-}
-
-fn owned_by(object: &DynamicObject, owner: &(String, String)) -> bool {
-    owner_key(object).as_ref() == Some(owner)
-}
-
-/// The ServiceSet (namespace, name) a cached child belongs to, and the child's reference.
-fn owner_of(resource: &ApiResource, object: &DynamicObject) -> Option<((String, String), ChildRef)> {
-    let namespace = object.metadata.namespace.clone()?;
-    let owner = owner_key(object)?;
-    let child = ChildRef {
+/// The reference of `object`, of kind `resource`.
+fn child_ref(resource: &ApiResource, object: &DynamicObject) -> ChildRef {
+    ChildRef {
         api_version: resource.api_version.clone(),
         kind: resource.kind.clone(),
-        namespace: namespace.clone(),
+        namespace: object.namespace().unwrap_or_default(),
         name: object.name_any(),
-    };
-    Some((owner, child))
+    }
 }

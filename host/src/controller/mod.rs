@@ -6,7 +6,8 @@
 //! - [`reconciler`]: one ServiceSet, top to bottom, and the retry policy;
 //! - [`arbiter`]: the index of claims across ServiceSets and who wins them;
 //! - [`plugins`]: AdapterPlugins: fetch, compile, validate, hot reload, their status;
-//! - [`children`]: the plugins' kinds: their caches, server-side apply and delete;
+//! - [`children`]: the plugins' kinds: their watches, server-side apply and delete;
+//! - `child_cache`: the objects of those kinds, as compact JSON by ServiceSet;
 //! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
 //! - [`status`]: ServiceSet status writes, only when the status changed;
 //! - [`events`]: Kubernetes Events on transitions;
@@ -16,6 +17,7 @@
 
 mod access;
 pub mod arbiter;
+mod child_cache;
 pub mod children;
 pub mod context;
 pub mod events;
