@@ -49,12 +49,12 @@ impl Fixture {
 
     fn map_status(&self, plugin: &ServingPlugin, services: &[TranslatedService]) {
         let plugin = plugin.plugin.as_ref();
+        let json = self.service_set.to_string();
         for (service, spec) in services.iter().zip(self.service_set["spec"]["services"].as_array().unwrap()) {
             let template = self.manifests.template("kcm-system", spec["template"].as_str().unwrap());
-            let status =
-                plan::service_status(plugin, &self.service_set, template.map(|d| &d.object), service, |a, k, ns, n| {
-                    self.manifests.find(a, k, ns, n).map(|d| d.object.clone())
-                });
+            let status = plan::service_status(plugin, &json, template.map(|d| &d.object), service, |a, k, ns, n| {
+                self.manifests.find(a, k, ns, n).map(|d| d.object.clone())
+            });
             black_box(status.expect("map-status"));
         }
     }

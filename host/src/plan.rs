@@ -110,10 +110,11 @@ pub fn service_names(service_set: &Value) -> Vec<String> {
 
 /// The state of one translated service: from the plugin's error or refusal, or from
 /// `map-status` over the observed versions of its desired objects (`observe` finds the live
-/// object by apiVersion, kind, namespace and name).
+/// object by apiVersion, kind, namespace and name). `service_set` is the ServiceSet's JSON text
+/// (serialized once for all its services).
 pub fn service_status(
     plugin: &dyn Plugin,
-    service_set: &Value,
+    service_set: &str,
     template: Option<&Value>,
     translated: &TranslatedService,
     observe: impl Fn(&str, &str, &str, &str) -> Option<Value>,
@@ -139,7 +140,7 @@ pub fn service_status(
         })
         .collect();
     let input = StatusInput {
-        service_set: service_set.to_string(),
+        service_set: service_set.into(),
         service: translated.service.clone(),
         template: template.map(Value::to_string),
         observed,

@@ -654,8 +654,9 @@ impl Suite {
         let mut services = Vec::new();
         for t in translated {
             let template = case.template_of(&t.service);
+            let service_set = case.service_set.to_string();
             let status =
-                plan::service_status(self.plugin.as_ref(), &case.service_set, template.as_ref(), t, |a, k, ns, n| {
+                plan::service_status(self.plugin.as_ref(), &service_set, template.as_ref(), t, |a, k, ns, n| {
                     find_observed(&case.observed, a, k, ns, n)
                 })
                 .map_err(|e| e.to_string())?;

@@ -189,9 +189,10 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             };
             let spec: k0rdent::ServiceSetSpec = serde_json::from_value(ss.object["spec"].clone())?;
             let mut states = Vec::new();
+            let json = ss.object.to_string();
             for (translated, service) in services.iter().zip(&spec.services) {
                 let template = manifests.template(ss.namespace(), &service.template).map(|d| &d.object);
-                let status = plan::service_status(plugin, &ss.object, template, translated, |a, k, ns, n| {
+                let status = plan::service_status(plugin, &json, template, translated, |a, k, ns, n| {
                     manifests.find(a, k, ns, n).map(|d| d.object.clone())
                 })?;
                 states.push(report::status(&translated.service, &status));

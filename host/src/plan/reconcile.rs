@@ -134,6 +134,7 @@ pub fn reconcile(
         uid: service_set.metadata.uid.clone().unwrap_or_default(),
     };
     let live = |r: &ChildRef| observed.children.iter().find(|c| ChildRef::of(c) == *r);
+    let json = json.to_string();
     let (mut apply, mut keep, mut errors, mut states) = (vec![], BTreeSet::new(), vec![], vec![]);
     for (service, spec) in translated.iter().zip(&service_set.spec.services) {
         match &service.outcome {
