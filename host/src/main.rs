@@ -5,12 +5,6 @@ mod cli;
 use clap::Parser;
 use std::process::ExitCode;
 
-/// mimalloc instead of glibc's malloc: the controller allocates and frees many small JSON trees
-/// on several threads, where glibc spent a fifth of the CPU and kept freed memory in per-thread
-/// arenas (docs/performance.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     let logs = tracing_subscriber::fmt()
