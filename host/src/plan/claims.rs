@@ -10,6 +10,7 @@ use ksm_plugin_sdk::contract::Claim;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 /// kcm's default priority of a ServiceSet's services.
 pub const DEFAULT_PRIORITY: i64 = 100;
@@ -114,7 +115,8 @@ pub fn arbitrate(index: &ClaimIndex, key: &Key, has_objects: impl Fn(&Key, &str)
 
 #[derive(Clone, Debug)]
 struct Holder {
-    contender: Contender,
+    /// Shared by every claim of the ServiceSet.
+    contender: Arc<Contender>,
     service: String,
 }
 
@@ -131,11 +133,12 @@ fn winner(holders: &[Holder]) -> &Holder {
     holders.iter().min_by(|a, b| a.rank().cmp(&b.rank())).expect("a recorded claim has a holder")
 }
 
-/// Every claim of the ServiceSets the host serves, and who holds it.
+/// Every claim of the ServiceSets the host serves, and who holds it. Each claim is stored once
+/// and shared by both maps (the index holds ~3 claims per ServiceSet, for every ServiceSet).
 #[derive(Debug, Default)]
 pub struct ClaimIndex {
-    holders: BTreeMap<Claim, Vec<Holder>>,
-    claimed: BTreeMap<Key, BTreeSet<Claim>>,
+    holders: BTreeMap<Arc<Claim>, Vec<Holder>>,
+    claimed: BTreeMap<Key, BTreeSet<Arc<Claim>>>,
 }
 
 impl ClaimIndex {
@@ -144,12 +147,17 @@ impl ClaimIndex {
     /// holds: their outcome may have changed.
     pub fn record(&mut self, contender: &Contender, claims: &[ServiceClaims]) -> BTreeSet<Key> {
         let mut touched = self.forget(&contender.key);
+        let shared = Arc::new(contender.clone());
         for (service, service_claims) in claims {
             for claim in service_claims {
-                let holder = Holder { contender: contender.clone(), service: service.clone() };
+                let claim = match self.holders.get_key_value(claim) {
+                    Some((stored, _)) => stored.clone(),
+                    None => Arc::new(claim.clone()),
+                };
+                let holder = Holder { contender: shared.clone(), service: service.clone() };
                 self.holders.entry(claim.clone()).or_default().push(holder);
                 self.claimed.entry(contender.key.clone()).or_default().insert(claim.clone());
-                touched.insert(claim.clone());
+                touched.insert(claim);
             }
         }
         self.contenders_of(&touched, &contender.key)
@@ -170,8 +178,8 @@ impl ClaimIndex {
             let winner = winner(holders);
             for loser in holders.iter().filter(|h| h.contender.key == *key && h.rank() != winner.rank()) {
                 losses.entry(loser.service.clone()).or_insert_with(|| Loss {
-                    claim: claim.clone(),
-                    winner: winner.contender.clone(),
+                    claim: Claim::clone(claim),
+                    winner: Contender::clone(&winner.contender),
                     winner_service: winner.service.clone(),
                 });
             }
@@ -186,14 +194,14 @@ impl ClaimIndex {
             let holders = &self.holders[claim];
             let winner = winner(holders);
             if winner.contender.key == *key {
-                beaten.extend(holders.iter().filter(|h| h.contender.key != *key).map(|h| (claim, winner, h)));
+                beaten.extend(holders.iter().filter(|h| h.contender.key != *key).map(|h| (&**claim, winner, h)));
             }
         }
         beaten
     }
 
     /// Removes every claim of `key`; returns those claims.
-    fn forget(&mut self, key: &Key) -> BTreeSet<Claim> {
+    fn forget(&mut self, key: &Key) -> BTreeSet<Arc<Claim>> {
         let claims = self.claimed.remove(key).unwrap_or_default();
         for claim in &claims {
             if let Some(holders) = self.holders.get_mut(claim) {
@@ -207,7 +215,7 @@ impl ClaimIndex {
     }
 
     /// The ServiceSets other than `except` holding any of `claims`.
-    fn contenders_of(&self, claims: &BTreeSet<Claim>, except: &Key) -> BTreeSet<Key> {
+    fn contenders_of(&self, claims: &BTreeSet<Arc<Claim>>, except: &Key) -> BTreeSet<Key> {
         claims
             .iter()
             .filter_map(|claim| self.holders.get(claim))
