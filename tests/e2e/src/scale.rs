@@ -128,6 +128,9 @@ pub struct Measures {
     /// CPU time the adapter process used while converging (user + system): its own cost,
     /// apart from the simulated server and Flux simulator that share the machine.
     pub converge_cpu: Duration,
+    /// CPU time this process (the simulated API server, the Flux simulator and the watch that
+    /// counts deployed ServiceSets) used over the same window: the other share of the 2 cores.
+    pub simulator_cpu: Duration,
 }
 
 /// Runs the benchmark: ksm-adapter, then the baseline (if any).
@@ -210,10 +213,12 @@ async fn measure(
 ) -> anyhow::Result<Measures> {
     let bench = Bench::start(options, workdir.join(format!("{}-kubeconfig.yaml", contender.name()))).await?;
     let started = Instant::now();
+    let simulator_started = cpu_time("self")?;
     let adapter = Adapter::start(contender.command(&bench.kubeconfig), contender.log(workdir))?;
     let deployed = wait_converged(options.service_sets, timeout, &adapter, started, bench.deployed.clone()).await?;
     let converge = started.elapsed();
-    let converge_cpu = adapter.cpu_time()?;
+    let converge_cpu = cpu_time(&adapter.child.id().to_string())?;
+    let simulator_cpu = cpu_time("self")?.saturating_sub(simulator_started);
     let requests = adapter_requests(&bench.server);
     let steady_writes = bench.steady_writes(options.steady).await;
     let (latencies, latency_timeouts) = change_latencies(&bench.server, &bench.client, options).await?;
@@ -227,7 +232,20 @@ async fn measure(
         latency_timeouts,
         peak_rss_kib: adapter.peak_rss_kib()?,
         converge_cpu,
+        simulator_cpu,
     })
+}
+
+/// The CPU time of process `pid` (a number, or `self`) so far: `utime + stime` of
+/// `/proc/<pid>/stat`, in clock ticks of 10 ms.
+fn cpu_time(pid: &str) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces) start at field 3 (`state`).
+    let after_name = stat.rsplit_once(") ").context("no command name in /proc/<pid>/stat")?.1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| -> anyhow::Result<u64> { Ok(fields.get(i).context("short /proc/<pid>/stat")?.parse()?) };
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the name.
+    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
 }
 
 /// A loaded server with this process playing Flux and counting deployed ServiceSets; dropping
@@ -470,17 +488,6 @@ impl Adapter {
         (!alive).then(|| format!("pid {pid} gone"))
     }
 
-    /// Its CPU time so far (`utime + stime` of `/proc/<pid>/stat`, in clock ticks of 10 ms).
-    fn cpu_time(&self) -> anyhow::Result<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))?;
-        // Fields after the command name (which may hold spaces) start at field 3 (`state`).
-        let after_name = stat.rsplit_once(") ").context("no command name in /proc/<pid>/stat")?.1;
-        let fields: Vec<&str> = after_name.split_whitespace().collect();
-        let ticks = |i: usize| -> anyhow::Result<u64> { Ok(fields.get(i).context("short /proc/<pid>/stat")?.parse()?) };
-        // utime and stime are fields 14 and 15, i.e. 11 and 12 after the name.
-        Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
-    }
-
     /// Its `VmHWM`, in KiB.
     fn peak_rss_kib(&self) -> anyhow::Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
@@ -550,13 +557,14 @@ impl Report {
         let exact = |_: &Measures| false;
         let mut rows = vec![self.setup_row()];
         rows.push(self.row("time to converge", |m| m.converge.as_secs_f64(), unconverged, |m| self.converge_cell(m)));
-        let cpu = |m: &Measures| format!("{:.1} s", m.converge_cpu.as_secs_f64());
-        rows.push(self.row(
-            "CPU time of the adapter while converging",
-            |m| m.converge_cpu.as_secs_f64(),
-            unconverged,
-            cpu,
-        ));
+        let cpu_rows: [(&str, fn(&Measures) -> Duration); 2] = [
+            ("CPU time of the adapter while converging", |m| m.converge_cpu),
+            ("CPU time of the simulator (API server, Flux) meanwhile", |m| m.simulator_cpu),
+        ];
+        for (measure, cpu) in cpu_rows {
+            let seconds = move |m: &Measures| cpu(m).as_secs_f64();
+            rows.push(self.row(measure, seconds, unconverged, move |m| format!("{:.1} s", seconds(m))));
+        }
         let total = |m: &Measures| m.total_requests();
         rows.push(self.row("API requests while converging", |m| total(m) as f64, unconverged, |m| per(total(m))));
         for verb in self.verbs() {

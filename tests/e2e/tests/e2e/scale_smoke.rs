@@ -37,6 +37,7 @@ async fn the_scale_benchmark_runs_at_200_by_3() {
     assert!(ours.verb("patch") >= 200 * 3, "every HelmRelease was applied: {:?}", ours.requests);
     assert!(ours.peak_rss_kib > 0);
     assert!(ours.converge_cpu > Duration::ZERO, "the adapter's CPU time is read");
+    assert!(ours.simulator_cpu > Duration::ZERO, "the simulator's CPU time is read");
 
     assert!(naive.converged, "the baseline converged: {} of 200 deployed", naive.deployed);
     assert_eq!(naive.verb("create"), 200 * 3, "the baseline created every HelmRelease: {:?}", naive.requests);
