@@ -96,16 +96,13 @@ impl ChildKinds {
         tokio::spawn(events.for_each(move |event| {
             let Ok(event) = event else { return futures::future::ready(()) };
             super::mark_listed(&is_listed, &event);
+            if let watcher::Event::InitApply(object) = &event {
+                relisted.insert(child_ref(&kind, object));
+            }
             let changed = match event {
-                watcher::Event::Apply(object) => {
+                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
                     let child = child_ref(&kind, &object);
                     caught_up(&applied, &child, &object);
-                    cache.lock().unwrap().apply(child, &object)
-                }
-                watcher::Event::InitApply(object) => {
-                    let child = child_ref(&kind, &object);
-                    caught_up(&applied, &child, &object);
-                    relisted.insert(child.clone());
                     cache.lock().unwrap().apply(child, &object)
                 }
                 watcher::Event::Delete(object) => {
@@ -118,9 +115,8 @@ impl ChildKinds {
                     Vec::new()
                 }
                 watcher::Event::InitDone => {
-                    let gone = cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &relisted);
-                    relisted = HashSet::new();
-                    gone
+                    let listed = std::mem::take(&mut relisted);
+                    cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &listed)
                 }
             };
             for (namespace, name) in changed {
