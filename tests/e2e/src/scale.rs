@@ -557,7 +557,8 @@ impl Report {
         let exact = |_: &Measures| false;
         let mut rows = vec![self.setup_row()];
         rows.push(self.row("time to converge", |m| m.converge.as_secs_f64(), unconverged, |m| self.converge_cell(m)));
-        let cpu_rows: [(&str, fn(&Measures) -> Duration); 2] = [
+        type CpuOf = fn(&Measures) -> Duration;
+        let cpu_rows: [(&str, CpuOf); 2] = [
             ("CPU time of the adapter while converging", |m| m.converge_cpu),
             ("CPU time of the simulator (API server, Flux) meanwhile", |m| m.simulator_cpu),
         ];
