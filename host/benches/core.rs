@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{BATCHES, iterations, median, micros};
+use common::{BATCHES, iterations, medians, micros};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ksm_adapter::k0rdent::{ServiceSet, State, StateManagementProvider};
 use ksm_adapter::manifests::Manifests;
@@ -34,8 +34,11 @@ fn main() {
     let deployment = json!({"status": {"conditions": [
         {"type": "Progressing", "status": "True"}, {"type": "Available", "status": "True"}]}});
     let cached = RuleCache::new();
-    let fresh = median(iterations, || drop(black_box(RuleCache::new().evaluate(RULE, &deployment))));
-    let reused = median(iterations, || drop(black_box(cached.evaluate(RULE, &deployment))));
+    let [fresh, reused] = pair(
+        iterations,
+        || drop(black_box(RuleCache::new().evaluate(RULE, &deployment))),
+        || drop(black_box(cached.evaluate(RULE, &deployment))),
+    );
     rows.push(("CEL readiness rule", "compiled per call", fresh, "cached program", reused));
 
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
@@ -60,19 +63,23 @@ fn main() {
     let first = plan(&[]);
     let applied: Vec<Value> = first.apply.clone();
     assert!(plan(&applied).apply.is_empty(), "with its children in place nothing is applied again");
-    let changed = median(iterations, || drop(black_box(plan(&[]))));
-    let unchanged = median(iterations, || drop(black_box(plan(&applied))));
+    let [changed, unchanged] = pair(iterations, || drop(black_box(plan(&[]))), || drop(black_box(plan(&applied))));
     rows.push(("plan one ServiceSet (3 services)", "every child to apply", changed, "nothing changed", unchanged));
 
     let old = first.status.clone();
     let mut new = old.clone();
     new.services[0].state = State::Failed;
     new.services[0].failure_message = Some("install failed".into());
-    let differs = median(iterations, || drop(black_box((old == new, service_set_events(Some(&old), &new)))));
-    let same = median(iterations, || drop(black_box((old == old.clone(), service_set_events(Some(&old), &old)))));
+    let [differs, same] = pair(
+        iterations,
+        || drop(black_box((old == new, service_set_events(Some(&old), &new)))),
+        || drop(black_box((old == old.clone(), service_set_events(Some(&old), &old)))),
+    );
     rows.push(("status decision + Events diff", "a service failed", differs, "unchanged", same));
 
-    println!("host core, median of {BATCHES} batches x {iterations}, each against its baseline in this run");
+    println!(
+        "host core, median of {BATCHES} interleaved batches x {iterations}, each against its baseline in this run"
+    );
     println!("| operation | baseline | time | measured | time | ratio to baseline |");
     println!("|---|---|---|---|---|---|");
     for (operation, base_name, base, name, time) in rows {
@@ -83,4 +90,10 @@ fn main() {
             time.as_secs_f64() / base.as_secs_f64()
         );
     }
+}
+
+/// Medians of a baseline and a variant, measured in interleaved batches.
+fn pair(iterations: usize, mut base: impl FnMut(), mut measured: impl FnMut()) -> [Duration; 2] {
+    let times = medians(iterations, &mut [&mut base, &mut measured]);
+    [times[0], times[1]]
 }

@@ -17,7 +17,7 @@ use ksm_flux_plugin::FluxPlugin;
 use serde_json::Value;
 mod common;
 
-use common::{BATCHES, iterations, median, micros};
+use common::{BATCHES, iterations, medians, micros};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,27 +72,45 @@ fn main() {
     let native = ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new()));
     assert_eq!(fixture.translate(&wasm), fixture.translate(&native), "both builds must agree before they are compared");
 
-    let mut rows = Vec::new();
     let builds = [
         ("native", &native, false),
         ("wasm, fresh instance per call", &wasm, false),
         ("wasm, one instance per ServiceSet", &wasm, true),
     ];
-    for (name, plugin, per_service_set) in builds {
-        // A session per ServiceSet, as `plan::reconcile` opens; without one, every call is fresh.
-        let session = || if per_service_set { plugin.session() } else { plugin.clone() };
-        let translate = median(iterations, || drop(black_box(fixture.translate(&session()))));
-        let total = median(iterations, || {
-            let session = session();
-            let translated = fixture.translate(&session);
-            fixture.map_status(&session, &translated);
-        });
-        rows.push((name, translate, total.saturating_sub(translate), total));
-    }
+    // A session per ServiceSet, as `plan::reconcile` opens; without one, every call is fresh.
+    let session = |plugin: &ServingPlugin, per_service_set: bool| {
+        if per_service_set { plugin.session() } else { plugin.clone() }
+    };
+    let fixture = &fixture;
+    let mut translates: Vec<Box<dyn FnMut()>> = builds
+        .iter()
+        .map(|&(_, plugin, per_service_set)| -> Box<dyn FnMut()> {
+            Box::new(move || drop(black_box(fixture.translate(&session(plugin, per_service_set)))))
+        })
+        .collect();
+    let mut totals: Vec<Box<dyn FnMut()>> = builds
+        .iter()
+        .map(|&(_, plugin, per_service_set)| -> Box<dyn FnMut()> {
+            Box::new(move || {
+                let session = session(plugin, per_service_set);
+                let translated = fixture.translate(&session);
+                fixture.map_status(&session, &translated);
+            })
+        })
+        .collect();
+    let mut all: Vec<&mut dyn FnMut()> =
+        translates.iter_mut().chain(totals.iter_mut()).map(|f| &mut **f as &mut dyn FnMut()).collect();
+    let times = medians(iterations, &mut all);
+    let (translate, total) = times.split_at(builds.len());
+    let rows: Vec<_> = builds
+        .iter()
+        .zip(translate.iter().zip(total))
+        .map(|(&(name, ..), (&translate, &total))| (name, translate, total.saturating_sub(translate), total))
+        .collect();
 
     let base = rows[0].3.as_secs_f64();
     println!(
-        "Flux plugin per ServiceSet (3 services): translate + 3x map-status, median of {BATCHES} batches x {iterations}"
+        "Flux plugin per ServiceSet (3 services): translate + 3x map-status, median of {BATCHES} interleaved batches x {iterations}"
     );
     println!("| build | translate | 3x map-status (per ServiceSet − translate) | per ServiceSet | ratio to native |");
     println!("|---|---|---|---|---|");

@@ -1,4 +1,5 @@
-//! What the bench binaries share: timing by medians over batches, and the command line.
+//! What the bench binaries share: timing by medians over interleaved batches, and the command
+//! line.
 
 use std::time::{Duration, Instant};
 
@@ -14,22 +15,35 @@ pub fn iterations(default: usize) -> usize {
         .map_or(default, |n| n.parse().expect("--iterations takes a number"))
 }
 
-/// Median time per iteration of `f` over [`BATCHES`] batches of `iterations`.
-pub fn median(iterations: usize, mut f: impl FnMut()) -> Duration {
-    for _ in 0..iterations / 10 + 1 {
-        f(); // warm-up
+/// Median time per iteration of each of `fs` over [`BATCHES`] batches of `iterations`.
+///
+/// The batches are interleaved (one batch of each function per round, the order rotating each
+/// round), so a slow spell of a shared machine falls on all of them alike and their ratios stay
+/// comparable.
+pub fn medians(iterations: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Duration> {
+    for f in fs.iter_mut() {
+        for _ in 0..iterations / 10 + 1 {
+            f(); // warm-up
+        }
     }
-    let mut per_iteration: Vec<Duration> = (0..BATCHES)
-        .map(|_| {
+    let mut batches = vec![Vec::with_capacity(BATCHES); fs.len()];
+    for round in 0..BATCHES {
+        for k in 0..fs.len() {
+            let i = (round + k) % fs.len();
             let started = Instant::now();
             for _ in 0..iterations {
-                f();
+                fs[i]();
             }
-            started.elapsed() / iterations as u32
+            batches[i].push(started.elapsed() / iterations as u32);
+        }
+    }
+    batches
+        .into_iter()
+        .map(|mut per_iteration| {
+            per_iteration.sort();
+            per_iteration[BATCHES / 2]
         })
-        .collect();
-    per_iteration.sort();
-    per_iteration[BATCHES / 2]
+        .collect()
 }
 
 /// Microseconds, for tables.
