@@ -40,13 +40,15 @@ pub const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01,
 
 /// Builds `package` (whose sources are in `package_dir`, relative to `workspace_root`) for
 /// `target` and returns the path of the component. Emits the `rerun-if-changed` lines for the
-/// package, the SDK and the WIT. Panics with the cargo output when the build fails: a build
+/// package, the SDK, the WIT and the workspace manifest (its `plugin` profile). Panics with the cargo output when the build fails: a build
 /// script has no better way to report.
 pub fn build(workspace_root: &Path, package_dir: &str, package: &str, target: GuestTarget) -> PathBuf {
     for dir in [package_dir, "plugins/sdk", "wit"] {
         println!("cargo:rerun-if-changed={}", workspace_root.join(dir).display());
     }
-    println!("cargo:rerun-if-changed={}", workspace_root.join("Cargo.lock").display());
+    for file in ["Cargo.lock", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={}", workspace_root.join(file).display());
+    }
     for var in ["KSM_GUEST_CARGO", "KSM_GUEST_RUSTC", "KSM_WASM_COMPONENT_LD", "KSM_GUEST_BUILD_STD"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
