@@ -90,7 +90,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(dir) => Some(DiskCache::open(dir).with_context(|| format!("--plugin-cache-dir {}", dir.display()))?),
         None => None,
     };
-    let runtime = Runtime::with_disk_cache(disk)?;
+    let runtime = Runtime::with_options(disk, controller::plugin_instances(args.concurrency))?;
     let settings = Settings {
         identity: args.identity.identity(),
         mode: match args.mode {

@@ -58,6 +58,15 @@ pub enum Mode {
     Manage,
 }
 
+/// AdapterPlugins loaded (fetched, compiled, validated) at once.
+const PLUGIN_LOADS: u16 = 4;
+
+/// Plugin instances a controller reconciling `concurrency` ServiceSets at once holds at most at
+/// once: one session per reconcile and one per plugin load.
+pub fn plugin_instances(concurrency: u16) -> u32 {
+    u32::from(concurrency) + u32::from(PLUGIN_LOADS)
+}
+
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -178,6 +187,7 @@ pub async fn run(
         .watches(Api::<ConfigMap>::all(client), watcher::Config::default(), move |config_map| {
             plugins::readers_of(&readers, &config_map)
         })
+        .with_config(controller::Config::default().concurrency(PLUGIN_LOADS))
         .reconcile_on(plugins_woken)
         .shutdown_on_signal()
         .run(plugins::reconcile, |_, error, _| plugins::error_policy(error), ctx)

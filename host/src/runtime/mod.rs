@@ -1,5 +1,7 @@
 //! The WASM plugin runtime: one wasmtime [`Engine`] for all plugins, each component compiled
-//! once per content digest, and a fresh, limited store for every call.
+//! once per content digest, and a fresh, limited store for every call. Instances live in
+//! wasmtime's pooling allocator: their memory slots are mapped once and reset in place, not
+//! mapped and unmapped per instance (unmapping cost a TLB-shootdown IPI to every core).
 //!
 //! Sandbox: components get only the contract's `host.log` import; a component that imports
 //! WASI (other languages' toolchains produce such components) is linked against a deny-all
@@ -29,10 +31,18 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// How often the epoch advances: the granularity of call timeouts.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Plugin instances that may exist at once with [`Runtime::new`] (commands that call plugins
+/// one at a time).
+const DEFAULT_INSTANCES: u32 = 16;
+
+/// Bytes of a freed instance's linear memory that are reset in place (only the pages it
+/// touched) instead of returned to the kernel: a Flux plugin call touches about this much.
+const KEEP_RESIDENT: usize = 2 << 20;
 
 /// Per-call limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,13 +122,18 @@ impl Runtime {
     /// Creates the engine, the linkers and the epoch ticker; components are compiled once per
     /// process.
     pub fn new() -> anyhow::Result<Self> {
-        Self::with_disk_cache(None)
+        Self::with_options(None, DEFAULT_INSTANCES)
     }
 
-    /// Like [`Runtime::new`], and with `disk` compiled components survive restarts.
-    pub fn with_disk_cache(disk: Option<DiskCache>) -> anyhow::Result<Self> {
+    /// Like [`Runtime::new`], with room for `instances` plugin instances at once (one per
+    /// concurrent call or session; instantiating beyond it fails) and, with `disk`, compiled
+    /// components that survive restarts.
+    pub fn with_options(disk: Option<DiskCache>, instances: u32) -> anyhow::Result<Self> {
         let mut config = Config::new();
-        config.wasm_component_model(true).epoch_interruption(true);
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool(instances)));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         bindings::AdapterPlugin::add_to_linker::<CallState, wasmtime::component::HasSelf<CallState>>(
@@ -171,6 +186,23 @@ impl Runtime {
         self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256.to_string(), component.clone());
         Ok((component, origin))
     }
+}
+
+/// The pooling allocator's slots for `instances` component instances. Only address space is
+/// reserved up front. Components of interpreted languages hold several core instances, memories
+/// and tables each, hence the multiples, and big tables and instance contexts, hence the sizes
+/// above wasmtime's defaults (20,000 table elements, 1 MiB per core instance).
+fn pool(instances: u32) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(instances)
+        .total_core_instances(instances * 16)
+        .total_memories(instances * 2)
+        .total_tables(instances * 4)
+        .table_elements(1 << 18)
+        .max_core_instance_size(8 << 20)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .pagemap_scan(Enabled::Auto);
+    pool
 }
 
 /// Tells components from core modules and non-WASM bytes before compiling.
@@ -262,6 +294,25 @@ mod tests {
         let err = check_exports(&["ksm:adapter/plugin@0.2.0".into()]).unwrap_err();
         assert_eq!(err.to_string(), "the plugin targets contract 0.2.0; this host supports 0.1.0");
         assert!(matches!(check_exports(&[]), Err(LoadError::MissingExport)));
+    }
+
+    #[test]
+    fn instances_beyond_the_pool_fail_to_instantiate_and_freed_slots_are_reused() {
+        use crate::plugin::{CallErrorKind, Plugin};
+        let runtime = Runtime::with_options(None, 2).unwrap();
+        let plugin = Arc::new(runtime.load(crate::builtin::FLUX, Limits::default()).unwrap());
+        for _ in 0..10 {
+            plugin.validate_config("{}").unwrap().unwrap();
+        }
+        let holding: Vec<_> = (0..2).map(|_| plugin.clone().session()).collect();
+        for session in &holding {
+            session.validate_config("{}").unwrap().unwrap();
+        }
+        let third = plugin.clone().session();
+        let err = third.validate_config("{}").unwrap_err();
+        assert!(matches!(&err.kind, CallErrorKind::Instantiate(m) if m.contains("concurrent")), "{err}");
+        drop(holding);
+        third.validate_config("{}").unwrap().unwrap();
     }
 
     #[test]

@@ -81,7 +81,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ksm-precompiled-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let origin = || {
-            let runtime = Runtime::with_disk_cache(Some(DiskCache::open(&dir).unwrap())).unwrap();
+            let runtime = Runtime::with_options(Some(DiskCache::open(&dir).unwrap()), 1).unwrap();
             let plugin = runtime.load(crate::builtin::FLUX, Limits::default()).unwrap();
             assert_eq!(crate::plugin::Plugin::metadata(&plugin).name, "flux");
             plugin.info().origin
