@@ -25,7 +25,8 @@ pub struct RunArgs {
     /// Who writes StateManagementProvider status.
     #[arg(long, value_enum, default_value_t = ModeArg::Observe)]
     mode: ModeArg,
-    /// ServiceSets reconciled concurrently.
+    /// ServiceSets reconciled concurrently; each reconcile holds one plugin instance from a pool
+    /// sized from this (plus 4 for AdapterPlugin loads).
     #[arg(long, default_value_t = 4)]
     concurrency: u16,
     /// Seconds after which every ServiceSet is reconciled again even if nothing changed (changes
