@@ -652,9 +652,9 @@ impl Suite {
         expected: &Value,
     ) -> Result<String, String> {
         let mut services = Vec::new();
+        let service_set = case.service_set.to_string();
         for t in translated {
             let template = case.template_of(&t.service);
-            let service_set = case.service_set.to_string();
             let status =
                 plan::service_status(self.plugin.as_ref(), &service_set, template.as_ref(), t, |a, k, ns, n| {
                     find_observed(&case.observed, a, k, ns, n)

@@ -40,8 +40,9 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// one at a time).
 const DEFAULT_INSTANCES: u32 = 16;
 
-/// Bytes of a freed instance's linear memory that are reset in place (only the pages it
-/// touched) instead of returned to the kernel: a Flux plugin call touches about this much.
+/// Bytes at the start of a freed instance's linear memory that are reset in place (only the
+/// pages it touched) instead of returned to the kernel; pages above are released with
+/// `madvise`. A bound on the resident memory each warm pool slot keeps.
 const KEEP_RESIDENT: usize = 2 << 20;
 
 /// Per-call limits.
