@@ -8,6 +8,7 @@
 //! - [`plugins`]: AdapterPlugins: fetch, compile, validate, hot reload, their status;
 //! - [`children`]: the plugins' kinds: their watches, server-side apply and delete;
 //! - `child_cache`: the objects of those kinds, as compact JSON by ServiceSet;
+//! - `settle`: a short wait that folds a burst of child changes into one reconcile;
 //! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
 //! - [`status`]: ServiceSet status writes, only when the status changed;
 //! - [`events`]: Kubernetes Events on transitions;
@@ -26,6 +27,7 @@ pub mod leader;
 pub mod plugins;
 pub mod provider;
 pub mod reconciler;
+mod settle;
 pub mod status;
 
 use crate::adapter_plugin::AdapterPlugin;
@@ -152,7 +154,7 @@ pub async fn run(
         providers,
         templates,
         adapter_plugins: adapter_plugins.clone(),
-        children: ChildKinds::new(&client, wake.clone()),
+        children: ChildKinds::new(&client, settle::settled(wake.clone(), settle::SETTLE)),
     };
     let plugins = Plugins::new(runtime, limits, plugin_wake);
     let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake), metrics));
