@@ -5,6 +5,11 @@ mod cli;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// jemalloc rather than glibc's malloc: at 10,000 ServiceSets the host peaks ~10% lower in
+/// memory and spends less CPU in allocation (docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     let logs = tracing_subscriber::fmt()
