@@ -27,7 +27,7 @@ pub struct RunArgs {
     mode: ModeArg,
     /// ServiceSets reconciled concurrently; each reconcile holds one plugin instance from a pool
     /// sized from this (plus 4 for AdapterPlugin loads).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 8)]
     concurrency: u16,
     /// Seconds after which every ServiceSet is reconciled again even if nothing changed (changes
     /// are picked up at once through watches; this only bounds drift).

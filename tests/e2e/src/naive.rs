@@ -35,7 +35,7 @@
 //! - **Reads go to the API server.** The issue defines the baseline as "GET + UPDATE per child":
 //!   controller-runtime's default (cached) client would serve these GETs from its informers, so
 //!   the GET counts are those of an uncached client; the writes are the same either way.
-//! - **Concurrency** is a flag (default 4, as `ksm-adapter run --concurrency`).
+//! - **Concurrency** is a flag (default 8, as `ksm-adapter run --concurrency`).
 //!   controller-runtime's default `MaxConcurrentReconciles` is 1; the baseline gets the same
 //!   concurrency as ksm-adapter to be fair.
 //! - **No client-side rate limit** (client-go's QPS/burst): it would only slow the baseline down.

@@ -80,7 +80,7 @@ pub struct Baseline {
     pub binary: PathBuf,
     /// How long its convergence may take; `None`: 3 × ksm-adapter's time, at least 60 s.
     pub timeout: Option<Duration>,
-    /// ServiceSets it reconciles at once (ksm-adapter's default is 4).
+    /// ServiceSets it reconciles at once (ksm-adapter's default is 8).
     pub concurrency: u16,
     /// Its requeue after a complete reconcile (the guide's 30 s).
     pub requeue: Duration,
