@@ -10,7 +10,8 @@ use crate::plan::reconcile::ChildRef;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// A ServiceSet's (namespace, name).
 pub type Owner = (String, String);
@@ -26,11 +27,14 @@ struct Entry {
     json: Box<str>,
 }
 
-/// The cached children of every kind, by reference and by ServiceSet.
+/// The cached children of every kind, by reference and by ServiceSet. Each reference is
+/// stored once, shared by both maps, and a ServiceSet's few children are a sorted `Vec` (a
+/// `BTreeSet` of three allocates a node with room for eleven).
 #[derive(Default)]
 pub struct ChildCache {
-    objects: HashMap<ChildRef, Entry>,
-    by_owner: HashMap<Owner, BTreeSet<ChildRef>>,
+    objects: HashMap<Arc<ChildRef>, Entry>,
+    /// Each ServiceSet's children, in reference order.
+    by_owner: HashMap<Owner, Vec<Arc<ChildRef>>>,
 }
 
 impl ChildCache {
@@ -47,7 +51,11 @@ impl ChildCache {
             deleting: object.metadata.deletion_timestamp.is_some(),
             json: json.into_boxed_str(),
         };
-        self.by_owner.entry(owner.clone()).or_default().insert(child.clone());
+        let child = Arc::new(child);
+        let siblings = self.by_owner.entry(owner.clone()).or_default();
+        // `delete` above took out any former entry: the reference is not there.
+        let at = siblings.binary_search(&child).unwrap_or_else(|at| at);
+        siblings.insert(at, child.clone());
         self.objects.insert(child, entry);
         if !changed.contains(&owner) {
             changed.push(owner);
@@ -59,7 +67,7 @@ impl ChildCache {
     pub fn delete(&mut self, child: &ChildRef) -> Option<Owner> {
         let entry = self.objects.remove(child)?;
         if let Some(children) = self.by_owner.get_mut(&entry.owner) {
-            children.remove(child);
+            children.retain(|c| **c != *child);
             if children.is_empty() {
                 self.by_owner.remove(&entry.owner);
             }
@@ -73,8 +81,8 @@ impl ChildCache {
         let gone: Vec<ChildRef> = self
             .objects
             .keys()
-            .filter(|c| c.api_version == api_version && c.kind == kind && !listed.contains(c))
-            .cloned()
+            .filter(|c| c.api_version == api_version && c.kind == kind && !listed.contains(&***c))
+            .map(|c| (**c).clone())
             .collect();
         gone.iter().filter_map(|child| self.delete(child)).collect()
     }
@@ -85,7 +93,7 @@ impl ChildCache {
             .get(owner)
             .into_iter()
             .flatten()
-            .filter_map(|child| serde_json::from_str(&self.objects.get(child)?.json).ok())
+            .filter_map(|child| serde_json::from_str(&self.objects.get(&**child)?.json).ok())
             .collect()
     }
 
@@ -95,7 +103,7 @@ impl ChildCache {
             .get(owner)
             .into_iter()
             .flatten()
-            .any(|child| self.objects.get(child).is_some_and(|e| e.service.as_deref() == Some(service)))
+            .any(|child| self.objects.get(&**child).is_some_and(|e| e.service.as_deref() == Some(service)))
     }
 
     /// Whether the cached `child` is being deleted.
