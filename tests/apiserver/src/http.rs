@@ -189,21 +189,25 @@ impl ResourceRequest<'_> {
         if verb == "watch" {
             return self.watch(kind);
         }
-        let mut store = self.shared.store.lock().expect("store lock");
-        let result = match verb {
-            "create" if kind.create_only => self.access_review(&store),
-            "get" => store.get(&kind, self.path.namespace, self.name()).map(|o| (200, o)),
-            "list" => self.list(&store, &kind),
-            "create" => {
-                self.json().and_then(|b| store.create(&kind, self.path.namespace, b, Part::Main)).map(|o| (201, o))
+        // The body is parsed before the store is locked, and the answer encoded after: the one
+        // lock serializes every request, so it is held only for the store's own work.
+        let body = matches!(verb, "create" | "update").then(|| self.json());
+        let result = {
+            let mut store = self.shared.store.lock().expect("store lock");
+            match (verb, body) {
+                ("create", Some(body)) if kind.create_only => body.and_then(|b| self.access_review(&store, b)),
+                ("get", _) => store.get(&kind, self.path.namespace, self.name()).map(|o| (200, o)),
+                ("list", _) => self.list(&store, &kind),
+                ("create", Some(body)) => {
+                    body.and_then(|b| store.create(&kind, self.path.namespace, b, Part::Main)).map(|o| (201, o))
+                }
+                ("update", Some(body)) => body
+                    .and_then(|b| store.replace(&kind, self.path.namespace, self.name(), b, self.part()))
+                    .map(|o| (200, o)),
+                ("patch", _) => self.patch(&mut store, &kind),
+                ("delete", _) => self.delete(&mut store, &kind),
+                _ => Err(ApiError::method_not_allowed(format!("{verb} is not supported"))),
             }
-            "update" => self
-                .json()
-                .and_then(|b| store.replace(&kind, self.path.namespace, self.name(), b, self.part()))
-                .map(|o| (200, o)),
-            "patch" => self.patch(&mut store, &kind),
-            "delete" => self.delete(&mut store, &kind),
-            _ => Err(ApiError::method_not_allowed(format!("{verb} is not supported"))),
         };
         match result {
             Ok((code, object)) => json_response(code, &object),
@@ -341,8 +345,7 @@ impl ResourceRequest<'_> {
     }
 
     /// SelfSubjectAccessReview: allowed unless denied with `TestApiServer::deny`.
-    fn access_review(&self, store: &Store) -> ApiResult<(u16, Value)> {
-        let mut review = self.json()?;
+    fn access_review(&self, store: &Store, mut review: Value) -> ApiResult<(u16, Value)> {
         let attrs = &review["spec"]["resourceAttributes"];
         let field = |f: &str| attrs[f].as_str().unwrap_or("").to_string();
         let optional = |f: &str| attrs[f].as_str().filter(|v| !v.is_empty()).map(str::to_string);
