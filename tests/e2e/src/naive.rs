@@ -35,7 +35,7 @@
 //! - **Reads go to the API server.** The issue defines the baseline as "GET + UPDATE per child":
 //!   controller-runtime's default (cached) client would serve these GETs from its informers, so
 //!   the GET counts are those of an uncached client; the writes are the same either way.
-//! - **Concurrency** is a flag (default 8, as `ksm-adapter run --concurrency`).
+//! - **Concurrency** is a flag (default [`DEFAULT_CONCURRENCY`], as `ksm-adapter run --concurrency`).
 //!   controller-runtime's default `MaxConcurrentReconciles` is 1; the baseline gets the same
 //!   concurrency as ksm-adapter to be fair.
 //! - **No client-side rate limit** (client-go's QPS/burst): it would only slow the baseline down.
@@ -97,6 +97,11 @@ const DEFAULT_TIMEOUT: &str = "5m0s";
 const HELM_FAILURES: [&str; 2] = ["InstallFailed", "UpgradeFailed"];
 /// Reasons of a Kustomization `Ready=False` condition that make the service Failed.
 const KUSTOMIZE_FAILURES: [&str; 2] = ["ReconciliationFailed", "BuildFailed"];
+
+/// The baseline's concurrency unless told otherwise: `ksm-adapter run --concurrency`'s default,
+/// so that the baseline is not slowed down by less concurrency (the scale smoke test checks that
+/// the two agree).
+pub const DEFAULT_CONCURRENCY: u16 = 8;
 
 /// How to run the baseline controller.
 #[derive(Clone, Debug)]

@@ -80,7 +80,8 @@ pub struct Baseline {
     pub binary: PathBuf,
     /// How long its convergence may take; `None`: 3 × ksm-adapter's time, at least 60 s.
     pub timeout: Option<Duration>,
-    /// ServiceSets it reconciles at once (ksm-adapter's default is 8).
+    /// ServiceSets it reconciles at once ([`crate::naive::DEFAULT_CONCURRENCY`] by default, as
+    /// ksm-adapter).
     pub concurrency: u16,
     /// Its requeue after a complete reconcile (the guide's 30 s).
     pub requeue: Duration,

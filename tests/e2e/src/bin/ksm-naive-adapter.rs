@@ -21,7 +21,7 @@ struct Args {
     namespace: String,
     /// ServiceSets reconciled concurrently (controller-runtime's default is 1; the default here
     /// is ksm-adapter's, so that the baseline is not slowed down by less concurrency).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = ksm_e2e::naive::DEFAULT_CONCURRENCY)]
     concurrency: u16,
     /// Seconds after which a reconciled ServiceSet is reconciled again (the guide's 30 s).
     #[arg(long, default_value_t = 30)]

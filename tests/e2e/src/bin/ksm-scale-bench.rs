@@ -44,7 +44,7 @@ struct Args {
     baseline_timeout_seconds: Option<u64>,
     /// ServiceSets the baseline reconciles at once (ksm-adapter's default; controller-runtime's
     /// is 1).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = ksm_e2e::naive::DEFAULT_CONCURRENCY)]
     baseline_concurrency: u16,
     /// The baseline's requeue after a complete reconcile, in seconds (the guide's 30).
     #[arg(long, default_value_t = 30)]

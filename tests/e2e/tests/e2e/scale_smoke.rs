@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ksm_e2e::adapter::binary;
+use ksm_e2e::adapter::{binary, run_command};
+use ksm_e2e::naive::DEFAULT_CONCURRENCY;
 use ksm_e2e::scale::{Baseline, Options, run};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -49,4 +50,14 @@ async fn the_scale_benchmark_runs_at_200_by_3() {
         ours.total_requests()
     );
     assert_eq!(naive.latency_timeouts, 0, "the baseline applies spec changes");
+}
+
+/// The baseline runs at ksm-adapter's concurrency unless told otherwise, so that a comparison
+/// is fair: the two defaults must agree.
+#[test]
+fn the_baseline_defaults_to_the_adapters_concurrency() {
+    let help = String::from_utf8(run_command(&["run", "--help"]).stdout).expect("help is UTF-8");
+    let entry = help.split("--concurrency <CONCURRENCY>").nth(1).expect("run --help lists --concurrency");
+    let entry = entry.split("\n      --").next().unwrap_or(entry);
+    assert!(entry.contains(&format!("[default: {DEFAULT_CONCURRENCY}]")), "--concurrency's entry:{entry}");
 }
