@@ -38,7 +38,8 @@ where
                     None => break,
                 },
                 () = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now)), if next_due.is_some() => {
-                    while let Some((_, key)) = due.pop_front_if(|(at, _)| *at <= Instant::now()) {
+                    let now = Instant::now();
+                    while let Some((_, key)) = due.pop_front_if(|(at, _)| *at <= now) {
                         waiting.remove(&key);
                         let _ = out.unbounded_send(key);
                     }

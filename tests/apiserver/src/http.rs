@@ -189,8 +189,8 @@ impl ResourceRequest<'_> {
         if verb == "watch" {
             return self.watch(kind);
         }
-        // The body is parsed before the store is locked, and the answer encoded after: the one
-        // lock serializes every request, so it is held only for the store's own work.
+        // A create or update body is parsed before the store is locked, and every answer is
+        // encoded after: the one lock serializes every request, so it covers less than before.
         let body = matches!(verb, "create" | "update").then(|| self.json());
         let result = {
             let mut store = self.shared.store.lock().expect("store lock");
