@@ -28,6 +28,10 @@ struct Args {
     requeue_seconds: u64,
 }
 
+/// jemalloc, as `ksm-adapter` uses, so that the baseline is not slowed down by a slower allocator.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();

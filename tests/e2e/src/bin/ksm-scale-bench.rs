@@ -64,6 +64,11 @@ enum BaselineArg {
     Naive,
 }
 
+/// jemalloc, as `ksm-adapter` uses: the simulated API server and Flux spend less of the
+/// shared cores in allocation, leaving more of them to the adapter being measured.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
