@@ -7,9 +7,12 @@
 //! - [`inputs`] and [`report`]: building contract inputs from k0rdent objects and rendering
 //!   outputs readably, the same way in the host, its CLI and golden tests;
 //! - [`status_table`]: rows of the golden status tables, for plugin tests and the host's suite;
+//! - `bump` (`wasm32` only): a bump allocator for plugin instances, which live for a few calls;
 //! - `guest` (feature `guest`): the wit-bindgen glue that exports a [`contract::PluginApi`]
 //!   implementation as a WASM component: `ksm_plugin_sdk::export_plugin!(MyPlugin);`.
 
+#[cfg(any(target_arch = "wasm32", test))]
+pub mod bump;
 pub mod contract;
 pub mod inputs;
 pub mod k0rdent;
