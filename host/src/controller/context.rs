@@ -136,18 +136,20 @@ impl Context {
     }
 }
 
-/// Waits until every cache is listed (`listed` flags), loads every AdapterPlugin, then records
-/// the claims of every served ServiceSet, so that the first reconciles arbitrate against all of
-/// them rather than against whichever happened to come first; then lets reconciles run.
-pub async fn prepare(ctx: Arc<Context>, listed: Vec<watch::Receiver<bool>>) {
-    for mut flag in listed {
-        let _ = flag.wait_for(|listed| *listed).await;
-    }
-    for plugin in ctx.caches.adapter_plugins.state() {
-        if let (Err((step, message)), _) = plugins::sync(&ctx, &plugin).await {
-            tracing::warn!(adapterplugin = %plugin.name_any(), ?step, "{message}");
+/// Loads every AdapterPlugin as soon as they are listed (`plugins_listed`), while the other
+/// caches list (`listed`); then records the claims of every served ServiceSet, so that the first
+/// reconciles arbitrate against all of them rather than against whichever happened to come
+/// first; then lets reconciles run.
+pub async fn prepare(ctx: Arc<Context>, listed: Vec<watch::Receiver<bool>>, plugins_listed: watch::Receiver<bool>) {
+    let load = async {
+        wait_listed(plugins_listed).await;
+        for plugin in ctx.caches.adapter_plugins.state() {
+            if let (Err((step, message)), _) = plugins::sync(&ctx, &plugin).await {
+                tracing::warn!(adapterplugin = %plugin.name_any(), ?step, "{message}");
+            }
         }
-    }
+    };
+    futures::future::join(load, futures::future::join_all(listed.into_iter().map(wait_listed))).await;
     let served: Vec<Arc<ServiceSet>> = ctx
         .caches
         .service_sets
@@ -156,22 +158,33 @@ pub async fn prepare(ctx: Arc<Context>, listed: Vec<watch::Receiver<bool>>) {
         .filter(|ss| ss.metadata.deletion_timestamp.is_none() && ctx.serves(ss) == Some(true))
         .collect();
     let count = served.len();
-    let ctx_for_claims = ctx.clone();
-    call_blocking(move || {
-        let ctx = ctx_for_claims;
-        for service_set in served {
-            let Ok(serving) = ctx.serving(&service_set) else { continue };
-            let Ok(json) = serde_json::to_value(&*service_set) else { continue };
-            let namespace = service_set.namespace().unwrap_or_default();
-            let template = |name: &str| ctx.template(&namespace, name);
-            // A ServiceSet that cannot be translated now claims nothing until it can.
-            if let Ok(translated) = plan::translate(&serving, &json, template, &ctx.settings.system_namespace) {
-                let claims: Vec<_> = translated.into_iter().map(|t| (t.service, t.claims)).collect();
-                ctx.arbiter.record(&service_set, &claims);
-            }
-        }
-    })
-    .await;
+    // Translating is CPU-bound and the claims are the same in any order: one batch per core.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let batch = count.div_ceil(cores.min(usize::from(ctx.settings.concurrency)).max(1)).max(1);
+    let batches = served.chunks(batch).map(|batch| {
+        let (ctx, batch) = (ctx.clone(), batch.to_vec());
+        call_blocking(move || record_claims(&ctx, &batch))
+    });
+    futures::future::join_all(batches).await;
     tracing::info!(servicesets = count, "caches listed, plugins loaded and claims recorded; reconciling");
     ctx.ready.send_replace(true);
+}
+
+async fn wait_listed(mut listed: watch::Receiver<bool>) {
+    let _ = listed.wait_for(|listed| *listed).await;
+}
+
+/// Records the claims of `service_sets`; one that cannot be translated now claims nothing
+/// until it can.
+fn record_claims(ctx: &Context, service_sets: &[Arc<ServiceSet>]) {
+    for service_set in service_sets {
+        let Ok(serving) = ctx.serving(service_set) else { continue };
+        let Ok(json) = serde_json::to_value(&**service_set) else { continue };
+        let namespace = service_set.namespace().unwrap_or_default();
+        let template = |name: &str| ctx.template(&namespace, name);
+        if let Ok(translated) = plan::translate(&serving, &json, template, &ctx.settings.system_namespace) {
+            let claims: Vec<_> = translated.into_iter().map(|t| (t.service, t.claims)).collect();
+            ctx.arbiter.record(service_set, &claims);
+        }
+    }
 }

@@ -159,8 +159,8 @@ pub async fn run(
     let plugins = Plugins::new(runtime, limits, plugin_wake);
     let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake), metrics));
     let _ = serving.set(ctx.clone());
-    let listed = vec![service_sets_listed, providers_listed, templates_listed, plugins_listed];
-    tokio::spawn(context::prepare(ctx.clone(), listed));
+    let listed = vec![service_sets_listed, providers_listed, templates_listed];
+    tokio::spawn(context::prepare(ctx.clone(), listed, plugins_listed));
     tokio::spawn({
         let ctx = ctx.clone();
         deleted_plugins.for_each(move |name: String| {
