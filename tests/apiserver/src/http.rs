@@ -189,9 +189,15 @@ impl ResourceRequest<'_> {
         if verb == "watch" {
             return self.watch(kind);
         }
-        // A create or update body is parsed before the store is locked, and every answer is
-        // encoded after: the one lock serializes every request, so it covers less than before.
-        let body = matches!(verb, "create" | "update").then(|| self.json());
+        // Create, update and apply bodies are parsed before the store is locked, and every
+        // answer is encoded after: the one lock serializes every request, so it covers less.
+        let body = match verb {
+            "create" | "update" => Some(self.json()),
+            "patch" if matches!(PatchType::from_content_type(&self.content_type), Ok(PatchType::Apply)) => {
+                Some(self.apply_body())
+            }
+            _ => None,
+        };
         let result = {
             let mut store = self.shared.store.lock().expect("store lock");
             match (verb, body) {
@@ -204,7 +210,8 @@ impl ResourceRequest<'_> {
                 ("update", Some(body)) => body
                     .and_then(|b| store.replace(&kind, self.path.namespace, self.name(), b, self.part()))
                     .map(|o| (200, o)),
-                ("patch", _) => self.patch(&mut store, &kind),
+                ("patch", Some(applied)) => applied.and_then(|a| self.apply(&mut store, &kind, a)),
+                ("patch", None) => self.patch(&mut store, &kind),
                 ("delete", _) => self.delete(&mut store, &kind),
                 _ => Err(ApiError::method_not_allowed(format!("{verb} is not supported"))),
             }
@@ -294,23 +301,26 @@ impl ResourceRequest<'_> {
             .expect("valid response")
     }
 
+    /// A JSON, merge or strategic-merge patch.
     fn patch(&self, store: &mut Store, kind: &Kind) -> ApiResult<(u16, Value)> {
         let patch_type = PatchType::from_content_type(&self.content_type)?;
-        if patch_type == PatchType::Apply {
-            return self.apply(store, kind);
-        }
         let current = store.get(kind, self.path.namespace, self.name())?;
         let new = patched(&current, patch_type, &self.body)?;
         store.replace(kind, self.path.namespace, self.name(), new, self.part()).map(|o| (200, o))
     }
 
-    /// Server-side apply (see [`crate::apply`]).
-    fn apply(&self, store: &mut Store, kind: &Kind) -> ApiResult<(u16, Value)> {
+    /// An apply body: YAML, of which JSON (what clients send) is read by the faster JSON parser.
+    fn apply_body(&self) -> ApiResult<Value> {
+        serde_json::from_slice(&self.body).or_else(|_| {
+            serde_norway::from_slice(&self.body).map_err(|e| ApiError::bad_request(format!("invalid apply body: {e}")))
+        })
+    }
+
+    /// Server-side apply (see [`crate::apply`]) of the parsed body `applied`.
+    fn apply(&self, store: &mut Store, kind: &Kind, mut applied: Value) -> ApiResult<(u16, Value)> {
         let manager =
             self.param("fieldManager").ok_or_else(|| ApiError::bad_request("fieldManager is required for apply"))?;
         let force = self.param("force") == Some("true");
-        let mut applied: Value = serde_norway::from_slice(&self.body)
-            .map_err(|e| ApiError::bad_request(format!("invalid apply body: {e}")))?;
         let (namespace, name) = (self.path.namespace, self.name());
         let current = store.get(kind, namespace, name).ok();
         let applied_rv = applied["metadata"]["resourceVersion"].as_str().unwrap_or("");

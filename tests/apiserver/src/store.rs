@@ -1,5 +1,6 @@
 //! The object store: objects, the global resourceVersion counter, write semantics and the watch event history.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 
@@ -86,29 +87,48 @@ fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     obj["metadata"].as_object_mut().expect("metadata is an object")
 }
 
-/// What `generation` tracks: everything but metadata (and status when it is a subresource).
-fn generation_view(kind: &Kind, obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        m.remove("apiVersion");
-        if kind.status_subresource {
-            m.remove("status");
-        }
-    }
-    v
+/// Whether `a` and `b` have the same fields but `skip` (both objects, compared without copies).
+fn same_fields_but(a: &Value, b: &Value, skip: &[&str]) -> bool {
+    let kept = |v| Value::as_object(v).into_iter().flatten().filter(|(k, _)| !skip.contains(&k.as_str()));
+    kept(a).count() == kept(b).count() && kept(a).all(|(k, v)| b.get(k) == Some(v))
 }
 
-/// What a no-op write leaves unchanged: everything but resourceVersion and managedFields timestamps.
-fn noop_view(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    let meta = meta_mut(&mut v);
-    meta.remove("resourceVersion");
-    if let Some(entries) = meta.get_mut("managedFields").and_then(Value::as_array_mut) {
-        entries.iter_mut().filter_map(Value::as_object_mut).for_each(|e| drop(e.remove("time")));
+/// Whether `new` differs from `old` in what `generation` tracks: everything but metadata (and
+/// status when it is a subresource).
+fn generation_changes(kind: &Kind, new: &Value, old: &Value) -> bool {
+    let skip: &[&str] =
+        if kind.status_subresource { &["metadata", "apiVersion", "status"] } else { &["metadata", "apiVersion"] };
+    !same_fields_but(new, old, skip)
+}
+
+/// Whether writing `new` over `old` changes nothing but resourceVersion and managedFields
+/// timestamps.
+fn is_noop(new: &Value, old: &Value) -> bool {
+    let (new_meta, old_meta) = (&new["metadata"], &old["metadata"]);
+    let same_managed_fields = match (new_meta["managedFields"].as_array(), old_meta["managedFields"].as_array()) {
+        (Some(a), Some(b)) => {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(x, y)| match x.is_object() && y.is_object() {
+                    true => same_fields_but(x, y, &["time"]),
+                    false => x == y,
+                })
+        }
+        _ => new_meta["managedFields"] == old_meta["managedFields"],
+    };
+    same_fields_but(new, old, &["apiVersion", "metadata"])
+        && same_fields_but(new_meta, old_meta, &["resourceVersion", "managedFields"])
+        && same_managed_fields
+}
+
+/// A stored object as `kind`'s version: borrowed when it already is.
+pub(crate) fn rendered<'a>(kind: &Kind, obj: &'a Value) -> Cow<'a, Value> {
+    if obj["apiVersion"] == *kind.api_version() && obj["kind"] == *kind.kind {
+        return Cow::Borrowed(obj);
     }
-    v.as_object_mut().map(|m| m.remove("apiVersion"));
-    v
+    let mut obj = obj.clone();
+    obj["apiVersion"] = json!(kind.api_version());
+    obj["kind"] = json!(kind.kind);
+    Cow::Owned(obj)
 }
 
 fn has_finalizers(obj: &Value) -> bool {
@@ -136,10 +156,7 @@ impl Store {
 
     /// A stored object rendered as `kind`'s version.
     fn render(kind: &Kind, obj: &Value) -> Value {
-        let mut obj = obj.clone();
-        obj["apiVersion"] = json!(kind.api_version());
-        obj["kind"] = json!(kind.kind);
-        obj
+        rendered(kind, obj).into_owned()
     }
 
     fn emit(&mut self, event_type: EventType, key: &ObjectKey, object: Value, previous: Option<Value>) {
@@ -289,9 +306,10 @@ impl Store {
         meta.insert("creationTimestamp".into(), json!(now()));
         meta.insert("generation".into(), json!(1));
         meta.insert("resourceVersion".into(), json!(rv));
+        let response = Self::render(kind, &obj);
         self.objects.insert(key.clone(), obj.clone());
-        self.emit(EventType::Added, &key, obj.clone(), None);
-        Ok(Self::render(kind, &obj))
+        self.emit(EventType::Added, &key, obj, None);
+        Ok(response)
     }
 
     /// Replaces (part of) an existing object; a non-empty `metadata.resourceVersion` in `body` is a precondition.
@@ -362,25 +380,26 @@ impl Store {
         if part != Part::Whole {
             crate::apply::disown_updated(&old, &mut new);
         }
-        if noop_view(&new) == noop_view(&old) {
+        if is_noop(&new, &old) {
             return Ok(Self::render(kind, &old));
         }
         if kind.storage().holds_crds() && part != Part::Status {
             self.kinds.install_crd(&new)?;
         }
-        if generation_view(kind, &new) != generation_view(kind, &old) {
+        if generation_changes(kind, &new, &old) {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             meta_mut(&mut new).insert("generation".into(), json!(generation));
         }
         let rv = self.next_rv();
         meta_mut(&mut new).insert("resourceVersion".into(), json!(rv));
+        let response = Self::render(kind, &new);
         if new["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new) {
-            self.remove(&key, new.clone(), true);
+            self.remove(&key, new, true);
         } else {
             self.objects.insert(key.clone(), new.clone());
-            self.emit(EventType::Modified, &key, new.clone(), Some(old));
+            self.emit(EventType::Modified, &key, new, Some(old));
         }
-        Ok(Self::render(kind, &new))
+        Ok(response)
     }
 
     /// Deletes an object: marks it for deletion while it has finalizers, otherwise removes it at once.
@@ -491,4 +510,49 @@ fn crd_status(crd: &Value) -> Value {
         "conditions": [condition("NamesAccepted"), condition("Established")],
         "storedVersions": storage,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(spec: Value, status: Value, meta: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": spec, "status": status})
+    }
+
+    #[test]
+    fn a_no_op_ignores_only_the_version_the_resource_version_and_managed_field_times() {
+        let meta = |rv: &str, time: &str| {
+            json!({"name": "a", "resourceVersion": rv, "managedFields": [{"manager": "m", "time": time}]})
+        };
+        let old = object(json!({"k": "v"}), json!({}), meta("1", "t1"));
+        let mut same = object(json!({"k": "v"}), json!({}), meta("2", "t2"));
+        same["apiVersion"] = json!("v1beta1");
+        assert!(is_noop(&same, &old));
+        let relabelled = object(json!({"k": "v"}), json!({}), json!({"name": "a", "labels": {"x": "y"}}));
+        assert!(!is_noop(&relabelled, &old), "a metadata change is a write");
+        let mut other_manager = old.clone();
+        other_manager["metadata"]["managedFields"][0]["manager"] = json!("n");
+        assert!(!is_noop(&other_manager, &old));
+        assert!(!is_noop(&object(json!({"k": "w"}), json!({}), meta("1", "t1")), &old));
+        let mut extra = old.clone();
+        extra["spec"] = json!({});
+        assert!(!is_noop(&extra, &old) && !is_noop(&old, &extra), "a field added or removed is a write");
+    }
+
+    #[test]
+    fn the_generation_follows_everything_but_metadata_and_a_status_subresource() {
+        let kinds = Kinds::builtin();
+        let config_maps = kinds.by_kind("v1", "ConfigMap").unwrap();
+        let old = object(json!({"k": "v"}), json!({"phase": "a"}), json!({"name": "a"}));
+        let relabelled = object(json!({"k": "v"}), json!({"phase": "a"}), json!({"name": "a", "labels": {"x": "y"}}));
+        assert!(!generation_changes(config_maps, &relabelled, &old));
+        assert!(generation_changes(config_maps, &object(json!({"k": "w"}), json!({"phase": "a"}), json!({})), &old));
+        let status = object(json!({"k": "v"}), json!({"phase": "b"}), json!({"name": "a"}));
+        let mut subresource = config_maps.clone();
+        subresource.status_subresource = true;
+        assert!(!generation_changes(&subresource, &status, &old), "status is a subresource");
+        subresource.status_subresource = false;
+        assert!(generation_changes(&subresource, &status, &old), "status is part of the object");
+    }
 }

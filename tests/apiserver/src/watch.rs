@@ -50,10 +50,7 @@ impl WatchRequest {
             (EventType::Modified, true, false) => "DELETED",
             _ => return None,
         };
-        let mut object = event.object.clone();
-        object["apiVersion"] = json!(self.kind.api_version());
-        object["kind"] = json!(self.kind.kind);
-        Some(encode(event_type, &object))
+        Some(encode(event_type, &crate::store::rendered(&self.kind, &event.object)))
     }
 
     fn bookmark(&self, rv: u64, initial_events_end: bool) -> Bytes {
@@ -69,8 +66,16 @@ impl WatchRequest {
     }
 }
 
+/// One line of a watch stream, serialized without copying the object.
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    object: &'a Value,
+}
+
 fn encode(event_type: &str, object: &Value) -> Bytes {
-    let mut line = serde_json::to_vec(&json!({"type": event_type, "object": object})).expect("JSON values serialize");
+    let mut line = serde_json::to_vec(&Line { event_type, object }).expect("JSON values serialize");
     line.push(b'\n');
     Bytes::from(line)
 }
