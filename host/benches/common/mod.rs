@@ -1,7 +1,12 @@
-//! What the bench binaries share: timing by medians over interleaved batches, and the command
-//! line.
+//! What the bench binaries share: the host's allocator, timing by medians over interleaved
+//! batches, and the command line.
 
 use std::time::{Duration, Instant};
+
+/// The allocator `ksm-adapter` runs with (`host/src/main.rs`), so that the host-side work of
+/// every build measured costs what it costs in the controller.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Batches per measurement; the median batch is reported.
 pub const BATCHES: usize = 15;
