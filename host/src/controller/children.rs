@@ -78,8 +78,8 @@ impl ChildKinds {
 
     /// Waits until the caches of `kinds` hold a complete list.
     pub async fn listed<'a>(&self, kinds: impl IntoIterator<Item = &'a ObjectKind>) {
-        for mut flag in self.ensure(kinds) {
-            let _ = flag.wait_for(|listed| *listed).await;
+        for flag in self.ensure(kinds) {
+            super::wait_listed(flag).await;
         }
     }
 

@@ -1,12 +1,12 @@
 //! What every reconcile shares: the client, the plugins, the caches and the settings; and the
 //! preparation that must finish before the first reconcile.
 
-use super::Settings;
 use super::arbiter::Arbiter;
 use super::children::{ChildKinds, Waker};
 use super::events::Events;
 use super::plugins::{self, Plugins};
 use super::provider::ProviderCache;
+use super::{Settings, wait_listed};
 use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::{ServiceSet, ServiceTemplate, State, StateManagementProvider};
 use crate::metrics::Metrics;
@@ -168,10 +168,6 @@ pub async fn prepare(ctx: Arc<Context>, listed: Vec<watch::Receiver<bool>>, plug
     futures::future::join_all(batches).await;
     tracing::info!(servicesets = count, "caches listed, plugins loaded and claims recorded; reconciling");
     ctx.ready.send_replace(true);
-}
-
-async fn wait_listed(mut listed: watch::Receiver<bool>) {
-    let _ = listed.wait_for(|listed| *listed).await;
 }
 
 /// Records the claims of `service_sets`; one that cannot be translated now claims nothing

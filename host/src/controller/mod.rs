@@ -296,6 +296,11 @@ fn mark_listed<K>(listed: &watch::Sender<bool>, event: &watcher::Event<K>) {
     }
 }
 
+/// Waits until a cache's `listed` flag turns true (or its sender is gone).
+async fn wait_listed(mut listed: watch::Receiver<bool>) {
+    let _ = listed.wait_for(|listed| *listed).await;
+}
+
 /// The ServiceSets whose `spec.provider.name` is `smp`.
 fn users_of_provider(service_sets: &Store<ServiceSet>, smp: &StateManagementProvider) -> Vec<ObjectRef<ServiceSet>> {
     let name = smp.name_any();
