@@ -522,9 +522,7 @@ mod tests {
 
     #[test]
     fn a_no_op_ignores_only_the_version_the_resource_version_and_managed_field_times() {
-        let meta = |rv: &str, time: &str| {
-            json!({"name": "a", "resourceVersion": rv, "managedFields": [{"manager": "m", "time": time}]})
-        };
+        let meta = |rv: &str, time: &str| json!({"name": "a", "resourceVersion": rv, "managedFields": [{"manager": "m", "time": time}]});
         let old = object(json!({"k": "v"}), json!({}), meta("1", "t1"));
         let mut same = object(json!({"k": "v"}), json!({}), meta("2", "t2"));
         same["apiVersion"] = json!("v1beta1");
