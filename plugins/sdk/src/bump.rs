@@ -5,9 +5,9 @@
 //! and growing the last block extends it in place. Everything else is reclaimed when the
 //! instance is dropped.
 //!
-//! A plugin opts in with
-//! `#[global_allocator] static ALLOCATOR: ksm_plugin_sdk::bump::BumpAllocator = BumpAllocator::new();`
-//! in its `wasm32` build. Memory only grows within an instance, so a plugin that allocates a lot
+//! A plugin opts in, in its `wasm32` build, with
+//! `#[global_allocator] static ALLOCATOR: BumpAllocator = BumpAllocator::new();`
+//! (`use ksm_plugin_sdk::bump::BumpAllocator`). Memory only grows within an instance, so a plugin that allocates a lot
 //! in one session reaches its memory limit sooner than with a freeing allocator (the call then
 //! fails with the host's memory-limit error).
 
