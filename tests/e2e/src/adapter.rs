@@ -95,13 +95,19 @@ impl Adapter {
     /// The first adapter of a test logs to `adapter.log` in its work directory, the next ones
     /// (replicas, restarts) to `adapter-2.log`, `adapter-3.log`, ...
     pub fn start_with(env: &Env, mode: Mode, extra_args: &[&str]) -> Self {
+        Self::start_as(env, env.kubeconfig(), mode, extra_args)
+    }
+
+    /// [`start_with`](Self::start_with) with another identity: `kubeconfig` instead of the
+    /// test's own (e.g. a ServiceAccount's token, to run under the chart's RBAC).
+    pub fn start_as(env: &Env, kubeconfig: &Path, mode: Mode, extra_args: &[&str]) -> Self {
         let (log, file) = new_log(env.workdir());
         let stderr = file.try_clone().expect("a second handle on the log");
         let metrics = free_port();
         let child = Command::new(binary())
             .arg("run")
             .arg("--kubeconfig")
-            .arg(env.kubeconfig())
+            .arg(kubeconfig)
             .args(["--adapter-name", ADAPTER_NAME, "--adapter-namespace", env.namespace(), "--mode", mode.flag()])
             .args(["--metrics-bind-address", &metrics.to_string()])
             .args(extra_args)

@@ -1,13 +1,19 @@
-//! Where a test runs: a fresh simulated API server, or a real cluster when `KSM_E2E_KUBECONFIG`
-//! is set. Either way the test gets its own namespace, so scenarios read the same on both.
+//! Where a test runs, chosen once per test binary by [`Backend::selected`]: a fresh simulated
+//! API server per test, a real control plane started once per test binary from
+//! `KUBEBUILDER_ASSETS` ([`crate::envtest`]), or a real cluster when `KSM_E2E_KUBECONFIG` is set.
+//! Either way the test gets its own namespace, so scenarios read the same on all three.
 //!
-//! On a real cluster the CRDs are installed once (server-side apply, field manager `ksm-e2e`)
-//! unless the cluster already has them from someone else (kcm, Flux), and dropping the [`Env`]
-//! deletes the namespace and the cluster-scoped objects the test labelled with it (SMPs), after
-//! clearing the finalizers of what is left in the namespace.
+//! On a real API server the CRDs are the **upstream** ones (kcm's, Flux's, Sveltos's, from
+//! `KSM_E2E_UPSTREAM_CRDS`, by default `../shared/reference/crds` beside the workspace), so that
+//! the real schemas validate everything the host writes; the host's AdapterPlugin CRD and the Argo
+//! CD test CRD come from this repository. They are installed with server-side apply (field manager
+//! `ksm-e2e`) unless the cluster already has them from someone else (kcm, Flux). Dropping the
+//! [`Env`] deletes the namespace and the cluster-scoped objects the test labelled with it (SMPs,
+//! AdapterPlugins, ClusterRoles and their bindings), after clearing the finalizers of what is left in the namespace.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::io::Write as _;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +22,9 @@ use ksm_test_apiserver::TestApiServer;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::{Value, json};
+use tokio::sync::OnceCell;
 
+use crate::envtest::{self, ControlPlane};
 use crate::fixtures::yaml_documents;
 use crate::objects::{Kind, ObjRef, Objects};
 use crate::wait::wait_for;
@@ -24,36 +32,139 @@ use crate::{TEST_NAMESPACE_LABEL, WAIT};
 
 /// The environment variable naming a real cluster's kubeconfig.
 pub const KUBECONFIG_VAR: &str = "KSM_E2E_KUBECONFIG";
+/// The environment variable naming the directory of upstream CRDs for real API servers.
+pub const UPSTREAM_CRDS_VAR: &str = "KSM_E2E_UPSTREAM_CRDS";
 /// Field manager of the CRDs the tests install on a real cluster.
 const CRD_MANAGER: &str = "ksm-e2e";
 
-/// The k0rdent CRDs (ServiceSet, StateManagementProvider, ServiceTemplate), the host's
-/// AdapterPlugin CRD and the Flux and Argo CD test CRDs (HelmRelease, Kustomization, Application).
+/// Which API server the tests run against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `ksm-test-apiserver`, a fresh one per test: fast, with fault injection and request counts.
+    Simulator,
+    /// etcd + kube-apiserver + kube-controller-manager from `KUBEBUILDER_ASSETS`, one per test
+    /// binary.
+    Envtest,
+    /// The cluster of `KSM_E2E_KUBECONFIG`.
+    Cluster,
+}
+
+impl Backend {
+    /// `KSM_E2E_KUBECONFIG` set: the cluster; else `KUBEBUILDER_ASSETS` set: envtest; else the
+    /// simulator.
+    pub fn selected() -> Backend {
+        let set = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        if set(KUBECONFIG_VAR) {
+            Backend::Cluster
+        } else if set(envtest::ASSETS_VAR) {
+            Backend::Envtest
+        } else {
+            Backend::Simulator
+        }
+    }
+
+    /// `simulator`, `envtest` or `cluster`, as the run's report lines say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Simulator => "simulator",
+            Backend::Envtest => "envtest",
+            Backend::Cluster => "cluster",
+        }
+    }
+}
+
+/// Prints one line of the run's report (`e2e[<backend>] <test>: <what>`) straight to stderr,
+/// past the test harness's output capture, so that a run shows which scenarios ran where and
+/// which were skipped and why (`.ci/run` counts them).
+pub fn report(test: &str, what: &str) {
+    let line = format!("e2e[{}] {test}: {what}\n", Backend::selected().name());
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+/// The CRDs the simulator serves: the k0rdent stand-ins (ServiceSet, StateManagementProvider,
+/// ServiceTemplate), the host's AdapterPlugin CRD and the Flux and Argo CD test CRDs (HelmRelease,
+/// Kustomization, Application).
 pub fn crds() -> Vec<Value> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [
+    read_crds(&[
         dir.join("../../crds/k0rdent.yaml"),
         dir.join("../../crds/adapterplugin.yaml"),
         dir.join("fixtures/flux-crds.yaml"),
         dir.join("fixtures/argocd-crds.yaml"),
-    ]
-    .iter()
-    .flat_map(|path| {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        yaml_documents(&text)
-    })
-    .collect()
+    ])
 }
 
-enum Backend {
-    Server(TestApiServer),
-    Cluster,
+/// The CRDs a real API server gets: every upstream CRD (kcm, Flux, Sveltos), the host's
+/// AdapterPlugin CRD and the Argo CD test CRD. Without an upstream directory the stand-ins are
+/// used, with a note.
+pub fn real_server_crds() -> Vec<Value> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Some(upstream) = upstream_crds_dir() else {
+        report("crds", "no upstream CRDs (../shared/reference/crds or KSM_E2E_UPSTREAM_CRDS): using the stand-ins");
+        return crds();
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&upstream)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", upstream.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml" || ext == "yml"))
+        .collect();
+    files.sort();
+    files.push(dir.join("../../crds/adapterplugin.yaml"));
+    files.push(dir.join("fixtures/argocd-crds.yaml"));
+    read_crds(&files)
+}
+
+/// `KSM_E2E_UPSTREAM_CRDS` (which must exist), else `../shared/reference/crds` beside the
+/// workspace when it exists.
+fn upstream_crds_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(UPSTREAM_CRDS_VAR).filter(|v| !v.is_empty()) {
+        let dir = PathBuf::from(dir);
+        assert!(dir.is_dir(), "{UPSTREAM_CRDS_VAR}={} is not a directory", dir.display());
+        return Some(dir);
+    }
+    let default = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/crds");
+    default.is_dir().then_some(default)
+}
+
+fn read_crds(files: &[PathBuf]) -> Vec<Value> {
+    files
+        .iter()
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            yaml_documents(&text)
+        })
+        .collect()
+}
+
+/// The control plane of this test binary, started (and given the CRDs) by the first test that
+/// asks. A failed start fails every test with the same message instead of starting again.
+async fn control_plane() -> &'static ControlPlane {
+    static PLANE: OnceCell<Result<ControlPlane, String>> = OnceCell::const_new();
+    let plane = PLANE
+        .get_or_init(async || {
+            let assets = PathBuf::from(std::env::var_os(envtest::ASSETS_VAR).unwrap_or_default());
+            let started = async {
+                let plane = ControlPlane::start(&assets)?;
+                plane.wait_ready().await?;
+                let objects = Objects::new(kubeconfig_client(plane.admin_kubeconfig()).await?);
+                install_crds(&objects).await;
+                anyhow::Ok(plane)
+            };
+            started.await.map_err(|e| format!("{e:#}"))
+        })
+        .await;
+    match plane {
+        Ok(plane) => plane,
+        Err(e) => panic!("the envtest control plane did not start: {e}"),
+    }
 }
 
 /// One test's API server or cluster, its namespace and a client; derefs to [`Objects`].
 pub struct Env {
     objects: Objects,
     backend: Backend,
+    /// The simulated server, on [`Backend::Simulator`].
+    server: Option<TestApiServer>,
     namespace: String,
     kubeconfig: PathBuf,
     workdir: PathBuf,
@@ -65,19 +176,22 @@ impl Env {
         let namespace = unique_namespace(test);
         let workdir = std::env::temp_dir().join("ksm-e2e").join(&namespace);
         std::fs::create_dir_all(&workdir).unwrap_or_else(|e| panic!("creating {}: {e}", workdir.display()));
-        let (backend, kubeconfig) = match cluster_kubeconfig() {
-            Some(path) => (Backend::Cluster, path),
-            None => {
+        let backend = Backend::selected();
+        let (server, kubeconfig) = match backend {
+            Backend::Simulator => {
                 let server = TestApiServer::start(crds()).await.expect("the test API server starts");
                 let path = workdir.join("kubeconfig.yaml");
                 std::fs::write(&path, server.kubeconfig_yaml()).expect("writing the kubeconfig");
-                (Backend::Server(server), path)
+                (Some(server), path)
             }
+            Backend::Envtest => (None, control_plane().await.admin_kubeconfig().to_path_buf()),
+            Backend::Cluster => (None, cluster_kubeconfig().expect("KSM_E2E_KUBECONFIG")),
         };
+        report(test, &format!("runs in namespace {namespace}"));
         let objects = Objects::new(client_for(&kubeconfig).await);
-        let env = Self { objects, backend, namespace, kubeconfig, workdir };
-        if env.is_real_cluster() {
-            env.install_crds().await;
+        let env = Self { objects, backend, server, namespace, kubeconfig, workdir };
+        if backend == Backend::Cluster {
+            install_crds(&env.objects).await;
         }
         env.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": env.namespace}})).await;
         env
@@ -88,17 +202,27 @@ impl Env {
         &self.namespace
     }
 
-    /// The simulated server, or `None` on a real cluster.
+    /// The simulated server, or `None` on a real API server.
     pub fn server(&self) -> Option<&TestApiServer> {
-        match &self.backend {
-            Backend::Server(server) => Some(server),
-            Backend::Cluster => None,
-        }
+        self.server.as_ref()
     }
 
-    /// Whether this is a real cluster.
+    /// Which API server this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Whether this is a real API server (envtest or a cluster).
     pub fn is_real_cluster(&self) -> bool {
-        self.server().is_none()
+        self.server.is_none()
+    }
+
+    /// The envtest control plane, on [`Backend::Envtest`].
+    pub async fn control_plane(&self) -> Option<&'static ControlPlane> {
+        match self.backend {
+            Backend::Envtest => Some(control_plane().await),
+            _ => None,
+        }
     }
 
     /// The kubeconfig file for processes (the adapter binary).
@@ -115,28 +239,6 @@ impl Env {
     /// A reference to a namespaced object in the test's namespace.
     pub fn obj(&self, kind: Kind, name: &str) -> ObjRef {
         ObjRef::new(kind, &self.namespace, name)
-    }
-
-    /// Installs the CRDs the cluster does not have from someone else, and waits until they are
-    /// Established.
-    async fn install_crds(&self) {
-        for crd in crds() {
-            let r = ObjRef::of(&crd);
-            let theirs = self.get(&r).await.is_some_and(|live| !managed_by(&live, CRD_MANAGER));
-            if !theirs {
-                self.apply(crd, CRD_MANAGER).await;
-            }
-            wait_for(&format!("{r} Established"), WAIT, async || {
-                let live = self.get(&r).await.unwrap_or_default();
-                let established = live["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Established" && c["status"] == "True");
-                if established { Ok(()) } else { Err(live["status"].clone()) }
-            })
-            .await;
-        }
     }
 }
 
@@ -166,6 +268,28 @@ impl Drop for Env {
     }
 }
 
+/// Installs the CRDs for a real API server ([`real_server_crds`]) that it does not have from
+/// someone else, and waits until they are Established.
+async fn install_crds(objects: &Objects) {
+    for crd in real_server_crds() {
+        let r = ObjRef::of(&crd);
+        let theirs = objects.get(&r).await.is_some_and(|live| !managed_by(&live, CRD_MANAGER));
+        if !theirs {
+            objects.apply(crd, CRD_MANAGER).await;
+        }
+        wait_for(&format!("{r} Established"), WAIT, async || {
+            let live = objects.get(&r).await.unwrap_or_default();
+            let established = live["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Established" && c["status"] == "True");
+            if established { Ok(()) } else { Err(live["status"].clone()) }
+        })
+        .await;
+    }
+}
+
 /// Deletes the test's namespace (after clearing finalizers that nothing will remove now) and
 /// the cluster-scoped objects labelled with it.
 async fn clean_up_cluster(kubeconfig: &Path, namespace: &str) {
@@ -177,7 +301,7 @@ async fn clean_up_cluster(kubeconfig: &Path, namespace: &str) {
     }
     objects.delete(&ObjRef::cluster(Kind::Namespace, namespace)).await;
     let labelled = format!("{TEST_NAMESPACE_LABEL}={namespace}");
-    for kind in [Kind::StateManagementProvider, Kind::AdapterPlugin] {
+    for kind in [Kind::StateManagementProvider, Kind::AdapterPlugin, Kind::ClusterRoleBinding, Kind::ClusterRole] {
         for object in objects.list(kind, "", &labelled).await {
             objects.delete(&ObjRef::of(&object)).await;
         }

@@ -1,12 +1,14 @@
 //! End-to-end harness for `ksm-adapter run`: the real binary against the simulated API server of
-//! `ksm-test-apiserver` (a fresh one per test) or, when `KSM_E2E_KUBECONFIG` is set, a real
-//! cluster (a fresh namespace per test).
+//! `ksm-test-apiserver` (a fresh one per test), a real kube-apiserver started from
+//! `KUBEBUILDER_ASSETS` (envtest, once per test binary), or a real cluster when
+//! `KSM_E2E_KUBECONFIG` is set (a fresh namespace per test on both).
 //!
 //! This crate is a black box test: it does not link the `ksm-adapter` crate. It drives the binary
 //! (`run` as the controller, `plugin translate` as the oracle for the children's content) and
 //! plays the parts of kcm (SMP status) and Flux (HelmRelease status) itself.
 //!
-//! - [`env`](mod@env): the API server or cluster, the per-test namespace, CRDs and cleanup;
+//! - [`env`](mod@env): the backend, the per-test namespace, CRDs and cleanup;
+//! - [`envtest`]: etcd, kube-apiserver and kube-controller-manager for a test binary;
 //! - [`objects`]: the kinds the tests touch and object CRUD on the dynamic API;
 //! - [`adapter`]: the `ksm-adapter run` process and its log;
 //! - [`fixtures`]: StateManagementProviders, ServiceTemplates, ServiceSets, workloads;
@@ -25,6 +27,7 @@
 
 pub mod adapter;
 pub mod env;
+pub mod envtest;
 pub mod expect;
 pub mod fixtures;
 pub mod flux;
@@ -40,7 +43,7 @@ pub mod writes;
 use std::time::Duration;
 
 pub use adapter::{Adapter, Mode};
-pub use env::Env;
+pub use env::{Backend, Env};
 pub use objects::{Kind, ObjRef};
 pub use scenario::Scenario;
 
@@ -73,17 +76,12 @@ pub const WAIT: Duration = Duration::from_secs(30);
 /// the margin is for a loaded 2-core machine).
 pub const STATUS_WAIT: Duration = Duration::from_secs(5);
 
-/// Whether the tests run against a real cluster (`KSM_E2E_KUBECONFIG` is set).
-pub fn real_cluster() -> bool {
-    std::env::var_os(env::KUBECONFIG_VAR).is_some_and(|v| !v.is_empty())
-}
-
-/// For tests that need the simulated server (fault injection, `deny`, request counts): prints a
-/// note and returns true on a real cluster, where the caller should return early.
-pub fn skip_on_real_cluster(test: &str, needs: &str) -> bool {
-    let skip = real_cluster();
+/// For tests that need the simulated server (fault injection, `deny`, request counts): on a real
+/// API server, reports the skip with its reason and returns true; the caller then returns early.
+pub fn skip_unless_simulator(test: &str, needs: &str) -> bool {
+    let skip = Backend::selected() != Backend::Simulator;
     if skip {
-        eprintln!("note: {test} skipped on a real cluster: it needs the simulated API server ({needs})");
+        env::report(test, &format!("skipped: it needs the simulated API server ({needs})"));
     }
     skip
 }

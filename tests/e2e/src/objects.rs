@@ -41,6 +41,16 @@ pub enum Kind {
     Event,
     /// `apiextensions.k8s.io/v1` CustomResourceDefinition (cluster-scoped).
     CustomResourceDefinition,
+    /// `v1` ServiceAccount.
+    ServiceAccount,
+    /// `rbac.authorization.k8s.io/v1` ClusterRole (cluster-scoped).
+    ClusterRole,
+    /// `rbac.authorization.k8s.io/v1` ClusterRoleBinding (cluster-scoped).
+    ClusterRoleBinding,
+    /// `rbac.authorization.k8s.io/v1` Role.
+    Role,
+    /// `rbac.authorization.k8s.io/v1` RoleBinding.
+    RoleBinding,
 }
 
 /// Group, version, kind, plural, namespaced.
@@ -50,7 +60,7 @@ impl Kind {
     /// The kinds of children the Flux plugin creates.
     pub const CHILDREN: [Kind; 2] = [Kind::HelmRelease, Kind::Kustomization];
 
-    const ALL: [Kind; 12] = [
+    const ALL: [Kind; 17] = [
         Kind::ServiceSet,
         Kind::ServiceTemplate,
         Kind::StateManagementProvider,
@@ -63,6 +73,11 @@ impl Kind {
         Kind::Namespace,
         Kind::Event,
         Kind::CustomResourceDefinition,
+        Kind::ServiceAccount,
+        Kind::ClusterRole,
+        Kind::ClusterRoleBinding,
+        Kind::Role,
+        Kind::RoleBinding,
     ];
 
     fn parts(self) -> Parts {
@@ -83,6 +98,13 @@ impl Kind {
             Kind::CustomResourceDefinition => {
                 ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false)
             }
+            Kind::ServiceAccount => ("", "v1", "ServiceAccount", "serviceaccounts", true),
+            Kind::ClusterRole => ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false),
+            Kind::ClusterRoleBinding => {
+                ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false)
+            }
+            Kind::Role => ("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
+            Kind::RoleBinding => ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true),
         }
     }
 

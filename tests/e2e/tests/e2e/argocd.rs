@@ -12,9 +12,6 @@ const ARGOCD: &[u8] = include_bytes!(env!("KSM_ARGOCD_WASM"));
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_argocd_plugin_in_javascript_serves_beside_flux() {
-    if ksm_e2e::skip_on_real_cluster("an_argocd_plugin_in_javascript_serves_beside_flux", "a loopback registry") {
-        return;
-    }
     let registry = ksm_e2e::registry::Registry::start();
     let t = Scenario::start("argocd", Mode::Observe).await;
     let file = t.workdir().join("argocd.wasm");

@@ -33,7 +33,7 @@ async fn invalid_config_is_isolated() {
 /// condition `ObjectsApplied`, retried, and the condition goes once the apply succeeds.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_child_is_reported_then_retried() {
-    if ksm_e2e::skip_on_real_cluster("a_refused_child_is_reported_then_retried", "fault injection") {
+    if ksm_e2e::skip_unless_simulator("a_refused_child_is_reported_then_retried", "fault injection") {
         return;
     }
     let t = Scenario::start("refused", Mode::Observe).await;

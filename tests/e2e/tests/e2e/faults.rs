@@ -4,13 +4,13 @@
 use ksm_e2e::fixtures::two_services;
 use ksm_e2e::flux::FluxState;
 use ksm_e2e::status::{condition_message, generation, uid};
-use ksm_e2e::{Kind, Mode, ObjRef, Scenario, WAIT, skip_on_real_cluster};
+use ksm_e2e::{Kind, Mode, ObjRef, Scenario, WAIT, skip_unless_simulator};
 use ksm_test_apiserver::TestApiServer;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn converges_under_faults() {
-    if skip_on_real_cluster("converges_under_faults", "fault injection") {
+    if skip_unless_simulator("converges_under_faults", "fault injection") {
         return;
     }
     let t = Scenario::start("faults", Mode::Observe).await;

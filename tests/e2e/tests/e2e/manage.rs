@@ -43,7 +43,7 @@ async fn manage_mode() {
     eprintln!("AdapterReady message: {}", condition_message(&smp, "AdapterReady"));
     t.merge_patch(t.smp(), rule(READINESS_RULE)).await;
     if !denied {
-        eprintln!("note: the RBACReady=False part is skipped on a real cluster (it needs `deny`)");
+        ksm_e2e::env::report("manage_mode", "the RBACReady=False part skipped: it needs the simulator's `deny`");
         wait_smp_ready(&t).await;
         return;
     }

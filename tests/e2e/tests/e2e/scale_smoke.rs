@@ -11,7 +11,7 @@ use ksm_e2e::scale::{Baseline, Options, run};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_scale_benchmark_runs_at_200_by_3() {
-    if ksm_e2e::skip_on_real_cluster("the_scale_benchmark_runs_at_200_by_3", "the benchmark's own server") {
+    if ksm_e2e::skip_unless_simulator("the_scale_benchmark_runs_at_200_by_3", "the benchmark's own server") {
         return;
     }
     let baseline = Baseline {
