@@ -270,7 +270,7 @@ impl Drop for Env {
 
 /// Installs the CRDs for a real API server ([`real_server_crds`]) that it does not have from
 /// someone else, and waits until they are Established.
-async fn install_crds(objects: &Objects) {
+pub async fn install_crds(objects: &Objects) {
     for crd in real_server_crds() {
         let r = ObjRef::of(&crd);
         let theirs = objects.get(&r).await.is_some_and(|live| !managed_by(&live, CRD_MANAGER));

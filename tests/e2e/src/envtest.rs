@@ -41,8 +41,11 @@ pub struct ControlPlane {
     dir: PathBuf,
     url: String,
     admin_kubeconfig: PathBuf,
-    /// The watchdog's stdin: closing it (this process ending) stops everything.
-    watchdog: Mutex<ChildStdin>,
+    /// The processes, by binary name.
+    pids: Vec<(&'static str, u32)>,
+    /// The watchdog's stdin: closing it (dropping this, or this process ending) stops everything.
+    watchdog: Mutex<Option<ChildStdin>>,
+    watchdog_process: Mutex<Child>,
 }
 
 impl ControlPlane {
@@ -73,7 +76,9 @@ impl ControlPlane {
             url: String::new(),
             admin_kubeconfig: dir.join("admin.kubeconfig"),
             dir,
-            watchdog: Mutex::new(stdin),
+            pids: Vec::new(),
+            watchdog: Mutex::new(Some(stdin)),
+            watchdog_process: Mutex::new(watchdog),
         };
         plane.launch(assets)
     }
@@ -168,7 +173,7 @@ impl ControlPlane {
 
     /// Starts `assets/name args`, logging to `<dir>/<name>.log`, and hands its pid to the
     /// watchdog.
-    fn spawn(&self, assets: &Path, name: &str, args: &[&str]) -> anyhow::Result<()> {
+    fn spawn(&mut self, assets: &Path, name: &'static str, args: &[&str]) -> anyhow::Result<()> {
         let log_path = self.dir.join(format!("{name}.log"));
         let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
         let child: Child = Command::new(assets.join(name))
@@ -180,7 +185,9 @@ impl ControlPlane {
             .spawn()
             .with_context(|| format!("starting {}", assets.join(name).display()))?;
         let mut watchdog = self.watchdog.lock().expect("watchdog lock");
-        writeln!(watchdog, "{}", child.id()).context("handing a pid to the envtest watchdog")?;
+        let stdin = watchdog.as_mut().expect("the watchdog's stdin, open until drop");
+        writeln!(stdin, "{}", child.id()).context("handing a pid to the envtest watchdog")?;
+        self.pids.push((name, child.id()));
         Ok(())
     }
 
@@ -219,6 +226,11 @@ impl ControlPlane {
             .join("\n")
     }
 
+    /// The pid of `etcd`, `kube-apiserver` or `kube-controller-manager`.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.pids.iter().find(|(n, _)| *n == name).map(|(_, pid)| *pid)
+    }
+
     /// The kubeconfig of the `system:masters` test identity.
     pub fn admin_kubeconfig(&self) -> &Path {
         &self.admin_kubeconfig
@@ -248,6 +260,15 @@ impl ControlPlane {
         std::fs::write(path, kubeconfig_yaml(&self.url, &format!("{namespace}-{name}"), token))
             .with_context(|| format!("writing {}", path.display()))?;
         Ok(path.to_path_buf())
+    }
+}
+
+impl Drop for ControlPlane {
+    /// Stops the control plane and waits until it is gone (the watchdog exits after removing the
+    /// directory), so that a next one starts on a quiet machine.
+    fn drop(&mut self) {
+        drop(self.watchdog.get_mut().expect("watchdog lock").take());
+        let _ = self.watchdog_process.get_mut().expect("watchdog lock").wait();
     }
 }
 

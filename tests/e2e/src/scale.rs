@@ -1,17 +1,19 @@
 //! The scale benchmark: the real `ksm-adapter run` (a child process, so its memory is its own)
-//! against the simulated API server in this process, loaded with N ServiceSets × S services,
-//! then — in the same run, against a fresh server loaded identically — the **naive baseline**
-//! (`ksm-naive-adapter`, the k0rdent guide's controller: see [`crate::naive`]).
+//! against an API server loaded with N ServiceSets × S services — the simulated one in this
+//! process, or a real kube-apiserver + etcd (envtest, [`server`]) — then, in the same run,
+//! against a fresh server loaded identically, the **naive baseline** (`ksm-naive-adapter`, the
+//! k0rdent guide's controller: see [`crate::naive`]).
 //! This process plays kcm (the SMP is ready) and Flux (every HelmRelease is marked Ready for its
 //! generation as soon as it appears or changes), and measures, for each:
 //!
 //! - time to converge: from the adapter's start until every ServiceSet reports `deployed`
 //!   (seen through a watch, as kcm would);
-//! - the adapter's API requests during convergence, by verb and per ServiceSet (the simulated
-//!   server counts them; this process's own status writes and watch are left out);
+//! - the adapter's API requests during convergence, by verb and per ServiceSet (the server counts
+//!   them; this process's own status writes and watch are left out);
 //! - writes during a steady-state window after convergence (goal: 0);
 //! - latency from a ServiceSet spec change to its HelmRelease's new spec (p50/p99);
-//! - the adapter's peak RSS (`VmHWM`).
+//! - the adapter's peak RSS (`VmHWM`);
+//! - CPU time of the adapter, of this process and, on a real server, of kube-apiserver and etcd.
 //!
 //! ksm-adapter must converge within its timeout (else the run fails). The baseline gets its own
 //! timeout; if it does not converge in time, the run records how many ServiceSets were deployed
@@ -26,18 +28,21 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
-use ksm_test_apiserver::TestApiServer;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::env::crds;
 use crate::fixtures::{self, adapter_plugin, service_templates, smp, smp_status};
 use crate::flux::FluxState;
 use crate::objects::Kind;
 use crate::{ADAPTER_NAME, SERVICE_LABEL, SERVICE_SET_LABEL};
+
+mod server;
+
+pub use server::ApiServer;
+use server::{Counts, Server, difference};
 
 /// The namespace the benchmark works in.
 const NAMESPACE: &str = "bench";
@@ -71,6 +76,8 @@ pub struct Options {
     pub binary: PathBuf,
     /// The naive baseline to run after ksm-adapter, if any.
     pub baseline: Option<Baseline>,
+    /// The API server to run against.
+    pub apiserver: ApiServer,
 }
 
 /// How to run the naive baseline (`ksm-naive-adapter`).
@@ -129,9 +136,11 @@ pub struct Measures {
     /// CPU time the adapter process used while converging (user + system): its own cost,
     /// apart from the simulated server and Flux simulator that share the machine.
     pub converge_cpu: Duration,
-    /// CPU time this process (the simulated API server, the Flux simulator and the watch that
-    /// counts deployed ServiceSets) used over the same window: the other share of the 2 cores.
+    /// CPU time this process (the simulated API server if it is the one, the Flux simulator and
+    /// the watch that counts deployed ServiceSets) used over the same window.
     pub simulator_cpu: Duration,
+    /// CPU time of a real API server's processes (kube-apiserver, etcd) over the same window.
+    pub server_cpu: Vec<(&'static str, Duration)>,
 }
 
 /// Runs the benchmark: ksm-adapter, then the baseline (if any).
@@ -213,6 +222,11 @@ async fn measure(
     workdir: &Path,
 ) -> anyhow::Result<Measures> {
     let bench = Bench::start(options, workdir.join(format!("{}-kubeconfig.yaml", contender.name()))).await?;
+    let processes = bench.server.processes();
+    let cpu_of_server =
+        || -> anyhow::Result<Vec<Duration>> { processes.iter().map(|(_, pid)| cpu_time(&pid.to_string())).collect() };
+    let counts_before = bench.server.counts().await?;
+    let server_started = cpu_of_server()?;
     let started = Instant::now();
     let simulator_started = cpu_time("self")?;
     let adapter = Adapter::start(contender.command(&bench.kubeconfig), contender.log(workdir))?;
@@ -220,8 +234,13 @@ async fn measure(
     let converge = started.elapsed();
     let converge_cpu = cpu_time(&adapter.child.id().to_string())?;
     let simulator_cpu = cpu_time("self")?.saturating_sub(simulator_started);
-    let requests = adapter_requests(&bench.server);
-    let steady_writes = bench.steady_writes(options.steady).await;
+    let server_cpu = processes
+        .iter()
+        .zip(cpu_of_server()?.iter().zip(&server_started))
+        .map(|((name, _), (now, before))| (*name, now.saturating_sub(*before)))
+        .collect();
+    let requests = difference(&bench.server.counts().await?, &counts_before);
+    let steady_writes = bench.steady_writes(options.steady).await?;
     let (latencies, latency_timeouts) = change_latencies(&bench.server, &bench.client, options).await?;
     Ok(Measures {
         converge,
@@ -234,6 +253,7 @@ async fn measure(
         peak_rss_kib: adapter.peak_rss_kib()?,
         converge_cpu,
         simulator_cpu,
+        server_cpu,
     })
 }
 
@@ -252,7 +272,7 @@ fn cpu_time(pid: &str) -> anyhow::Result<Duration> {
 /// A loaded server with this process playing Flux and counting deployed ServiceSets; dropping
 /// it stops both and the server.
 struct Bench {
-    server: TestApiServer,
+    server: Server,
     client: kube::Client,
     kubeconfig: PathBuf,
     /// ServiceSets reporting `deployed: true`.
@@ -264,10 +284,8 @@ impl Bench {
     /// Starts and loads a server, writes its kubeconfig, starts Flux and the counter, and
     /// resets the request counts once their own list and watch are done.
     async fn start(options: &Options, kubeconfig: PathBuf) -> anyhow::Result<Self> {
-        let server = TestApiServer::start(crds()).await?;
-        std::fs::write(&kubeconfig, server.kubeconfig_yaml())?;
-        load(&server, options)?;
-        let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
+        let (server, client) = Server::start(&options.apiserver, &kubeconfig).await?;
+        load(&server, options).await?;
         let (deployed_tx, deployed) = watch::channel(0);
         let tasks =
             vec![tokio::spawn(play_flux(client.clone())), tokio::spawn(count_deployed(client.clone(), deployed_tx))];
@@ -279,15 +297,16 @@ impl Bench {
 
     /// The adapter's writes (create, update, patch, delete) in a window of length `steady`,
     /// which starts a second from now (the last status writes come back).
-    async fn steady_writes(&self, steady: Duration) -> usize {
+    async fn steady_writes(&self, steady: Duration) -> anyhow::Result<usize> {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        self.server.reset_counts();
+        let before: Counts = self.server.counts().await?;
         tokio::time::sleep(steady).await;
-        adapter_requests(&self.server)
+        let during = difference(&self.server.counts().await?, &before);
+        Ok(during
             .iter()
             .filter(|(verb, _)| matches!(verb.as_str(), "create" | "update" | "patch" | "delete"))
             .map(|(_, n)| n)
-            .sum()
+            .sum())
     }
 }
 
@@ -297,18 +316,18 @@ impl Drop for Bench {
     }
 }
 
-/// Puts the SMP (ready), the templates and the ServiceSets into the server directly.
-fn load(server: &TestApiServer, options: &Options) -> anyhow::Result<()> {
-    server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}))?;
+/// Stores the namespace, the SMP (ready), the AdapterPlugin, the templates and the ServiceSets.
+async fn load(server: &Server, options: &Options) -> anyhow::Result<()> {
     let mut provider = smp(SMP, ADAPTER_NAME, NAMESPACE);
     provider["status"] = smp_status(true);
-    server.put_object(provider)?;
-    server.put_object(adapter_plugin(SMP, NAMESPACE, json!({"builtin": "flux"}), &[SMP]))?;
     let templates: Vec<Value> = service_templates(NAMESPACE);
-    for template in &templates {
-        server.put_object(template.clone())?;
-    }
-    for i in 0..options.service_sets {
+    let mut objects = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        provider,
+        adapter_plugin(SMP, NAMESPACE, json!({"builtin": "flux"}), &[SMP]),
+    ];
+    objects.extend(templates.iter().cloned());
+    let service_sets = (0..options.service_sets).map(|i| {
         let services: Vec<Value> = (0..options.services)
             .map(|s| {
                 let template = &templates[s % templates.len()]["metadata"]["name"];
@@ -316,9 +335,9 @@ fn load(server: &TestApiServer, options: &Options) -> anyhow::Result<()> {
                        "values": "replicaCount: 2\n"})
             })
             .collect();
-        server.put_object(fixtures::service_set(NAMESPACE, &service_set_name(i), SMP, json!(services)))?;
-    }
-    Ok(())
+        fixtures::service_set(NAMESPACE, &service_set_name(i), SMP, json!(services))
+    });
+    server.load(objects, service_sets).await
 }
 
 fn service_set_name(i: usize) -> String {
@@ -350,18 +369,6 @@ async fn play_flux(client: kube::Client) {
             }
         })
         .await;
-}
-
-/// The adapter's requests since the last reset, by verb (this process's HelmRelease status
-/// writes left out: the adapter never writes HelmRelease status).
-fn adapter_requests(server: &TestApiServer) -> BTreeMap<String, usize> {
-    let mut by_verb = BTreeMap::new();
-    for (verb, resource, count) in server.requests().iter() {
-        if resource != "helmreleases/status" {
-            *by_verb.entry(verb.to_string()).or_default() += count;
-        }
-    }
-    by_verb
 }
 
 /// Follows ServiceSet status through a watch (started before counting, so not counted) and
@@ -409,7 +416,7 @@ async fn count_deployed(client: kube::Client, deployed: watch::Sender<usize>) {
 /// counts as [`CHANGE_LIMIT`]), and how many timed out (after [`GIVE_UP_AFTER`] timeouts the
 /// remaining changes are counted as timed out without being made).
 async fn change_latencies(
-    server: &TestApiServer,
+    server: &Server,
     client: &kube::Client,
     options: &Options,
 ) -> anyhow::Result<(Vec<Duration>, usize)> {
@@ -436,7 +443,7 @@ async fn change_latencies(
 /// takes longer than [`CHANGE_LIMIT`] or the HelmRelease does not exist (a baseline that did
 /// not converge).
 async fn change_latency(
-    server: &TestApiServer,
+    server: &Server,
     service_sets: &Api<DynamicObject>,
     releases: &Api<DynamicObject>,
     i: usize,
@@ -454,11 +461,11 @@ async fn change_latency(
     let started = Instant::now();
     service_sets.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"services": services}}))).await?;
     while started.elapsed() <= CHANGE_LIMIT {
-        let live = server.object(&Kind::HelmRelease.api_version(), "HelmRelease", Some(NAMESPACE), &release);
+        let live = server.helm_release(NAMESPACE, &release).await;
         if live.is_some_and(|r| r["spec"]["values"]["replicaCount"] == replicas) {
             return Ok(Some(started.elapsed()));
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::time::sleep(server.poll_interval()).await;
     }
     Ok(None)
 }
@@ -558,14 +565,17 @@ impl Report {
         let exact = |_: &Measures| false;
         let mut rows = vec![self.setup_row()];
         rows.push(self.row("time to converge", |m| m.converge.as_secs_f64(), unconverged, |m| self.converge_cell(m)));
-        type CpuOf = fn(&Measures) -> Duration;
-        let cpu_rows: [(&str, CpuOf); 2] = [
-            ("CPU time of the adapter while converging", |m| m.converge_cpu),
-            ("CPU time of the simulator (API server, Flux) meanwhile", |m| m.simulator_cpu),
+        let mut cpu_rows: Vec<(String, Box<dyn Fn(&Measures) -> Duration>)> = vec![
+            ("CPU time of the adapter while converging".into(), Box::new(|m: &Measures| m.converge_cpu)),
+            (format!("CPU time of {} meanwhile", self.simulator_label()), Box::new(|m: &Measures| m.simulator_cpu)),
         ];
-        for (measure, cpu) in cpu_rows {
-            let seconds = move |m: &Measures| cpu(m).as_secs_f64();
-            rows.push(self.row(measure, seconds, unconverged, move |m| format!("{:.1} s", seconds(m))));
+        for (i, (name, _)) in self.ours.server_cpu.iter().enumerate() {
+            let of = move |m: &Measures| m.server_cpu.get(i).map(|(_, cpu)| *cpu).unwrap_or_default();
+            cpu_rows.push((format!("CPU time of {name} meanwhile"), Box::new(of)));
+        }
+        for (measure, cpu) in &cpu_rows {
+            let seconds = |m: &Measures| cpu(m).as_secs_f64();
+            rows.push(self.row(measure, seconds, unconverged, |m| format!("{:.1} s", seconds(m))));
         }
         let total = |m: &Measures| m.total_requests();
         rows.push(self.row("API requests while converging", |m| total(m) as f64, unconverged, |m| per(total(m))));
@@ -584,6 +594,14 @@ impl Report {
         rows
     }
 
+    /// What this process runs besides Flux: the simulated API server, or only the benchmark.
+    fn simulator_label(&self) -> &'static str {
+        match self.options.apiserver {
+            ApiServer::Simulated => "the simulator (API server, Flux)",
+            ApiServer::Envtest(_) => "the benchmark (Flux, the deployed count)",
+        }
+    }
+
     /// The sizes, and how the baseline runs.
     fn setup_row(&self) -> Row {
         let o = &self.options;
@@ -595,9 +613,18 @@ impl Report {
                 b.concurrency
             )
         });
+        let apiserver = match o.apiserver {
+            ApiServer::Simulated => "simulated API server",
+            ApiServer::Envtest(_) => "kube-apiserver v1.32 + etcd (envtest)",
+        };
         Row {
             measure: "ServiceSets × services".into(),
-            ours: format!("{} × {} ({} HelmReleases)", o.service_sets, o.services, o.service_sets * o.services),
+            ours: format!(
+                "{} × {} ({} HelmReleases), {apiserver}",
+                o.service_sets,
+                o.services,
+                o.service_sets * o.services
+            ),
             naive,
             ratio: String::new(),
         }

@@ -5,13 +5,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use ksm_e2e::scale::{self, Baseline, Options};
+use ksm_e2e::scale::{self, ApiServer, Baseline, Options};
 
-/// Runs the real `ksm-adapter run` against an in-process simulated API server holding N
-/// ServiceSets × S services, plays Flux (every HelmRelease becomes Ready), then does the same
-/// with the naive baseline (`ksm-naive-adapter`, the k0rdent guide's controller) against a fresh
-/// server, and prints a table: time to converge, API requests by verb, steady-state writes,
-/// spec-change latency, peak RSS, each with the ratio baseline / ksm-adapter.
+/// Runs the real `ksm-adapter run` against an API server holding N ServiceSets × S services — the
+/// in-process simulated one, or a real kube-apiserver + etcd (`--apiserver envtest`) — plays Flux
+/// (every HelmRelease becomes Ready), then does the same with the naive baseline
+/// (`ksm-naive-adapter`, the k0rdent guide's controller) against a fresh server, and prints a
+/// table: time to converge, API requests by verb, steady-state writes, spec-change latency, peak
+/// RSS, CPU time (with kube-apiserver's and etcd's on a real server), each with the ratio
+/// baseline / ksm-adapter.
 ///
 /// Build the adapters first in the same profile, e.g.
 /// `cargo build --release -p ksm-adapter -p ksm-e2e && target/release/ksm-scale-bench`.
@@ -53,6 +55,24 @@ struct Args {
     /// executable].
     #[arg(long)]
     naive_adapter: Option<PathBuf>,
+    /// The API server: `simulator` (in this process) or `envtest` (etcd, kube-apiserver and
+    /// kube-controller-manager from --envtest-assets, started fresh for each adapter, with the
+    /// upstream CRDs of KSM_E2E_UPSTREAM_CRDS or ../shared/reference/crds).
+    #[arg(long, value_enum, default_value_t = ApiServerArg::Simulator)]
+    apiserver: ApiServerArg,
+    /// The directory holding etcd, kube-apiserver and kube-controller-manager
+    /// (`../shared/envtest/setup.sh` prints one).
+    #[arg(long, env = "KUBEBUILDER_ASSETS")]
+    envtest_assets: Option<PathBuf>,
+}
+
+/// Which API server to run against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ApiServerArg {
+    /// The simulated API server, in this process.
+    Simulator,
+    /// A real kube-apiserver + etcd.
+    Envtest,
 }
 
 /// Which baseline to run.
@@ -81,6 +101,15 @@ async fn main() -> anyhow::Result<()> {
             requeue: Duration::from_secs(args.baseline_requeue_seconds),
         }),
     };
+    let apiserver = match (args.apiserver, args.envtest_assets) {
+        (ApiServerArg::Simulator, _) => ApiServer::Simulated,
+        (ApiServerArg::Envtest, Some(assets)) => ApiServer::Envtest(assets),
+        (ApiServerArg::Envtest, None) => {
+            anyhow::bail!(
+                "--apiserver envtest needs --envtest-assets or KUBEBUILDER_ASSETS (../shared/envtest/setup.sh)"
+            )
+        }
+    };
     let options = Options {
         service_sets: args.servicesets,
         services: args.services,
@@ -89,6 +118,7 @@ async fn main() -> anyhow::Result<()> {
         timeout: Duration::from_secs(args.timeout_seconds),
         binary: binary(args.adapter, "KSM_ADAPTER_BIN", "ksm-adapter", "ksm-adapter")?,
         baseline,
+        apiserver,
     };
     eprintln!("loading {} ServiceSets × {} services ...", options.service_sets, options.services);
     let report = scale::run(options).await?;

@@ -1,19 +1,28 @@
 //! The scale benchmark at a small size, so that it cannot rot: ksm-adapter must converge, make
 //! no writes in a steady state and apply spec changes; the naive baseline (the k0rdent guide's
-//! controller) must converge too, and cost more requests and steady-state writes.
+//! controller) must converge too, and cost more requests and steady-state writes. On the
+//! simulator at 200 × 3; with envtest (`KUBEBUILDER_ASSETS`) at 50 × 3 on control planes of its
+//! own (`ksm-scale-bench --apiserver envtest`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use ksm_e2e::adapter::{binary, run_command};
 use ksm_e2e::naive::DEFAULT_CONCURRENCY;
-use ksm_e2e::scale::{Baseline, Options, run};
+use ksm_e2e::scale::{ApiServer, Baseline, Options, run};
+use ksm_e2e::{Backend, envtest};
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_scale_benchmark_runs_at_200_by_3() {
-    if ksm_e2e::skip_unless_simulator("the_scale_benchmark_runs_at_200_by_3", "the benchmark's own server") {
-        return;
-    }
+async fn the_scale_benchmark_runs_at_a_small_size() {
+    let (apiserver, n) = match Backend::selected() {
+        Backend::Simulator => (ApiServer::Simulated, 200),
+        Backend::Envtest => (ApiServer::Envtest(std::env::var_os(envtest::ASSETS_VAR).unwrap().into()), 50),
+        Backend::Cluster => {
+            ksm_e2e::env::report("scale-smoke", "skipped: the benchmark starts API servers of its own");
+            return;
+        }
+    };
+    ksm_e2e::env::report("scale-smoke", &format!("runs at {n} x 3 on its own API servers"));
     let baseline = Baseline {
         binary: PathBuf::from(env!("CARGO_BIN_EXE_ksm-naive-adapter")),
         timeout: Some(Duration::from_secs(60)),
@@ -22,26 +31,32 @@ async fn the_scale_benchmark_runs_at_200_by_3() {
         requeue: Duration::from_secs(3),
     };
     let options = Options {
-        service_sets: 200,
+        service_sets: n,
         services: 3,
         steady: Duration::from_secs(3),
         changes: 10,
         timeout: Duration::from_secs(120),
         binary: binary(),
         baseline: Some(baseline),
+        apiserver,
     };
     let report = run(options).await.expect("the benchmark runs");
     eprintln!("{}", report.table());
     let (ours, naive) = (&report.ours, report.baseline.as_ref().expect("the baseline ran"));
     assert_eq!(ours.steady_writes, 0, "steady state makes no writes");
     assert_eq!((ours.latencies.len(), ours.latency_timeouts), (10, 0));
-    assert!(ours.verb("patch") >= 200 * 3, "every HelmRelease was applied: {:?}", ours.requests);
+    assert!(ours.verb("patch") >= n * 3, "every HelmRelease was applied: {:?}", ours.requests);
     assert!(ours.peak_rss_kib > 0);
     assert!(ours.converge_cpu > Duration::ZERO, "the adapter's CPU time is read");
     assert!(ours.simulator_cpu > Duration::ZERO, "the simulator's CPU time is read");
+    if Backend::selected() == Backend::Envtest {
+        let names: Vec<&str> = ours.server_cpu.iter().map(|(name, _)| *name).collect();
+        assert_eq!(names, ["kube-apiserver", "etcd"], "the real server's processes are measured");
+        assert!(ours.server_cpu.iter().all(|(_, cpu)| *cpu > Duration::ZERO), "{:?}", ours.server_cpu);
+    }
 
-    assert!(naive.converged, "the baseline converged: {} of 200 deployed", naive.deployed);
-    assert_eq!(naive.verb("create"), 200 * 3, "the baseline created every HelmRelease: {:?}", naive.requests);
+    assert!(naive.converged, "the baseline converged: {} of {n} deployed", naive.deployed);
+    assert!(naive.verb("create") >= n * 3, "the baseline created every HelmRelease: {:?}", naive.requests);
     assert!(naive.steady_writes > 0, "the baseline writes status and children on every requeue");
     assert!(
         naive.total_requests() > ours.total_requests(),
