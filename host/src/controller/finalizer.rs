@@ -27,15 +27,12 @@ pub async fn remove(api: &Api<ServiceSet>, service_set: &ServiceSet) -> kube::Re
     set(api, service_set, finalizers).await
 }
 
-/// Writes the finalizer list only if the object is still the version that was read (a JSON
-/// patch testing `resourceVersion`), so another writer's finalizer is never lost; a stale
-/// version fails with 422 and the reconcile is retried on the latest one.
+/// Writes the finalizer list only if the object is still the version that was read (a merge
+/// patch carrying `resourceVersion` is a precondition), so another writer's finalizer is never
+/// lost; a stale version fails with 409 Conflict, as every lost race does, and the reconcile is
+/// retried on the latest one.
 async fn set(api: &Api<ServiceSet>, service_set: &ServiceSet, finalizers: Vec<String>) -> kube::Result<()> {
     let version = service_set.meta().resource_version.clone().unwrap_or_default();
-    let patch: json_patch::Patch = serde_json::from_value(json!([
-        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
-        {"op": "add", "path": "/metadata/finalizers", "value": finalizers},
-    ]))
-    .expect("a well-formed JSON patch");
-    api.patch(&service_set.name_any(), &PatchParams::default(), &Patch::<()>::Json(patch)).await.map(drop)
+    let patch = json!({"metadata": {"resourceVersion": version, "finalizers": finalizers}});
+    api.patch(&service_set.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await.map(drop)
 }

@@ -263,11 +263,12 @@ async fn report(ctx: &Context, api: &Api<ServiceSet>, service_set: &ServiceSet, 
     }
 }
 
-/// 409 Conflict (stale resourceVersion) and 422 (a failed JSON patch `test` of the version)
-/// mean the ServiceSet changed since it was read.
+/// Only 409 Conflict (a stale resourceVersion) means the ServiceSet changed since it was read.
+/// Anything else, 422 included (the API server refused the content), is an error that backs off:
+/// retrying it at once would repeat the same refusal forever.
 fn stale_or_api(e: kube::Error) -> Error {
     match &e {
-        kube::Error::Api(status) if status.is_conflict() || status.is_invalid() => Error::Stale(e),
+        kube::Error::Api(status) if status.is_conflict() => Error::Stale(e),
         _ => Error::Api(e),
     }
 }
@@ -283,6 +284,17 @@ fn now() -> Time {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn api_error(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(kube::core::Status::failure("refused", reason).with_code(code).boxed())
+    }
+
+    #[test]
+    fn only_a_conflict_is_a_lost_race() {
+        assert!(matches!(stale_or_api(api_error(409, "Conflict")), Error::Stale(_)));
+        assert!(matches!(stale_or_api(api_error(422, "Invalid")), Error::Api(_)), "a refusal backs off");
+        assert!(matches!(stale_or_api(api_error(500, "InternalError")), Error::Api(_)));
+    }
 
     #[test]
     fn backoff_doubles_from_half_a_second_up_to_five_minutes() {

@@ -8,6 +8,24 @@ use ksm_plugin_sdk::k0rdent::Service;
 
 /// Condition type whose message `"<ready>/<total>"` feeds kubectl's "Services" column.
 pub const SERVICES_READY: &str = "ServicesInReadyState";
+/// The longest message the host writes, in bytes: `metav1.Condition.message`'s `maxLength`. A
+/// longer one (built from plugin or API-server text) would make the API server refuse the whole
+/// status write, again on every retry.
+pub const MAX_MESSAGE: usize = 32_768;
+/// What ends a message cut at [`MAX_MESSAGE`].
+const CUT: &str = " … (cut)";
+
+/// `message` cut to at most [`MAX_MESSAGE`] bytes, on a character boundary, marked as cut.
+pub fn bounded(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message.to_string();
+    }
+    let mut end = MAX_MESSAGE - CUT.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{CUT}", &message[..end])
+}
 
 /// The status entry of one spec service, given its status this round. The transition time is
 /// kept from `previous` unless the state changed; `version` is the spec version (or the
@@ -31,7 +49,7 @@ pub fn service_state(
         state,
         last_state_transition_time,
         version: (state == State::Deployed).then(|| service.expected_version().to_string()),
-        failure_message: status.failure_message.clone(),
+        failure_message: status.failure_message.as_deref().map(bounded),
     }
 }
 
@@ -61,7 +79,7 @@ pub fn condition(
         type_: type_.into(),
         status: status.into(),
         reason: reason.into(),
-        message: message.into(),
+        message: bounded(message),
         observed_generation: generation,
         last_transition_time: now.clone(),
     }
@@ -135,6 +153,19 @@ mod tests {
         assert_eq!(same, first, "an unchanged state gives an identical entry");
         let deployed = service_state(&service(None), &status(PluginState::Deployed), Some(&same), &at(30));
         assert_eq!(deployed.last_state_transition_time, at(30));
+    }
+
+    #[test]
+    fn messages_are_bounded_on_a_character_boundary() {
+        assert_eq!(bounded("short"), "short");
+        let long = "é".repeat(MAX_MESSAGE); // two bytes each
+        let cut = bounded(&long);
+        assert!(cut.len() <= MAX_MESSAGE && cut.ends_with(CUT), "{} bytes", cut.len());
+        let c = condition("T", "False", "R", &long, None, &at(0));
+        assert!(c.message.len() <= MAX_MESSAGE);
+        let failed = ServiceStatus { failure_message: Some(long), ..status(PluginState::Failed) };
+        let entry = service_state(&service(None), &failed, None, &at(0));
+        assert!(entry.failure_message.unwrap().len() <= MAX_MESSAGE);
     }
 
     #[test]

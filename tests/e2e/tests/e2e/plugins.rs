@@ -137,6 +137,7 @@ async fn hostile_plugins_are_contained_and_flux_keeps_serving() {
     for (behaviour, _) in failures.iter().chain(&refusals) {
         hostile_service_set(&t, &provider, behaviour).await;
     }
+    hostile_service_set(&t, &provider, "long-error").await;
     t.create_service_set("flux-served", json!([ingress_service()])).await;
 
     for (behaviour, words) in failures {
@@ -148,6 +149,15 @@ async fn hostile_plugins_are_contained_and_flux_keeps_serving() {
         let message = condition_message(&ss, "ServicesTranslated");
         assert!(message.contains("plugin \"hostile\"") && message.contains(words), "{behaviour}: {message}");
     }
+    // A message over what the API server accepts (a condition message holds 32,768 bytes) is cut,
+    // so that the status is still written instead of refused on every retry.
+    let ss = t
+        .wait_service_set("long-error", "ServicesTranslated False (InvalidServiceSet)", |ss| {
+            condition_is(ss, "ServicesTranslated", "False", "InvalidServiceSet")
+        })
+        .await;
+    let message = condition_message(&ss, "ServicesTranslated");
+    assert!(message.len() <= 32_768 && message.ends_with("(cut)"), "{} bytes: {}", message.len(), &message[..200]);
     for (behaviour, words) in refusals {
         let ss = t
             .wait_service_set(behaviour, "its service Failed", |ss| {

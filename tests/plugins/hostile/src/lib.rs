@@ -12,6 +12,8 @@
 //! - `other-namespace`: a ConfigMap in `kube-system`;
 //! - `owner-refs`: a ConfigMap claiming an owner;
 //! - `bad-json`: text that is not JSON;
+//! - `long-error`: fails with a 40,000-character message (over what a condition message may
+//!   hold on a real API server);
 //! - `count`: a ConfigMap whose `data.calls` counts the `translate` calls this instance served
 //!   (state kept between calls: what the host's sessions must confine to one ServiceSet);
 //! - anything else: one ConfigMap per service, like an honest plugin.
@@ -52,6 +54,9 @@ impl PluginApi for Hostile {
             serde_json::from_str(&input.service_set).map_err(|e| TranslateError::InvalidInput(e.to_string()))?;
         let name = service_set["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+        if name == "long-error" {
+            return Err(TranslateError::InvalidInput(format!("refused: {}", "x".repeat(40_000))));
+        }
         let objects = match name.as_str() {
             "loop" => spin(),
             "oom" => exhaust_memory(),
