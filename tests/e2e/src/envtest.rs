@@ -21,6 +21,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -61,7 +62,7 @@ impl ControlPlane {
                 );
             }
         }
-        let dir = std::env::temp_dir().join("ksm-e2e").join(format!("envtest-{}", std::process::id()));
+        let dir = fresh_dir();
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut watchdog = Command::new("sh")
@@ -270,6 +271,15 @@ impl Drop for ControlPlane {
         drop(self.watchdog.get_mut().expect("watchdog lock").take());
         let _ = self.watchdog_process.get_mut().expect("watchdog lock").wait();
     }
+}
+
+/// A directory of its own for each control plane: one test binary may run several (the scale
+/// benchmark's beside the tests' shared one), and one must never wipe or rewrite another's
+/// certificates, etcd data or kubeconfig.
+fn fresh_dir() -> PathBuf {
+    static STARTED: AtomicU32 = AtomicU32::new(0);
+    let n = STARTED.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join("ksm-e2e").join(format!("envtest-{}-{n}", std::process::id()))
 }
 
 /// The watchdog: reads pids until end-of-file (its parent is gone or dropped the pipe), then

@@ -10,6 +10,7 @@ mod changes;
 mod conflicts;
 mod deletion;
 mod deploy;
+mod envtest;
 mod faults;
 mod leader;
 mod manage;
