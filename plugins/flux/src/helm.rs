@@ -1,5 +1,8 @@
 //! Helm services: a Flux `HelmRelease` (`helm.toolkit.fluxcd.io/v2`) using the HelmChart kcm
-//! created for the template (`status.chartRef`).
+//! created for the template (`status.chartRef`, for `chartSpec` and `chartRef` templates), or,
+//! for a `chartSource` template, the source kcm created or was given (`status.sourceStatus`): a
+//! GitRepository or Bucket holds the chart at `spec.helm.chartSource.path` (HelmRelease
+//! `spec.chart.spec`), an OCIRepository is the chart (`spec.chartRef`).
 
 use crate::flux::{FluxObject, KubeConfigReference, SourceReference, helm_release_kind};
 use crate::helm_options::{HelmOptions, Install, Uninstall, Upgrade};
@@ -13,6 +16,8 @@ use serde_json::Value;
 const MAX_RELEASE_NAME_LEN: usize = 53;
 /// Kinds a HelmRelease `chartRef` may have.
 const CHART_REF_KINDS: [&str; 3] = ["OCIRepository", "HelmChart", "ExternalArtifact"];
+/// Source kinds whose artifact holds a chart at a path (HelmRelease `spec.chart.spec.sourceRef`).
+const CHART_SOURCE_KINDS: [&str; 2] = ["GitRepository", "Bucket"];
 /// Kinds a HelmRelease `valuesFrom` entry may have.
 const VALUES_FROM_KINDS: [&str; 2] = ["ConfigMap", "Secret"];
 
@@ -20,7 +25,10 @@ const VALUES_FROM_KINDS: [&str; 2] = ["ConfigMap", "Secret"];
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct HelmReleaseSpec {
-    chart_ref: SourceReference,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chart_ref: Option<SourceReference>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chart: Option<ChartTemplate>,
     interval: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     timeout: Option<String>,
@@ -46,6 +54,26 @@ struct HelmReleaseSpec {
     drift_detection: Option<DriftDetection>,
 }
 
+/// HelmRelease `spec.chart`: a chart at a path in a source.
+#[derive(Serialize)]
+struct ChartTemplate {
+    spec: ChartTemplateSpec,
+}
+
+/// HelmRelease `spec.chart.spec`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ChartTemplateSpec {
+    chart: String,
+    source_ref: SourceReference,
+}
+
+/// Where the HelmRelease finds its chart: `spec.chartRef` or `spec.chart`.
+enum Chart {
+    Ref(SourceReference),
+    InSource(ChartTemplate),
+}
+
 /// HelmRelease `spec.valuesFrom[]`.
 #[derive(Serialize)]
 struct ValuesReference {
@@ -63,19 +91,7 @@ struct DriftDetection {
 pub fn release(common: &Common, template: &ResolvedTemplate) -> Result<String, ServiceError> {
     let service = common.service;
     let config = common.config;
-    let chart_ref = template
-        .status
-        .chart_ref
-        .as_ref()
-        .ok_or_else(|| ServiceError::TemplateNotReady(format!("{} has no status.chartRef yet", template.id)))?;
-    if !CHART_REF_KINDS.contains(&chart_ref.kind.as_str()) {
-        return Err(ServiceError::UnsupportedSource(format!(
-            "{}: status.chartRef kind {:?} is not one of {}",
-            template.id,
-            chart_ref.kind,
-            CHART_REF_KINDS.join(", ")
-        )));
-    }
+    let chart = chart(template)?;
     if service.name.len() > MAX_RELEASE_NAME_LEN {
         return invalid(
             service,
@@ -87,8 +103,13 @@ pub fn release(common: &Common, template: &ResolvedTemplate) -> Result<String, S
     };
     let options = HelmOptions::merged(template.spec.helm_options.as_ref(), service.helm_options.as_ref())
         .or_else(|e| invalid(service, format!("helmOptions: {e}")))?;
+    let (chart_ref, chart) = match chart {
+        Chart::Ref(reference) => (Some(reference), None),
+        Chart::InSource(template) => (None, Some(template)),
+    };
     let spec = HelmReleaseSpec {
-        chart_ref: chart_ref.into(),
+        chart_ref,
+        chart,
         interval: config.interval.clone(),
         timeout: options.timeout().map(str::to_string).or_else(|| config.timeout.clone()),
         release_name: service.name.clone(),
@@ -105,6 +126,45 @@ pub fn release(common: &Common, template: &ResolvedTemplate) -> Result<String, S
         drift_detection: config.drift_detection.clone().map(|mode| DriftDetection { mode }),
     };
     to_json(&FluxObject::new(&helm_release_kind(), common.metadata.clone(), spec))
+}
+
+/// The chart of a Helm template: `status.chartRef`, or for a `chartSource` template its
+/// `status.sourceStatus` and path.
+fn chart(template: &ResolvedTemplate) -> Result<Chart, ServiceError> {
+    let chart_source = template.spec.helm.as_ref().and_then(|helm| helm.get("chartSource"));
+    let (field, reference) = match chart_source {
+        Some(_) => ("status.sourceStatus", template.status.source_status.as_ref()),
+        None => ("status.chartRef", template.status.chart_ref.as_ref()),
+    };
+    let reference =
+        reference.ok_or_else(|| ServiceError::TemplateNotReady(format!("{} has no {field} yet", template.id)))?;
+    let kind = reference.kind.as_str();
+    match chart_source {
+        Some(source) if CHART_SOURCE_KINDS.contains(&kind) => {
+            let path = source.get("path").and_then(Value::as_str).unwrap_or_default();
+            let chart = path.trim_start_matches("./").trim_end_matches('/');
+            if chart.is_empty() {
+                return Err(ServiceError::InvalidService(format!(
+                    "{}: spec.helm.chartSource.path is empty: a {kind} needs the chart's path in it",
+                    template.id
+                )));
+            }
+            let spec = ChartTemplateSpec { chart: chart.to_string(), source_ref: reference.into() };
+            Ok(Chart::InSource(ChartTemplate { spec }))
+        }
+        Some(_) if kind == "OCIRepository" => Ok(Chart::Ref(reference.into())),
+        None if CHART_REF_KINDS.contains(&kind) => Ok(Chart::Ref(reference.into())),
+        _ => {
+            let allowed = match chart_source {
+                Some(_) => "GitRepository, Bucket, OCIRepository".to_string(),
+                None => CHART_REF_KINDS.join(", "),
+            };
+            Err(ServiceError::UnsupportedSource(format!(
+                "{}: {field} kind {kind:?} is not one of {allowed}",
+                template.id
+            )))
+        }
+    }
 }
 
 /// A [`ServiceError::InvalidService`] naming `service`.
