@@ -30,8 +30,11 @@ struct KustomizationSpec {
     suspend: Option<bool>,
 }
 
+/// `deploymentType` of a source whose objects go to the management cluster.
+const LOCAL: &str = "Local";
+
 /// The Kustomization of a kustomize or resources service whose template has `source`, as
-/// JSON. Without a service namespace or config `targetNamespace`, `targetNamespace` is
+/// JSON; with `deploymentType: Local` it has no `kubeConfig` (the management cluster). Without a service namespace or config `targetNamespace`, `targetNamespace` is
 /// omitted and the resources keep their own namespaces.
 pub fn kustomization(
     common: &Common,
@@ -67,7 +70,8 @@ pub fn kustomization(
         interval: config.interval.clone(),
         timeout: config.timeout.clone(),
         target_namespace: common.target_namespace.clone(),
-        kube_config: common.kube_config.clone(),
+        // `deploymentType: Local`: the objects go to the management cluster.
+        kube_config: common.kube_config.clone().filter(|_| source.deployment_type.as_deref() != Some(LOCAL)),
         suspend: common.suspend,
     };
     to_json(&FluxObject::new(&kustomization_kind(), common.metadata.clone(), spec))
