@@ -7,13 +7,15 @@
 //! 4. `Ready=True`: Deployed; `Ready=False` with a failure reason: Failed; else Provisioning.
 //!
 //! While an object is in progress (rules 2 and 3) but its `Ready` condition is False with a
-//! failure reason, the failure message says `retrying: <reason>: <message>`.
+//! failure reason, the failure message says `retrying: <reason>: <message>`. A Stalled object's
+//! failure message starts with the cause, which Flux keeps in `Ready`'s message (helm-controller's
+//! Stalled says only "Failed to install after N attempt(s)"), followed by the Stalled note.
 //! A missing object is Pending, and the worst state of a service's objects wins:
 //! Failed > Deleting > Provisioning > Pending > Deployed.
 //!
 //! A service with `helmAction: Uninstall` is Deleting while any of its objects still exists
-//! and Pending (with no failure message) once none does: the host removes the service from
-//! status when it is gone.
+//! and Pending (with no failure message) once none does; the host, which sees the service's
+//! objects too, reports it `Deleting` and then `Deleted`.
 
 use crate::translate::UNINSTALL;
 use ksm_plugin_sdk::contract::{ObservedObject, ServiceState, ServiceStatus, ServiceType, StatusError, StatusInput};
@@ -181,6 +183,15 @@ impl Health {
     }
 }
 
+/// Why a Stalled object failed: `Ready`'s cause first, then the Stalled note, unless the Stalled
+/// message already says it all.
+fn stalled_message(stalled: &Condition, ready: Option<&Condition>) -> String {
+    match ready.filter(|r| r.status == "False" && !r.message.is_empty() && !stalled.message.contains(&r.message)) {
+        Some(cause) => format!("{} ({})", cause.describe(), stalled.describe()),
+        None => stalled.describe(),
+    }
+}
+
 /// The health of one observed object; Pending when it does not exist.
 fn observed_health(observed: &ObservedObject) -> Result<Health, StatusError> {
     let Some(text) = &observed.object else {
@@ -214,7 +225,7 @@ fn health(kind: FluxKind, object: &LiveObject) -> Health {
         return in_progress;
     }
     if let Some(stalled) = is_true("Stalled") {
-        return Health::failed(stalled.describe());
+        return Health::failed(stalled_message(stalled, ready));
     }
     if let Some(failure) = ready_failure {
         return Health::failed(failure.describe());
