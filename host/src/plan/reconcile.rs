@@ -6,9 +6,7 @@ use super::children::{self, Owner, SERVICE_LABEL};
 use super::claims::{Arbitration, ServiceClaims, stops_on_conflict};
 use super::status::{self, condition, set_condition};
 use super::{ServiceOutcome, TranslateFailure, service_status, translate};
-use crate::k0rdent::{
-    ProviderState, ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State, StateManagementProvider,
-};
+use crate::k0rdent::{ProviderState, ServiceSet, ServiceSetStatus, ServiceType, State, StateManagementProvider};
 use crate::plugin::CallError;
 use crate::serving::ServingPlugin;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -19,6 +17,8 @@ use std::collections::BTreeSet;
 pub const PROVIDER_READY: &str = "ProviderReady";
 /// Condition type carrying translation and provider-config errors, with the plugin's message.
 pub const TRANSLATED: &str = "ServicesTranslated";
+/// `helmAction` of a service whose objects are to be removed while it stays listed.
+const UNINSTALL: &str = "Uninstall";
 
 /// What the controller observed for one ServiceSet.
 pub struct Observed<'a> {
@@ -87,6 +87,7 @@ pub fn reconcile(
         return Ok(deletion(service_set, observed.children, now));
     }
     let mut status = service_set.status.clone().unwrap_or_default();
+    status.cluster = Some(status::cluster_reference(service_set));
     let generation = service_set.metadata.generation;
     if let Err((reason, message)) = provider_gate(service_set, observed, &mut status) {
         set_condition(&mut status.conditions, condition(PROVIDER_READY, "False", reason, &message, generation, now));
@@ -175,7 +176,13 @@ pub fn reconcile(
             live(&ChildRef { api_version: a.into(), kind: k.into(), namespace: ns.into(), name: n.into() }).cloned()
         })?;
         let previous = status.services.iter().find(|s| s.name == spec.name);
-        states.push(status::service_state(spec, &found, previous, now));
+        states.push(if spec.helm_action.as_deref() == Some(UNINSTALL) {
+            let present = children_of(observed.children, &spec.name).next().is_some();
+            let state = if present { State::Deleting } else { State::Deleted };
+            status::host_decided(spec, status::service_type(found.service_type), state, previous, now)
+        } else {
+            status::service_state(spec, &found, previous, now)
+        });
     }
     let delete = observed.children.iter().map(ChildRef::of).filter(|r| !keep.contains(r)).collect();
     status::set_services(&mut status, states, generation, now);
@@ -223,25 +230,15 @@ fn failure_reason(failure: &TranslateFailure) -> &'static str {
 /// Needs no plugin.
 pub fn deletion(service_set: &ServiceSet, children: &[Value], now: &Time) -> Plan {
     let mut status = service_set.status.clone().unwrap_or_default();
+    status.cluster = Some(status::cluster_reference(service_set));
     let states = service_set
         .spec
         .services
         .iter()
         .map(|spec| {
             let previous = status.services.iter().find(|s| s.name == spec.name);
-            ServiceState {
-                service_type: previous.map_or(ServiceType::Helm, |p| p.service_type),
-                name: spec.name.clone(),
-                namespace: spec.namespace.clone(),
-                template: spec.template.clone(),
-                state: State::Deleting,
-                last_state_transition_time: match previous {
-                    Some(p) if p.state == State::Deleting => p.last_state_transition_time.clone(),
-                    _ => now.clone(),
-                },
-                version: None,
-                failure_message: None,
-            }
+            let service_type = previous.map_or(ServiceType::Helm, |p| p.service_type);
+            status::host_decided(spec, service_type, State::Deleting, previous, now)
         })
         .collect();
     status::set_services(&mut status, states, service_set.metadata.generation, now);
@@ -472,10 +469,39 @@ mod tests {
         );
         let deleted: Vec<&str> = second.delete.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(deleted, ["prod-eu-1-ingress", "prod-eu-1-gone"]);
+        assert_eq!(second.status.services[0].state, State::Deleting, "uninstalling while its object exists");
+        let gone: Vec<Value> = live.iter().filter(|c| c["metadata"]["name"] == "prod-eu-1-broken").cloned().collect();
+        let third = plan(
+            &service_set(json!([
+            {"name": "ingress", "namespace": "ingress", "template": "ingress-4-11-3", "helmAction": "Uninstall"}])),
+            Some(&ready),
+            &gone,
+        );
+        assert_eq!(third.status.services[0].state, State::Deleted, "uninstalled: its objects are gone");
+        assert!(!third.status.deployed, "a Deleted service is not Deployed");
         assert_eq!(second.status.services[1].state, State::Failed);
         assert!(
             condition(&second, TRANSLATED).message.starts_with("broken: service \"broken\": values are not valid YAML")
         );
+    }
+
+    #[test]
+    fn status_cluster_names_the_cluster_deployment_or_kcms_management_target() {
+        let reference = |p: &Plan| {
+            let r = p.status.cluster.clone().expect("status.cluster is set");
+            (r.api_version.unwrap(), r.kind.unwrap(), r.namespace.unwrap(), r.name.unwrap())
+        };
+        let ready = smp(true, false);
+        let text = |a: &str, b: &str, c: &str, d: &str| (a.to_string(), b.to_string(), c.to_string(), d.to_string());
+        let cd = text("k0rdent.mirantis.com/v1beta1", "ClusterDeployment", "kcm-system", "prod-eu-1");
+        assert_eq!(reference(&plan(&service_set(ingress()), Some(&ready), &[])), cd);
+        assert_eq!(reference(&plan(&service_set(ingress()), None, &[])), cd, "also when the provider is missing");
+        let mut management = service_set(ingress());
+        management.spec.cluster = String::new();
+        management.spec.provider.self_management = true;
+        let mgmt = text("lib.projectsveltos.io/v1beta1", "SveltosCluster", "mgmt", "mgmt");
+        assert_eq!(reference(&plan(&management, Some(&ready), &[])), mgmt);
+        assert_eq!(reference(&deletion(&management, &[], &at(1))), mgmt);
     }
 
     #[test]

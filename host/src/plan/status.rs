@@ -1,7 +1,8 @@
 //! The ServiceSet status the host writes: computed from the previous status and this round's
 //! service states, so that an unchanged world gives an identical status (and no write).
 
-use crate::k0rdent::{ServiceSetStatus, ServiceState, ServiceType, State};
+use crate::k0rdent::{ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use ksm_plugin_sdk::contract::{ServiceState as PluginState, ServiceStatus, ServiceType as PluginType};
 use ksm_plugin_sdk::k0rdent::Service;
@@ -14,6 +15,26 @@ pub const SERVICES_READY: &str = "ServicesInReadyState";
 pub const MAX_MESSAGE: usize = 32_768;
 /// What ends a message cut at [`MAX_MESSAGE`].
 const CUT: &str = " … (cut)";
+
+/// `status.cluster` as kcm's own adapter writes it; kcm's MultiClusterService controller skips a
+/// ServiceSet without it. The ServiceSet's ClusterDeployment, or for self-management (the
+/// `selfManagement` flag, or no cluster named) kcm's pseudo-target `SveltosCluster mgmt/mgmt`.
+pub fn cluster_reference(service_set: &ServiceSet) -> ObjectReference {
+    let reference = |api_version: &str, kind: &str, namespace: &str, name: &str| ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        ..Default::default()
+    };
+    let spec = &service_set.spec;
+    if spec.provider.self_management || spec.cluster.is_empty() {
+        reference("lib.projectsveltos.io/v1beta1", "SveltosCluster", "mgmt", "mgmt")
+    } else {
+        let namespace = service_set.metadata.namespace.as_deref().unwrap_or_default();
+        reference("k0rdent.mirantis.com/v1beta1", "ClusterDeployment", namespace, &spec.cluster)
+    }
+}
 
 /// `message` cut to at most [`MAX_MESSAGE`] bytes, on a character boundary, marked as cut.
 pub fn bounded(message: &str) -> String {
@@ -50,6 +71,32 @@ pub fn service_state(
         last_state_transition_time,
         version: (state == State::Deployed).then(|| service.expected_version().to_string()),
         failure_message: status.failure_message.as_deref().map(bounded),
+    }
+}
+
+/// The status entry of a spec service whose state the host decides, not the plugin: `Deleting`
+/// while a ServiceSet is deleted, and for `helmAction: Uninstall` `Deleting` while any of the
+/// service's objects exists, then `Deleted` (kcm's states). The transition time is kept from
+/// `previous` unless the state changed.
+pub fn host_decided(
+    service: &Service,
+    service_type: ServiceType,
+    state: State,
+    previous: Option<&ServiceState>,
+    now: &Time,
+) -> ServiceState {
+    ServiceState {
+        service_type,
+        name: service.name.clone(),
+        namespace: service.namespace.clone(),
+        template: service.template.clone(),
+        state,
+        last_state_transition_time: match previous {
+            Some(p) if p.state == state => p.last_state_transition_time.clone(),
+            _ => now.clone(),
+        },
+        version: None,
+        failure_message: None,
     }
 }
 
@@ -114,7 +161,8 @@ fn state(s: PluginState) -> State {
     }
 }
 
-fn service_type(t: PluginType) -> ServiceType {
+/// The host's service type of the plugin's.
+pub fn service_type(t: PluginType) -> ServiceType {
     match t {
         PluginType::Helm => ServiceType::Helm,
         PluginType::Kustomize => ServiceType::Kustomize,

@@ -26,14 +26,16 @@ async fn spec_changes() {
     let expected = t.wait_converged("web").await;
     assert_eq!(expected.objects().len(), 1);
 
-    // helmAction Uninstall: the HelmRelease is deleted, the service stays listed.
+    // helmAction Uninstall: the HelmRelease is deleted, the service stays listed, Deleted (kcm's
+    // state for an uninstalled service).
     let uninstalled = t.child_ref("web", "ingress-nginx").await;
     services[0]["helmAction"] = json!("Uninstall");
     t.merge_patch(&ss, json!({"spec": {"services": [services[0]]}})).await;
     t.wait_gone(&uninstalled, WAIT).await;
     let expected = t.wait_converged("web").await;
     assert!(expected.objects().is_empty(), "Uninstall translates to no object: {:#}", expected.translation);
-    let status = t.wait_service_state("web", "ingress-nginx", "Pending", WAIT).await;
+    let status = t.wait_service_state("web", "ingress-nginx", "Deleted", WAIT).await;
+    assert_eq!(status["status"]["deployed"], false, "an uninstalled service is not deployed");
     assert_eq!(status_service_names(&status), ["ingress-nginx"]);
     assert!(t.children("web").await.is_empty());
 }

@@ -44,6 +44,28 @@ async fn deploy() {
         assert_eq!(entry["template"], template);
         assert!(entry["lastStateTransitionTime"].is_string(), "{entry:#}");
     }
+    // status.cluster, which kcm's MultiClusterService controller needs to count the cluster.
+    let cluster_deployment = json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ClusterDeployment",
+                                    "name": "web", "namespace": t.namespace()});
+    assert_eq!(ss["status"]["cluster"], cluster_deployment, "{:#}", ss["status"]);
+}
+
+/// A ServiceSet a MultiClusterService produced for the management cluster (kcm names it
+/// `management-<hash>`) reports kcm's management pseudo-target as `status.cluster`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_multi_cluster_service_set_reports_its_cluster() {
+    let t = Scenario::start("mcs-cluster", Mode::Observe).await;
+    let mut object = t.service_set_object("management-5f2c9a1e", json!([ksm_e2e::fixtures::ingress_service()]));
+    object["spec"]["cluster"] = json!("");
+    object["spec"]["multiClusterService"] = json!("global-ingress");
+    object["spec"]["provider"]["selfManagement"] = json!(true);
+    t.create(object).await;
+    let ss =
+        t.wait_service_set("management-5f2c9a1e", "status.cluster set", |ss| ss["status"]["cluster"].is_object()).await;
+    let management = json!({"apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster",
+                            "name": "mgmt", "namespace": "mgmt"});
+    assert_eq!(ss["status"]["cluster"], management, "{:#}", ss["status"]);
+    t.wait_converged("management-5f2c9a1e").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
