@@ -818,7 +818,7 @@ fn check_names(service_set: &Value, services: &[ServiceTranslation]) -> Result<S
             problems.push(format!("{what}: metadata.name is not a DNS-1123 subdomain (lower-case, at most 253)"));
         } else if name.len() > MAX_LABEL_LEN {
             problems.push(format!(
-                "{what}: metadata.name has {} characters, over {MAX_LABEL_LEN}: CD tools use object names as label values (shorten with a stable hash, e.g. ksm_plugin_sdk::names::derived_name)",
+                "{what}: metadata.name has {} characters, over {MAX_LABEL_LEN}: CD tools use object names as label values (shorten with a stable hash, e.g. ksm_plugin_sdk::names::service_object_name)",
                 name.len()
             ));
         }

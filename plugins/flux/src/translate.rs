@@ -188,7 +188,7 @@ impl Context<'_> {
             service,
             config: self.config,
             metadata: ObjectMeta {
-                name: names::derived_name(&[self.name, &service.name], names::MAX_LABEL_LEN),
+                name: names::service_object_name(self.name, &service.name, names::MAX_LABEL_LEN),
                 namespace: self.namespace.to_string(),
             },
             target_namespace,

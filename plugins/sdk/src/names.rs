@@ -25,11 +25,27 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
 /// whole name, so distinct long names stay distinct and the result never changes between runs.
 pub fn derived_name(parts: &[&str], max: usize) -> String {
     let full = parts.join("-");
-    if full.len() <= max {
-        return full;
-    }
+    if full.len() <= max { full } else { hashed(&full, max) }
+}
+
+/// The name of the object of service `service` of ServiceSet `service_set`:
+/// `<service_set>.<service>`, of at most `max` characters. Distinct pairs get distinct names
+/// (joined with `-`, `a-b` + `c` and `a` + `b-c` would not): a service name without a dot puts the
+/// ServiceSet's name before the last dot. A name with a dotted service, or too long, is cut and
+/// ends in a stable hash of the pair, as in [`derived_name`].
+pub fn service_object_name(service_set: &str, service: &str, max: usize) -> String {
+    let full = format!("{service_set}.{service}");
+    if full.len() <= max && !service.contains('.') { full } else { hashed(&full, max) }
+}
+
+/// `full` cut to leave room for `-` and 8 hex characters of its hash (on a character boundary,
+/// no `-` or `.` left before the hash).
+fn hashed(full: &str, max: usize) -> String {
     let hash = format!("{:08x}", fnv1a32(full.as_bytes()));
-    let keep = max.saturating_sub(hash.len() + 1);
+    let mut keep = max.saturating_sub(hash.len() + 1).min(full.len());
+    while !full.is_char_boundary(keep) {
+        keep -= 1;
+    }
     let prefix = full[..keep].trim_end_matches(['-', '.']);
     format!("{prefix}-{hash}")
 }
@@ -65,6 +81,24 @@ mod tests {
         let name = derived_name(&[&"a".repeat(53), "-b-c-d-e-f-g-h-i-j"], 63);
         assert!(is_dns1123_label(&name), "{name}");
         assert!(!name.contains("--"), "{name}");
+    }
+
+    #[test]
+    fn service_object_names_never_collide_and_stay_within_the_limit() {
+        assert_eq!(service_object_name("prod-eu-1", "ingress-nginx", 63), "prod-eu-1.ingress-nginx");
+        assert_ne!(service_object_name("a-b", "c", 63), service_object_name("a", "b-c", 63));
+        assert_ne!(service_object_name("a.b", "c.d", 63), service_object_name("a.b.c", "d", 63));
+        let long = service_object_name(&"x".repeat(253), "ingress", 63);
+        assert!(long.len() == 63 && is_dns1123_subdomain(&long), "{long}");
+        assert_ne!(long, service_object_name(&"x".repeat(252), "ingress", 63));
+    }
+
+    #[test]
+    fn shortening_never_splits_a_character() {
+        // The cut falls inside `é` (bytes 53 and 54): the name is cut before it.
+        let full = format!("{}ébb-service", "a".repeat(53));
+        let name = derived_name(&[&format!("{}ébb", "a".repeat(53)), "service"], 63);
+        assert_eq!(name, format!("{}-{:08x}", "a".repeat(53), fnv1a32(full.as_bytes())));
     }
 
     #[test]

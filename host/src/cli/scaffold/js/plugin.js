@@ -66,10 +66,12 @@ function fnv1a32(text) {
   return hash.toString(16).padStart(8, "0");
 }
 
-// `parts` joined with "-", at most 63 characters: a longer name is cut and ends in a stable hash.
-function derivedName(parts) {
-  const full = parts.join("-");
-  if (full.length <= MAX_NAME) return full;
+// `<serviceSet>.<service>`, at most 63 characters, as ksm_plugin_sdk::names::service_object_name:
+// distinct pairs get distinct names; a dotted service name or a longer name is cut and ends in a
+// stable hash of the pair.
+function objectName(serviceSet, service) {
+  const full = `${serviceSet}.${service}`;
+  if (full.length <= MAX_NAME && !service.includes(".")) return full;
   const prefix = full.slice(0, MAX_NAME - 9).replace(/[-.]+$/, "");
   return `${prefix}-${fnv1a32(full)}`;
 }
@@ -100,7 +102,7 @@ function configMap(serviceSet, service, input, config, cluster) {
   const object = {
     apiVersion: "v1",
     kind: "ConfigMap",
-    metadata: { name: derivedName([serviceSet.metadata.name, service.name]), namespace },
+    metadata: { name: objectName(serviceSet.metadata.name, service.name), namespace },
     data,
   };
   return { tag: "ok", val: [JSON.stringify(object)] };

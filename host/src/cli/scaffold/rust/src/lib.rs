@@ -224,7 +224,7 @@ fn config_map(
         "kind": "ConfigMap",
         "metadata": {
             // At most 63 characters: long names are cut and end in a stable hash.
-            "name": names::derived_name(&[&service_set.metadata.name, &service.name], names::MAX_LABEL_LEN),
+            "name": names::service_object_name(&service_set.metadata.name, &service.name, names::MAX_LABEL_LEN),
             "namespace": namespace,
         },
         "data": data,
