@@ -20,6 +20,7 @@ use ksm_adapter::serving::ServingPlugin;
 use ksm_adapter::smp::RuleCache;
 use ksm_flux_plugin::FluxPlugin;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,6 +57,7 @@ fn main() {
             smp_diagnosis: None,
             template: &template,
             children,
+            foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
         };
         reconcile(&serving, &service_set, &observed, "kcm-system", &now).expect("a plan")

@@ -27,6 +27,9 @@ pub enum ServiceOutcome {
     Refused(String),
     /// A service of another ServiceSet holds what this one claims (see [`claims`]).
     Conflict(String),
+    /// An object the service needs exists and is someone else's (another ServiceSet's, or not
+    /// created by the host): nothing is applied over it, and the service keeps what it has.
+    Taken(String),
     /// Held back: applies nothing now and keeps what it has (it won a claim whose loser still
     /// has objects, or an earlier service lost a claim and the ServiceSet stops on conflict).
     Waiting(String),
@@ -123,7 +126,7 @@ pub fn service_status(
         ServiceOutcome::Error(error) => {
             return Ok(error_status(template, error.state(), error.message()));
         }
-        ServiceOutcome::Refused(message) | ServiceOutcome::Conflict(message) => {
+        ServiceOutcome::Refused(message) | ServiceOutcome::Conflict(message) | ServiceOutcome::Taken(message) => {
             return Ok(error_status(template, ServiceState::Failed, message));
         }
         ServiceOutcome::Waiting(message) => return Ok(error_status(template, ServiceState::Pending, message)),

@@ -31,7 +31,7 @@ fn translate_prints_the_helm_release_of_the_readme_example() {
         &json!({
             "apiVersion": "helm.toolkit.fluxcd.io/v2",
             "kind": "HelmRelease",
-            "metadata": {"name": "prod-eu-1-ingress-nginx", "namespace": "kcm-system"},
+            "metadata": {"name": "prod-eu-1.ingress-nginx", "namespace": "kcm-system"},
             "spec": {
                 "chartRef": {"kind": "HelmChart", "name": "ingress-nginx-4-11-3", "namespace": "kcm-system"},
                 "install": {"createNamespace": true, "remediation": {"retries": 3}},
@@ -134,7 +134,7 @@ fn render_prints_what_the_controller_would_apply_and_write() {
     assert_eq!(prod["serviceSet"], "kcm-system/prod-eu-1");
     let applied: Vec<&str> =
         prod["apply"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
-    assert_eq!(applied, ["prod-eu-1-ingress-nginx", "prod-eu-1-cert-manager", "prod-eu-1-baseline-policies"]);
+    assert_eq!(applied, ["prod-eu-1.ingress-nginx", "prod-eu-1.cert-manager", "prod-eu-1.baseline-policies"]);
     let metadata = &prod["apply"][0]["metadata"];
     assert_eq!(metadata["labels"]["ksm.k0rdent.mirantis.com/service"], "ingress-nginx");
     assert_eq!(metadata["ownerReferences"][0]["kind"], "ServiceSet");
@@ -219,9 +219,8 @@ spec:
         message.starts_with(r#"conflicts with kcm-system/prod-eu-1-5e1f0c2a service "ingress-nginx" (priority 200)"#),
         "{message}"
     );
-    // Its observed HelmRelease in the files carries no ownerReference to it (no uid offline), so
-    // it is not provably its own: it is left alone rather than deleted.
-    assert_eq!(own["delete"], json!([]));
+    // Its observed HelmRelease carries its uid: provably its own, so it goes.
+    assert_eq!(own["delete"], json!(["helm.toolkit.fluxcd.io/v2 HelmRelease kcm-system/prod-eu-1.ingress-nginx"]));
     assert_eq!(state(own, "cert-manager")["state"], "Failed", "unrelated services are unaffected (as before)");
 
     // The winner waits for that HelmRelease to be gone before applying its own: never two.

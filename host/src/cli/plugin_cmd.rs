@@ -301,6 +301,9 @@ fn render(t: &TranslatedService) -> Value {
         ServiceOutcome::Conflict(message) => {
             json!({ "service": t.service, "error": held("Conflict", "Failed", message) })
         }
+        ServiceOutcome::Taken(message) => {
+            json!({ "service": t.service, "error": held("Taken", "Failed", message) })
+        }
         ServiceOutcome::Waiting(message) => {
             json!({ "service": t.service, "error": held("Waiting", "Pending", message) })
         }

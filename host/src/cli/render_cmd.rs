@@ -7,13 +7,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ksm_adapter::k0rdent::{ServiceSet, StateManagementProvider};
 use ksm_adapter::manifests::{Document, Manifests};
 use ksm_adapter::plan;
-use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL};
+use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, recorded};
 use ksm_adapter::plan::claims::{ClaimIndex, Contender, Key, ServiceClaims, arbitrate, key_of};
-use ksm_adapter::plan::reconcile::{Observed, reconcile};
+use ksm_adapter::plan::reconcile::{Observed, foreign_objects, reconcile};
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, RuleCache, SmpObservation};
 use kube::ResourceExt;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -118,26 +119,37 @@ fn render_one(
     let children: Vec<Value> = manifests
         .documents
         .iter()
-        .filter(|d| d.namespace() == doc.namespace() && d.object["metadata"]["labels"][SERVICE_SET_LABEL] == doc.name())
+        .filter(|d| d.namespace() == doc.namespace() && recorded(&d.object, SERVICE_SET_LABEL) == Some(doc.name()))
         .map(|d| d.object.clone())
         .collect();
     let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
     let key = key_of(&service_set);
     let has_objects = |(namespace, name): &Key, service: &str| {
         manifests.documents.iter().any(|d| {
-            let labels = &d.object["metadata"]["labels"];
-            d.namespace() == namespace && labels[SERVICE_SET_LABEL] == name.as_str() && labels[SERVICE_LABEL] == service
+            d.namespace() == namespace
+                && recorded(&d.object, SERVICE_SET_LABEL) == Some(name.as_str())
+                && recorded(&d.object, SERVICE_LABEL) == Some(service)
         })
     };
     let arbitrate = |_: &[ServiceClaims]| arbitrate(claims, &key, has_objects);
-    let observed = Observed {
+    let mut observed = Observed {
         smp: smp.as_ref(),
         smp_diagnosis: diagnosis,
         template: &template,
         children: &children,
+        foreign: &BTreeMap::new(),
         arbitrate: &arbitrate,
     };
-    let plan = reconcile(&plugin, &service_set, &observed, system_namespace, now)?;
+    let mut plan = reconcile(&plugin, &service_set, &observed, system_namespace, now)?;
+    // As the controller does: an object in the files with the name of a first apply that is not
+    // this ServiceSet's is never taken over.
+    let foreign = foreign_objects(&service_set, &plan.unseen, |r| {
+        manifests.find(&r.api_version, &r.kind, &r.namespace, &r.name).map(|d| d.object.clone())
+    });
+    if !foreign.is_empty() {
+        observed.foreign = &foreign;
+        plan = reconcile(&plugin, &service_set, &observed, system_namespace, now)?;
+    }
     Ok(json!({
         "serviceSet": doc.key(),
         "apply": plan.apply,

@@ -47,7 +47,7 @@ impl ChildCache {
         let Ok(json) = serde_json::to_string(object) else { return changed };
         let entry = Entry {
             owner: owner.clone(),
-            service: object.labels().get(SERVICE_LABEL).cloned(),
+            service: recorded(object, SERVICE_LABEL).cloned(),
             deleting: object.metadata.deletion_timestamp.is_some(),
             json: json.into_boxed_str(),
         };
@@ -114,8 +114,13 @@ impl ChildCache {
 
 /// The ServiceSet a child belongs to, by its labels.
 fn owner_of(object: &DynamicObject) -> Option<Owner> {
-    let labels = object.labels();
-    Some((labels.get(SERVICE_SET_NAMESPACE_LABEL)?.clone(), labels.get(SERVICE_SET_LABEL)?.clone()))
+    Some((object.labels().get(SERVICE_SET_NAMESPACE_LABEL)?.clone(), recorded(object, SERVICE_SET_LABEL)?.clone()))
+}
+
+/// The whole value the host recorded under `key`: the annotation when the label value had to be
+/// shortened, else the label (as [`crate::plan::children::recorded`] reads a JSON object).
+fn recorded<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a String> {
+    object.annotations().get(key).or_else(|| object.labels().get(key))
 }
 
 #[cfg(test)]
@@ -183,5 +188,13 @@ mod tests {
         assert_eq!(cache.delete(&kept), Some(owner("a")));
         assert_eq!(cache.delete(&kept), None);
         assert!(cache.children_of(&owner("a")).is_empty());
+    }
+
+    #[test]
+    fn a_long_service_set_name_is_read_from_its_annotation() {
+        let long = "l".repeat(253);
+        let (child, mut object) = release("r", &crate::plan::children::label_value(&long), "s");
+        object.annotations_mut().insert(SERVICE_SET_LABEL.into(), long.clone());
+        assert_eq!(ChildCache::default().apply(child, &object), vec![owner(&long)]);
     }
 }

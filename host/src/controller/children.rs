@@ -3,7 +3,10 @@
 
 use super::child_cache::{ChildCache, Owner};
 use crate::k0rdent::ServiceSet;
-use crate::plan::children::{APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL};
+use crate::plan::children::{
+    APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, SERVICE_SET_UID_LABEL,
+    label_value, recorded,
+};
 use crate::plan::reconcile::ChildRef;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
@@ -138,9 +141,8 @@ impl ChildKinds {
             if at.elapsed() > APPLIED_TTL {
                 return false;
             }
-            let labels = &answer["metadata"]["labels"];
-            if labels[SERVICE_SET_NAMESPACE_LABEL] != owner.0.as_str() || labels[SERVICE_SET_LABEL] != owner.1.as_str()
-            {
+            let namespace = &answer["metadata"]["labels"][SERVICE_SET_NAMESPACE_LABEL];
+            if namespace != owner.0.as_str() || recorded(answer, SERVICE_SET_LABEL) != Some(owner.1.as_str()) {
                 return true;
             }
             match children.iter_mut().find(|c| ChildRef::of(c) == *key) {
@@ -165,13 +167,11 @@ impl ChildKinds {
         self.cache.lock().unwrap().any(&owner, service)
     }
 
-    /// The children of `service_set` that exist right now, read from the API server rather than
-    /// the caches: what the host checks before it lets a ServiceSet go.
+    /// The children of `service_set` (by its uid) that exist right now, read from the API server
+    /// rather than the caches: what the host checks before it lets a ServiceSet go.
     pub async fn live(&self, service_set: &ServiceSet) -> kube::Result<Vec<ChildRef>> {
-        let namespace = service_set.namespace().unwrap_or_default();
-        let selector =
-            format!("{SERVICE_SET_LABEL}={},{SERVICE_SET_NAMESPACE_LABEL}={namespace}", service_set.name_any());
-        let params = ListParams::default().labels(&selector);
+        let uid = service_set.uid().unwrap_or_default();
+        let params = ListParams::default().labels(&format!("{SERVICE_SET_UID_LABEL}={}", label_value(&uid)));
         let resources: Vec<ApiResource> = self.kinds.read().unwrap().values().map(|k| k.resource.clone()).collect();
         let mut found = Vec::new();
         for resource in resources {
@@ -186,6 +186,14 @@ impl ChildKinds {
             }
         }
         Ok(found)
+    }
+
+    /// `child` as the API server has it now (managedFields left out), or None if it does not
+    /// exist: what the host looks at before the first apply of a name.
+    pub async fn get(&self, child: &ChildRef) -> kube::Result<Option<Value>> {
+        let Some(mut object) = self.api(child)?.get_opt(&child.name).await? else { return Ok(None) };
+        object.managed_fields_mut().clear();
+        Ok(serde_json::to_value(object).ok())
     }
 
     /// Whether the cached child `child` is already being deleted.

@@ -7,7 +7,7 @@ use super::{finalizer, provider};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::plan::claims::{Key, ServiceClaims};
 use crate::plan::events;
-use crate::plan::reconcile::{ChildRef, Observed, Plan, TRANSLATED, deletion, reconcile as decide};
+use crate::plan::reconcile::{ChildRef, Observed, Plan, TRANSLATED, deletion, foreign_objects, reconcile as decide};
 use crate::plan::status::{condition, remove_condition, set_condition};
 use crate::plugin::{CallError, call_blocking};
 use crate::serving::ServingPlugin;
@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,8 +46,9 @@ pub enum Error {
     /// The plugin call failed (trap, timeout, limit).
     #[error(transparent)]
     Plugin(#[from] CallError),
-    /// The API server refused children the plugin produced.
-    #[error("objects refused by the API server: {0}")]
+    /// The API server refused children the plugin produced, or objects of their names are
+    /// someone else's.
+    #[error("objects not applied: {0}")]
     Refused(String),
 }
 
@@ -123,18 +125,44 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
             return Ok(Action::await_change());
         }
     };
-    let plan = match plan(service_set, smp, &serving, ctx).await {
-        Ok(plan) if plan.refused > 0 => {
-            ctx.metrics.plugin_errors(&serving.name, "policy", plan.refused as u64);
-            plan
-        }
-        Ok(plan) => plan,
+    let (plan, taken) = match plan_owned(service_set, smp, &serving, ctx).await? {
+        Ok(planned) => planned,
         Err(call) => {
             report(ctx, &api, service_set, "PluginError", &call.to_string()).await;
             return Err(call.into());
         }
     };
-    carry_out(plan, service_set, ctx, &api).await
+    if plan.refused > 0 {
+        ctx.metrics.plugin_errors(&serving.name, "policy", plan.refused as u64);
+    }
+    carry_out(plan, taken, service_set, ctx, &api).await
+}
+
+/// Plans; then, before the first apply of any name, looks at the object of that name on the
+/// API server: one that is not this ServiceSet's is never applied over, and the plan is made
+/// again knowing it (its service fails, naming the object and its owner).
+async fn plan_owned(
+    service_set: &Arc<ServiceSet>,
+    smp: Option<Arc<StateManagementProvider>>,
+    serving: &Arc<ServingPlugin>,
+    ctx: &Arc<Context>,
+) -> Result<Result<(Plan, Vec<String>), CallError>, Error> {
+    let first = match plan(service_set, smp.clone(), serving, ctx, BTreeMap::new()).await {
+        Ok(plan) if !plan.unseen.is_empty() => plan,
+        result => return Ok(result.map(|plan| (plan, Vec::new()))),
+    };
+    let mut live = BTreeMap::new();
+    for child in &first.unseen {
+        if let Some(object) = ctx.caches.children.get(child).await? {
+            live.insert(child.clone(), object);
+        }
+    }
+    let foreign = foreign_objects(service_set, &first.unseen, |child| live.get(child).cloned());
+    if foreign.is_empty() {
+        return Ok(Ok((first, Vec::new())));
+    }
+    let taken = foreign.values().cloned().collect();
+    Ok(plan(service_set, smp, serving, ctx, foreign).await.map(|plan| (plan, taken)))
 }
 
 /// Runs the pure core on the blocking pool (plugin calls are synchronous), over the cached
@@ -144,6 +172,7 @@ async fn plan(
     smp: Option<Arc<StateManagementProvider>>,
     serving: &Arc<ServingPlugin>,
     ctx: &Arc<Context>,
+    foreign: BTreeMap<ChildRef, String>,
 ) -> Result<Plan, CallError> {
     let unready = smp.as_ref().filter(|s| !s.spec.suspend && !s.status.as_ref().is_some_and(|st| st.ready));
     let diagnosis = match unready {
@@ -163,6 +192,7 @@ async fn plan(
             smp_diagnosis: diagnosis,
             template: &template,
             children: &children,
+            foreign: &foreign,
             arbitrate: &arbitrate,
         };
         decide(&serving, &service_set, &observed, &ctx.settings.system_namespace, &now())
@@ -171,15 +201,17 @@ async fn plan(
 }
 
 /// Applies and deletes what the plan says, then writes the status. A child the API server
-/// refuses is reported in the status (condition [`APPLIED`]) and retried with backoff; other
-/// API errors stop the round and retry it.
+/// refuses, and an object of a child's name that is someone else's (`taken`: no watch tells
+/// when it goes), are reported in the status (condition [`APPLIED`]) and retried with backoff;
+/// other API errors stop the round and retry it.
 async fn carry_out(
     plan: Plan,
+    taken: Vec<String>,
     service_set: &ServiceSet,
     ctx: &Context,
     api: &Api<ServiceSet>,
 ) -> Result<Action, Error> {
-    let mut refused = Vec::new();
+    let mut refused = taken;
     for child in &plan.apply {
         match ctx.caches.children.apply(child).await {
             Ok(()) => {}

@@ -1,24 +1,34 @@
-//! What the host adds to every child object, and whether a child needs to be applied.
+//! What the host adds to every child object, whether a child is this ServiceSet's, and whether
+//! a child needs to be applied.
 //!
 //! The host (never the plugin) labels children with their ServiceSet and service and makes the
 //! ServiceSet their controller owner. It also records a hash of what it applied: a child is
 //! applied again only when the hash differs (the desired object changed, including fields that
 //! were removed) or when a field the host sets has drifted in the live object.
+//!
+//! Label values are at most 63 characters and ServiceSet names up to 253: a name that does not
+//! fit is shortened in the label (stably, with a hash) and kept whole in the annotation of the
+//! same key. What proves a child is a ServiceSet's is its uid (a name can be reused, a uid
+//! cannot): the controller ownerReference, or across namespaces the uid label.
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 /// Label on every child: the host manages it.
 pub const MANAGED_LABEL: &str = "ksm.k0rdent.mirantis.com/managed";
-/// Label on every child: the name of its ServiceSet.
+/// Label on every child: the name of its ServiceSet (shortened to fit; see [`label_value`]).
 pub const SERVICE_SET_LABEL: &str = "ksm.k0rdent.mirantis.com/serviceset";
 /// Label on every child: the namespace of its ServiceSet (a child may be placed in another
 /// namespace when its AdapterPlugin's `allowedNamespaces` permits).
 pub const SERVICE_SET_NAMESPACE_LABEL: &str = "ksm.k0rdent.mirantis.com/serviceset-namespace";
-/// Label on every child: the name of its service.
+/// Label on every child: the uid of its ServiceSet.
+pub const SERVICE_SET_UID_LABEL: &str = "ksm.k0rdent.mirantis.com/serviceset-uid";
+/// Label on every child: the name of its service (shortened to fit; see [`label_value`]).
 pub const SERVICE_LABEL: &str = "ksm.k0rdent.mirantis.com/service";
 /// Annotation holding the hash of the object as the host last applied it.
 pub const APPLIED_HASH_ANNOTATION: &str = "ksm.k0rdent.mirantis.com/applied-hash";
+/// The longest label value.
+const MAX_LABEL_VALUE: usize = 63;
 
 /// The ServiceSet that owns children.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,9 +49,14 @@ pub fn own(mut object: Value, owner: &Owner, service: &str) -> Value {
     let same_namespace = metadata.get("namespace").and_then(Value::as_str) == Some(owner.namespace.as_str());
     let labels = entry_object(metadata, "labels");
     labels.insert(MANAGED_LABEL.into(), json!("true"));
-    labels.insert(SERVICE_SET_LABEL.into(), json!(owner.name));
+    labels.insert(SERVICE_SET_LABEL.into(), json!(label_value(&owner.name)));
     labels.insert(SERVICE_SET_NAMESPACE_LABEL.into(), json!(owner.namespace));
-    labels.insert(SERVICE_LABEL.into(), json!(service));
+    labels.insert(SERVICE_SET_UID_LABEL.into(), json!(label_value(&owner.uid)));
+    labels.insert(SERVICE_LABEL.into(), json!(label_value(service)));
+    let whole = [(SERVICE_SET_LABEL, &owner.name), (SERVICE_LABEL, &service.to_string())];
+    for (key, value) in whole.into_iter().filter(|(_, value)| label_value(value) != **value) {
+        entry_object(metadata, "annotations").insert(key.into(), json!(value));
+    }
     if same_namespace {
         metadata.insert(
             "ownerReferences".into(),
@@ -61,13 +76,67 @@ pub fn own(mut object: Value, owner: &Owner, service: &str) -> Value {
     object
 }
 
-/// Whether `object`'s controller ownerReference names the ServiceSet with `uid`.
-pub fn controlled_by(object: &Value, uid: &str) -> bool {
-    object["metadata"]["ownerReferences"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|owner| owner["controller"] == true && owner["uid"] == uid && owner["kind"] == "ServiceSet")
+/// `value` as a label value: itself when it fits, else cut to 52 characters and ended with `-`
+/// and 10 hex characters of its sha256, so that distinct long values stay distinct.
+pub fn label_value(value: &str) -> String {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let alphanumeric = |c: char| c.is_ascii_alphanumeric();
+    let edges = value.starts_with(alphanumeric) && value.ends_with(alphanumeric);
+    if value.is_empty() || (value.len() <= MAX_LABEL_VALUE && edges && value.chars().all(allowed)) {
+        return value.to_string();
+    }
+    let hash = hex::encode(&Sha256::digest(value.as_bytes())[..5]);
+    let prefix: String = value.chars().filter(|c| allowed(*c)).take(52).collect();
+    match prefix.trim_matches(|c: char| !alphanumeric(c)) {
+        "" => hash,
+        prefix => format!("{prefix}-{hash}"),
+    }
+}
+
+/// The whole value the host recorded under `key` on a child: the annotation of that key when
+/// the label had to be shortened, else the label.
+pub fn recorded<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    let metadata = &object["metadata"];
+    metadata["annotations"][key].as_str().or_else(|| metadata["labels"][key].as_str())
+}
+
+/// The service a child of this ServiceSet belongs to.
+pub fn service_of(object: &Value) -> Option<&str> {
+    recorded(object, SERVICE_LABEL)
+}
+
+/// Whether `object` is the child of the ServiceSet with `uid`: its controller ownerReference
+/// says so, or, without one (another namespace), its uid label.
+pub fn owned_by(object: &Value, uid: &str) -> bool {
+    let mut references = object["metadata"]["ownerReferences"].as_array().into_iter().flatten();
+    match references.find(|r| r["controller"] == true) {
+        Some(controller) => controller["kind"] == "ServiceSet" && controller["uid"] == uid,
+        None => object["metadata"]["labels"][SERVICE_SET_UID_LABEL] == label_value(uid).as_str(),
+    }
+}
+
+/// Why the live object `live`, which has the name of a child of `owner`, is not that child: it
+/// belongs to another ServiceSet, or the host did not create it. None when it is `owner`'s.
+pub fn foreign(live: &Value, owner: &Owner) -> Option<String> {
+    if owned_by(live, &owner.uid) {
+        return None;
+    }
+    let labels = &live["metadata"]["labels"];
+    let why = match (labels[MANAGED_LABEL].as_str(), recorded(live, SERVICE_SET_LABEL)) {
+        (Some("true"), Some(name)) => {
+            let namespace = labels[SERVICE_SET_NAMESPACE_LABEL].as_str().unwrap_or_default();
+            let uid = labels[SERVICE_SET_UID_LABEL].as_str().unwrap_or("unknown");
+            format!("it belongs to ServiceSet {namespace}/{name} (uid {uid})")
+        }
+        _ => "ksm-adapter did not create it".to_string(),
+    };
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let (kind, namespace, name) =
+        (text(&live["kind"]), text(&live["metadata"]["namespace"]), text(&live["metadata"]["name"]));
+    Some(format!(
+        "{kind} {namespace}/{name} exists and is not this ServiceSet's: {why}; ksm-adapter never takes over an \
+         object it did not create (delete or rename it, or rename the service)"
+    ))
 }
 
 /// Whether `desired` (from [`own`]) must be applied over `live`: it is absent, was applied from
@@ -157,5 +226,42 @@ mod tests {
         let mut drifted = after.clone();
         drifted["spec"]["interval"] = json!("1h");
         assert!(needs_apply(&after, Some(&drifted)), "someone changed a field the host owns");
+    }
+
+    #[test]
+    fn long_names_get_bounded_labels_and_whole_annotations() {
+        let long = format!("{}.{}", "a".repeat(200), "b-c".repeat(17));
+        let owner = Owner { name: long.clone(), ..owner() };
+        let child = own(release(json!({})), &owner, "ingress");
+        let label = child["metadata"]["labels"][SERVICE_SET_LABEL].as_str().unwrap();
+        assert!(label.len() <= 63 && label.ends_with(|c: char| c.is_ascii_alphanumeric()), "{label}");
+        assert_eq!(recorded(&child, SERVICE_SET_LABEL), Some(long.as_str()), "the whole name is kept");
+        assert_eq!(service_of(&child), Some("ingress"));
+        assert!(child["metadata"]["annotations"].get(SERVICE_LABEL).is_none(), "a fitting value needs no annotation");
+        assert_ne!(label_value(&long), label_value(&format!("{long}x")), "distinct long names stay distinct");
+        assert_eq!(label_value("prod-eu-1"), "prod-eu-1");
+        let odd = label_value("-ünïcode-");
+        assert!(odd.starts_with("ncode-") && odd.len() == 16, "non-ASCII never panics and is dropped: {odd}");
+        assert_eq!(label_value("").len(), 0);
+    }
+
+    #[test]
+    fn a_child_is_its_service_sets_by_uid_not_by_name() {
+        let ours = own(release(json!({})), &owner(), "ingress");
+        assert!(owned_by(&ours, "u-1") && foreign(&ours, &owner()).is_none());
+        let mut elsewhere = release(json!({}));
+        elsewhere["metadata"]["namespace"] = json!("flux-system");
+        assert!(owned_by(&own(elsewhere, &owner(), "ingress"), "u-1"), "the uid label proves it across namespaces");
+
+        let same_name_other_uid = Owner { uid: "u-2".into(), ..owner() };
+        let why = foreign(&ours, &same_name_other_uid).unwrap();
+        assert_eq!(
+            why,
+            "HelmRelease kcm-system/prod-eu-1-ingress exists and is not this ServiceSet's: it belongs to ServiceSet \
+             kcm-system/prod-eu-1 (uid u-1); ksm-adapter never takes over an object it did not create (delete or \
+             rename it, or rename the service)"
+        );
+        let users = release(json!({}));
+        assert!(foreign(&users, &owner()).unwrap().contains(": ksm-adapter did not create it;"));
     }
 }

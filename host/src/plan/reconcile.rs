@@ -2,7 +2,7 @@
 //! to write, from the ServiceSet, its provider, its templates and its live children. Pure: the
 //! controller gathers the inputs and carries the plan out.
 
-use super::children::{self, Owner, SERVICE_LABEL};
+use super::children::{self, Owner};
 use super::claims::{Arbitration, ServiceClaims, stops_on_conflict};
 use super::status::{self, condition, set_condition};
 use super::{ServiceOutcome, TranslateFailure, service_status, translate};
@@ -11,7 +11,7 @@ use crate::plugin::CallError;
 use crate::serving::ServingPlugin;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Condition type telling whether the provider lets this ServiceSet be reconciled.
 pub const PROVIDER_READY: &str = "ProviderReady";
@@ -28,8 +28,12 @@ pub struct Observed<'a> {
     pub smp_diagnosis: Option<String>,
     /// ServiceTemplates by name, in the ServiceSet's namespace.
     pub template: &'a dyn Fn(&str) -> Option<Value>,
-    /// The ServiceSet's live children (found by the ServiceSet label, not through the plugin).
+    /// The ServiceSet's live children (found by the ServiceSet labels, not through the plugin;
+    /// only those its uid owns count as its own).
     pub children: &'a [Value],
+    /// Objects that have the name of a child to apply but are someone else's, with why (the
+    /// controller looks before a name's first apply): their services fail, nothing is taken over.
+    pub foreign: &'a BTreeMap<ChildRef, String>,
     /// Arbitration of claims against the other ServiceSets: given what this ServiceSet's
     /// services claim now, the services that lose (see [`claims`](super::claims)).
     pub arbitrate: &'a dyn Fn(&[ServiceClaims]) -> Arbitration,
@@ -68,6 +72,9 @@ pub struct Plan {
     pub apply: Vec<Value>,
     /// Children to delete.
     pub delete: Vec<ChildRef>,
+    /// The children in `apply` this ServiceSet has no object of yet: before their first apply
+    /// the controller checks that no one else's object has the name (see [`Observed::foreign`]).
+    pub unseen: Vec<ChildRef>,
     /// The status to write (written only when it differs from the current one).
     pub status: ServiceSetStatus,
     /// Services whose output the host refused (see [`crate::policy`]), for metrics.
@@ -91,7 +98,7 @@ pub fn reconcile(
     let generation = service_set.metadata.generation;
     if let Err((reason, message)) = provider_gate(service_set, observed, &mut status) {
         set_condition(&mut status.conditions, condition(PROVIDER_READY, "False", reason, &message, generation, now));
-        return Ok(Plan { apply: vec![], delete: vec![], status, refused: 0 });
+        return Ok(Plan::status_only(status));
     }
     set_condition(&mut status.conditions, condition(PROVIDER_READY, "True", "ProviderReady", "", generation, now));
     let serving = &serving.session();
@@ -108,9 +115,26 @@ pub fn reconcile(
                 &mut status.conditions,
                 condition(TRANSLATED, "False", failure_reason(&failure), &message, generation, now),
             );
-            return Ok(Plan { apply: vec![], delete: vec![], status, refused: 0 });
+            return Ok(Plan::status_only(status));
         }
     };
+
+    let owner = owner_of(service_set);
+    // Labelled with this name but owned by another uid (an earlier ServiceSet of the same name):
+    // never applied over, never deleted.
+    let (ours, theirs): (Vec<&Value>, Vec<&Value>) =
+        observed.children.iter().partition(|c| children::owned_by(c, &owner.uid));
+    let taken = |key: &ChildRef| {
+        let theirs = theirs.iter().find(|c| ChildRef::of(c) == *key);
+        observed.foreign.get(key).cloned().or_else(|| theirs.and_then(|c| children::foreign(c, &owner)))
+    };
+    for service in &mut translated {
+        let ServiceOutcome::Objects(objects) = &service.outcome else { continue };
+        if let Some(why) = objects.iter().find_map(|o| taken(&ChildRef::of(o))) {
+            service.outcome = ServiceOutcome::Taken(why);
+            service.claims.clear();
+        }
+    }
 
     let claims: Vec<ServiceClaims> = translated.iter().map(|t| (t.service.clone(), t.claims.clone())).collect();
     let arbitration = (observed.arbitrate)(&claims);
@@ -129,14 +153,9 @@ pub fn reconcile(
         }
     }
 
-    let owner = Owner {
-        namespace: service_set.metadata.namespace.clone().unwrap_or_default(),
-        name: service_set.metadata.name.clone().unwrap_or_default(),
-        uid: service_set.metadata.uid.clone().unwrap_or_default(),
-    };
-    let live = |r: &ChildRef| observed.children.iter().find(|c| ChildRef::of(c) == *r);
+    let live = |r: &ChildRef| ours.iter().find(|c| ChildRef::of(c) == *r).copied();
     let json = json.to_string();
-    let (mut apply, mut keep, mut errors, mut states) = (vec![], BTreeSet::new(), vec![], vec![]);
+    let (mut apply, mut unseen, mut keep, mut errors, mut states) = (vec![], vec![], BTreeSet::new(), vec![], vec![]);
     for (service, spec) in translated.iter().zip(&service_set.spec.services) {
         match &service.outcome {
             ServiceOutcome::Objects(objects) => {
@@ -144,6 +163,9 @@ pub fn reconcile(
                     let child = children::own(object.clone(), &owner, &service.service);
                     let key = ChildRef::of(&child);
                     if children::needs_apply(&child, live(&key)) {
+                        if live(&key).is_none() {
+                            unseen.push(key.clone());
+                        }
                         apply.push(child);
                     }
                     keep.insert(key);
@@ -153,23 +175,15 @@ pub fn reconcile(
             // not uninstall a running release.
             ServiceOutcome::Error(e) => {
                 errors.push(format!("{}: {}", service.service, e.message()));
-                keep.extend(children_of(observed.children, &service.service));
+                keep.extend(children_of(&ours, &service.service));
             }
             ServiceOutcome::Refused(message) => {
                 errors.push(format!("{}: {message}", service.service));
-                keep.extend(children_of(observed.children, &service.service));
+                keep.extend(children_of(&ours, &service.service));
             }
-            ServiceOutcome::Waiting(_) => keep.extend(children_of(observed.children, &service.service)),
-            // The loser of a claim applies nothing; of what it has, only objects provably its
-            // own (controlled by this ServiceSet's uid) are removed.
-            ServiceOutcome::Conflict(_) => keep.extend(
-                observed
-                    .children
-                    .iter()
-                    .filter(|c| c["metadata"]["labels"][SERVICE_LABEL] == service.service.as_str())
-                    .filter(|c| !children::controlled_by(c, &owner.uid))
-                    .map(ChildRef::of),
-            ),
+            ServiceOutcome::Waiting(_) | ServiceOutcome::Taken(_) => keep.extend(children_of(&ours, &service.service)),
+            // The loser of a claim applies nothing and removes what it has.
+            ServiceOutcome::Conflict(_) => {}
         }
         let template = (observed.template)(&spec.template);
         let found = service_status(serving.plugin.as_ref(), &json, template.as_ref(), service, |a, k, ns, n| {
@@ -177,14 +191,14 @@ pub fn reconcile(
         })?;
         let previous = status.services.iter().find(|s| s.name == spec.name);
         states.push(if spec.helm_action.as_deref() == Some(UNINSTALL) {
-            let present = children_of(observed.children, &spec.name).next().is_some();
+            let present = children_of(&ours, &spec.name).next().is_some();
             let state = if present { State::Deleting } else { State::Deleted };
             status::host_decided(spec, status::service_type(found.service_type), state, previous, now)
         } else {
             status::service_state(spec, &found, previous, now)
         });
     }
-    let delete = observed.children.iter().map(ChildRef::of).filter(|r| !keep.contains(r)).collect();
+    let delete = ours.iter().map(|c| ChildRef::of(c)).filter(|r| !keep.contains(r)).collect();
     status::set_services(&mut status, states, generation, now);
     let translated_condition = match errors.is_empty() {
         true => condition(TRANSLATED, "True", "Succeeded", "", generation, now),
@@ -192,7 +206,33 @@ pub fn reconcile(
     };
     set_condition(&mut status.conditions, translated_condition);
     let refused = translated.iter().filter(|t| matches!(t.outcome, ServiceOutcome::Refused(_))).count();
-    Ok(Plan { apply, delete, status, refused })
+    Ok(Plan { apply, delete, unseen, status, refused })
+}
+
+/// The objects among `unseen` (a plan's first applies) that exist and are not `service_set`'s,
+/// with why; `live` finds an object as it is now.
+pub fn foreign_objects(
+    service_set: &ServiceSet,
+    unseen: &[ChildRef],
+    live: impl Fn(&ChildRef) -> Option<Value>,
+) -> BTreeMap<ChildRef, String> {
+    let owner = owner_of(service_set);
+    unseen.iter().filter_map(|key| Some((key.clone(), children::foreign(&live(key)?, &owner)?))).collect()
+}
+
+fn owner_of(service_set: &ServiceSet) -> Owner {
+    Owner {
+        namespace: service_set.metadata.namespace.clone().unwrap_or_default(),
+        name: service_set.metadata.name.clone().unwrap_or_default(),
+        uid: service_set.metadata.uid.clone().unwrap_or_default(),
+    }
+}
+
+impl Plan {
+    /// A plan that only writes `status`.
+    fn status_only(status: ServiceSetStatus) -> Self {
+        Plan { apply: vec![], delete: vec![], unseen: vec![], status, refused: 0 }
+    }
 }
 
 /// Copies the provider's state into the status; says why reconciling must stop, if it must.
@@ -226,8 +266,8 @@ fn failure_reason(failure: &TranslateFailure) -> &'static str {
     }
 }
 
-/// The ServiceSet is being deleted: every service is Deleting and every child (`children`) goes.
-/// Needs no plugin.
+/// The ServiceSet is being deleted: every service is Deleting and every child it owns among
+/// `children` goes. Needs no plugin.
 pub fn deletion(service_set: &ServiceSet, children: &[Value], now: &Time) -> Plan {
     let mut status = service_set.status.clone().unwrap_or_default();
     status.cluster = Some(status::cluster_reference(service_set));
@@ -242,17 +282,20 @@ pub fn deletion(service_set: &ServiceSet, children: &[Value], now: &Time) -> Pla
         })
         .collect();
     status::set_services(&mut status, states, service_set.metadata.generation, now);
-    Plan { apply: vec![], delete: children.iter().map(ChildRef::of).collect(), status, refused: 0 }
+    let uid = service_set.metadata.uid.as_deref().unwrap_or_default();
+    let delete = children.iter().filter(|c| children::owned_by(c, uid)).map(ChildRef::of).collect();
+    Plan { delete, ..Plan::status_only(status) }
 }
 
-fn children_of<'a>(children: &'a [Value], service: &'a str) -> impl Iterator<Item = ChildRef> + 'a {
-    children.iter().filter(move |c| c["metadata"]["labels"][SERVICE_LABEL] == service).map(ChildRef::of)
+fn children_of<'a>(children: &'a [&'a Value], service: &'a str) -> impl Iterator<Item = ChildRef> + 'a {
+    children.iter().filter(move |c| children::service_of(c) == Some(service)).map(|c| ChildRef::of(c))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::k0rdent::{ServiceSetSpec, StateManagementProviderSpec, StateManagementProviderStatus};
+    use crate::plan::children::SERVICE_LABEL;
     use crate::plugin::NativePlugin;
     use k8s_openapi::jiff::Timestamp;
     use ksm_flux_plugin::FluxPlugin;
@@ -304,6 +347,7 @@ mod tests {
             smp_diagnosis: Some("AdapterReady=False".into()),
             template: &template,
             children,
+            foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
         };
         reconcile(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
@@ -327,6 +371,7 @@ mod tests {
             smp_diagnosis: None,
             template: &template,
             children: &[],
+            foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
         };
         let mut ss = service_set(ingress());
@@ -378,6 +423,7 @@ mod tests {
             smp_diagnosis: None,
             template: &template,
             children: &children,
+            foreign: &BTreeMap::new(),
             arbitrate: &arbitrate,
         };
         let p = reconcile(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
@@ -415,6 +461,7 @@ mod tests {
                 smp_diagnosis: None,
                 template: &template,
                 children: &[],
+                foreign: &BTreeMap::new(),
                 arbitrate: &arbitrate,
             };
             reconcile(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
@@ -468,9 +515,9 @@ mod tests {
             &live,
         );
         let deleted: Vec<&str> = second.delete.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(deleted, ["prod-eu-1-ingress", "prod-eu-1-gone"]);
+        assert_eq!(deleted, ["prod-eu-1.ingress", "prod-eu-1.gone"]);
         assert_eq!(second.status.services[0].state, State::Deleting, "uninstalling while its object exists");
-        let gone: Vec<Value> = live.iter().filter(|c| c["metadata"]["name"] == "prod-eu-1-broken").cloned().collect();
+        let gone: Vec<Value> = live.iter().filter(|c| c["metadata"]["name"] == "prod-eu-1.broken").cloned().collect();
         let third = plan(
             &service_set(json!([
             {"name": "ingress", "namespace": "ingress", "template": "ingress-4-11-3", "helmAction": "Uninstall"}])),
@@ -544,5 +591,58 @@ mod tests {
         let p = plan(&ss, None, &live);
         assert_eq!(p.delete.len(), 1);
         assert_eq!(p.status.services[0].state, State::Deleting);
+    }
+
+    #[test]
+    fn an_object_of_a_childs_name_that_is_someone_elses_is_never_applied_over_nor_deleted() {
+        let ready = smp(true, false);
+        let ss = service_set(json!([
+            {"name": "ingress", "namespace": "ingress", "template": "ingress-4-11-3"},
+            {"name": "other", "namespace": "other", "template": "ingress-4-11-3"}]));
+        let first = plan(&ss, Some(&ready), &[]);
+        assert_eq!(first.unseen, first.apply.iter().map(ChildRef::of).collect::<Vec<_>>(), "both are first applies");
+
+        // A user's HelmRelease has the name of the ingress service's child.
+        let users = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "prod-eu-1.ingress", "namespace": "kcm-system"}});
+        let foreign = foreign_objects(&ss, &first.unseen, |r| (r.name == "prod-eu-1.ingress").then(|| users.clone()));
+        assert_eq!(foreign.len(), 1);
+        let observed = Observed {
+            smp: Some(&ready),
+            smp_diagnosis: None,
+            template: &template,
+            children: &[],
+            foreign: &foreign,
+            arbitrate: &|claims| {
+                assert_eq!(claims.iter().filter(|(_, c)| !c.is_empty()).count(), 1, "no claim for a taken service");
+                Arbitration::default()
+            },
+        };
+        let p = reconcile(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
+        let applied: Vec<&str> = p.apply.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(applied, ["prod-eu-1.other"], "the other service goes on");
+        let taken = &p.status.services[0];
+        assert_eq!(taken.state, State::Failed);
+        assert!(
+            taken.failure_message.as_deref().unwrap().starts_with(
+                "HelmRelease kcm-system/prod-eu-1.ingress exists and is not this ServiceSet's: ksm-adapter did not create it"
+            ),
+            "{taken:?}"
+        );
+
+        // A child labelled with this ServiceSet's name but owned by an earlier one of that name.
+        let mut earlier = first.apply[0].clone();
+        earlier["metadata"]["ownerReferences"][0]["uid"] = json!("uid-0");
+        earlier["metadata"]["labels"][crate::plan::children::SERVICE_SET_UID_LABEL] = json!("uid-0");
+        let mut renamed = ss.clone();
+        renamed.spec.services.retain(|s| s.name == "other");
+        let p = plan(&renamed, Some(&ready), std::slice::from_ref(&earlier));
+        assert!(p.delete.is_empty(), "not this ServiceSet's to delete: {:?}", p.delete);
+        let p = plan(&ss, Some(&ready), std::slice::from_ref(&earlier));
+        assert_eq!(p.apply.len(), 1, "only the other service applies");
+        assert!(p.status.services[0].failure_message.as_deref().unwrap().contains("(uid uid-0)"));
+        let mut deleted = ss.clone();
+        deleted.metadata.deletion_timestamp = Some(at(50));
+        assert!(deletion(&deleted, std::slice::from_ref(&earlier), &at(100)).delete.is_empty());
     }
 }

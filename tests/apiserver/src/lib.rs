@@ -16,6 +16,8 @@
 //!   finalizer writes rely on.
 //! - Requests by a user the chart's RBAC does not allow are 403 there; this server allows everything
 //!   (below): the e2e RBAC scenario runs the adapter as its ServiceAccount on envtest.
+//! - A label value over 63 characters (a child labelled with a 253-character ServiceSet name) is 422 there and
+//!   here: label values are validated.
 //!
 //! # Deviations from real Kubernetes
 //!
@@ -27,7 +29,7 @@
 //!   Lease and SelfSubjectAccessReview (create only, not stored). Nothing acts on objects: no controllers (a
 //!   Deployment never gets pods or status), no namespace lifecycle (deleting a Namespace does not delete its
 //!   contents), and creating in a namespace that does not exist succeeds.
-//! - **No validation** beyond identity: no OpenAPI schema validation, pruning, defaulting or CEL rules; CRD
+//! - **No validation** beyond identity and label values: no OpenAPI schema validation, pruning, defaulting or CEL rules; CRD
 //!   validation only checks group, names, scope, versions and that `metadata.name` is `{plural}.{group}`. A
 //!   `metadata.resourceVersion` sent on create is ignored (Kubernetes rejects it); an apply body's `apiVersion` and
 //!   `kind` are not checked against the URL.

@@ -131,6 +131,21 @@ pub(crate) fn rendered<'a>(kind: &Kind, obj: &'a Value) -> Cow<'a, Value> {
     Cow::Owned(obj)
 }
 
+/// What kube-apiserver finds wrong with a label value: at most 63 characters, alphanumerics,
+/// `-`, `_` and `.`, beginning and ending with an alphanumeric (or empty).
+fn label_value_problem(value: &str) -> Option<&'static str> {
+    let alphanumeric = |c: char| c.is_ascii_alphanumeric();
+    let allowed = |c: char| alphanumeric(c) || matches!(c, '-' | '_' | '.');
+    let well_formed = value.starts_with(alphanumeric) && value.ends_with(alphanumeric) && value.chars().all(allowed);
+    if value.len() > 63 {
+        Some("must be no more than 63 characters")
+    } else if value.is_empty() || well_formed {
+        None
+    } else {
+        Some("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'")
+    }
+}
+
 fn has_finalizers(obj: &Value) -> bool {
     obj["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty())
 }
@@ -265,6 +280,16 @@ impl Store {
             }
         } else {
             meta.remove("namespace");
+        }
+        if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
+            for (key, value) in labels {
+                let value = value.as_str().unwrap_or_default();
+                if let Some(problem) = label_value_problem(value) {
+                    return Err(ApiError::invalid(format!(
+                        "metadata.labels: Invalid value: {value:?}: {problem} ({key})"
+                    )));
+                }
+            }
         }
         obj["apiVersion"] = json!(kind.api_version());
         obj["kind"] = json!(kind.kind);
@@ -518,6 +543,14 @@ mod tests {
 
     fn object(spec: Value, status: Value, meta: Value) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": spec, "status": status})
+    }
+
+    #[test]
+    fn label_values_are_validated_as_kube_apiserver_does() {
+        assert_eq!(label_value_problem(""), None);
+        assert_eq!(label_value_problem("prod-eu-1.web_2"), None);
+        assert!(label_value_problem(&"a".repeat(64)).unwrap().contains("63"));
+        assert!(label_value_problem("-a").is_some() && label_value_problem("a b").is_some());
     }
 
     #[test]

@@ -12,8 +12,10 @@ use crate::adapter::run_command;
 use crate::env::Env;
 use crate::fixtures::yaml_documents;
 use crate::objects::{Kind, ObjRef};
-use crate::status::uid;
-use crate::{APPLIED_HASH_ANNOTATION, FIELD_MANAGER, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL};
+use crate::status::{recorded, uid};
+use crate::{
+    APPLIED_HASH_ANNOTATION, FIELD_MANAGER, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_UID_LABEL,
+};
 
 /// What the plugin translates one ServiceSet into.
 #[derive(Clone, Debug)]
@@ -33,7 +35,16 @@ impl Expected {
         let mut inputs = vec![service_set.clone()];
         inputs.extend(env.list(Kind::ServiceTemplate, env.namespace(), "").await);
         let text: String = inputs.iter().map(|o| format!("---\n{}", to_yaml(&without_managed_fields(o)))).collect();
-        let dir = env.workdir().join(format!("translate-{name}"));
+        // A ServiceSet name may have 253 characters; a file name at most 255 bytes.
+        let short = match name.len() > 100 {
+            true => format!(
+                "{}-{:016x}",
+                &name[..100],
+                std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), name)
+            ),
+            false => name.to_string(),
+        };
+        let dir = env.workdir().join(format!("translate-{short}"));
         std::fs::create_dir_all(&dir).expect("creating the translate directory");
         std::fs::write(dir.join("input.yaml"), &text).expect("writing the translate input");
         let output = tokio::task::spawn_blocking(move || {
@@ -108,11 +119,18 @@ pub fn child_problems(expected: &Value, live: Option<&Value>, service_set: &Valu
     let ss_name = service_set["metadata"]["name"].as_str().unwrap_or_default();
     let mut labels = expected["metadata"]["labels"].as_object().cloned().unwrap_or_default();
     labels.insert(MANAGED_LABEL.into(), json!("true"));
-    labels.insert(SERVICE_SET_LABEL.into(), json!(ss_name));
-    labels.insert(SERVICE_LABEL.into(), json!(service));
+    labels.insert(SERVICE_SET_UID_LABEL.into(), json!(uid(service_set)));
     for (key, value) in &labels {
         if live["metadata"]["labels"][key] != *value {
             problems.push(format!("label {key} is {}, expected {value}", live["metadata"]["labels"][key]));
+        }
+    }
+    // A value over 63 characters is shortened in the label and kept whole in the annotation.
+    for (key, whole) in [(SERVICE_SET_LABEL, ss_name), (SERVICE_LABEL, service)] {
+        let label = live["metadata"]["labels"][key].as_str().unwrap_or_default();
+        let label_ok = if whole.len() <= 63 { label == whole } else { !label.is_empty() && label.len() <= 63 };
+        if !label_ok || recorded(live, key) != Some(whole) {
+            problems.push(format!("label {key} is {label:?}, recorded {:?}, expected {whole:?}", recorded(live, key)));
         }
     }
     for (key, value) in expected["metadata"]["annotations"].as_object().into_iter().flatten() {

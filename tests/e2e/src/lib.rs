@@ -61,6 +61,8 @@ pub const MANAGED_LABEL: &str = "ksm.k0rdent.mirantis.com/managed";
 pub const SERVICE_SET_LABEL: &str = "ksm.k0rdent.mirantis.com/serviceset";
 /// Label on every child: its service's name.
 pub const SERVICE_LABEL: &str = "ksm.k0rdent.mirantis.com/service";
+/// Label on every child: the uid of its ServiceSet.
+pub const SERVICE_SET_UID_LABEL: &str = "ksm.k0rdent.mirantis.com/serviceset-uid";
 /// Annotation on every child: the hash of what the host applied.
 pub const APPLIED_HASH_ANNOTATION: &str = "ksm.k0rdent.mirantis.com/applied-hash";
 /// ServiceSet annotation pausing its CD-tool objects.

@@ -559,13 +559,15 @@ impl Report {
 
     /// One row per measure, verbs included.
     fn rows(&self) -> Vec<Row> {
+        /// A CPU time read from a run's measures.
+        type CpuOf = Box<dyn Fn(&Measures) -> Duration>;
         let o = &self.options;
         let per = |count: usize| format!("{count} ({:.2} per ServiceSet)", count as f64 / o.service_sets as f64);
         let unconverged = |m: &Measures| !m.converged;
         let exact = |_: &Measures| false;
         let mut rows = vec![self.setup_row()];
         rows.push(self.row("time to converge", |m| m.converge.as_secs_f64(), unconverged, |m| self.converge_cell(m)));
-        let mut cpu_rows: Vec<(String, Box<dyn Fn(&Measures) -> Duration>)> = vec![
+        let mut cpu_rows: Vec<(String, CpuOf)> = vec![
             ("CPU time of the adapter while converging".into(), Box::new(|m: &Measures| m.converge_cpu)),
             (format!("CPU time of {} meanwhile", self.simulator_label()), Box::new(|m: &Measures| m.simulator_cpu)),
         ];

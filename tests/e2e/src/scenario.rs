@@ -17,11 +17,11 @@ use crate::fixtures::{self, PROVISIONER_NAME, service_templates, set_workload_re
 use crate::flux::FluxState;
 use crate::objects::{Kind, ObjRef};
 use crate::status::{
-    condition_is, condition_is_current, generation, has_finalizer, spec_service_names, status_service_names,
+    condition_is, condition_is_current, generation, has_finalizer, recorded, spec_service_names, status_service_names,
 };
 use crate::wait::poll;
 use crate::writes::{Writes, writes_during};
-use crate::{ADAPTER_NAME, HOST_FINALIZER, SERVICE_LABEL, SERVICE_SET_LABEL, WAIT};
+use crate::{ADAPTER_NAME, HOST_FINALIZER, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, WAIT};
 
 /// A running scenario. Fields drop in order: the adapter is stopped before the environment is
 /// cleaned up.
@@ -100,15 +100,21 @@ impl Scenario {
         self.service_set(name)
     }
 
-    /// The live children of ServiceSet `name` (found by the host's label).
+    /// The live children of ServiceSet `name` (the host's children whose recorded ServiceSet name
+    /// is `name`: a long name is shortened in the label).
     pub async fn children(&self, service_set: &str) -> Vec<Value> {
-        self.labelled_children(&format!("{SERVICE_SET_LABEL}={service_set}")).await
+        let mut children = Vec::new();
+        for kind in Kind::CHILDREN {
+            children.extend(self.list(kind, self.namespace(), &format!("{MANAGED_LABEL}=true")).await);
+        }
+        children.retain(|c| recorded(c, SERVICE_SET_LABEL) == Some(service_set));
+        children
     }
 
     /// The live child of one service, if any (panics if there are several).
     pub async fn child(&self, service_set: &str, service: &str) -> Option<Value> {
-        let mut found =
-            self.labelled_children(&format!("{SERVICE_SET_LABEL}={service_set},{SERVICE_LABEL}={service}")).await;
+        let mut found = self.children(service_set).await;
+        found.retain(|c| recorded(c, SERVICE_LABEL) == Some(service));
         assert!(found.len() <= 1, "service {service} of {service_set} has several children: {found:#?}");
         found.pop()
     }
@@ -117,14 +123,6 @@ impl Scenario {
     pub async fn child_ref(&self, service_set: &str, service: &str) -> ObjRef {
         let child = self.child(service_set, service).await;
         ObjRef::of(&child.unwrap_or_else(|| panic!("service {service} of ServiceSet {service_set} has no child")))
-    }
-
-    async fn labelled_children(&self, labels: &str) -> Vec<Value> {
-        let mut children = Vec::new();
-        for kind in Kind::CHILDREN {
-            children.extend(self.list(kind, self.namespace(), labels).await);
-        }
-        children
     }
 
     /// Waits until an Event with `reason` about the object `name` exists in `namespace`

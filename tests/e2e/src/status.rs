@@ -67,3 +67,10 @@ pub fn resource_version(object: &Value) -> &str {
 pub fn uid(object: &Value) -> &str {
     object["metadata"]["uid"].as_str().unwrap_or_default()
 }
+
+/// The whole value the host recorded under `key` on a child: the annotation of that key when
+/// the label value had to be shortened (over 63 characters), else the label.
+pub fn recorded<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    let metadata = &object["metadata"];
+    metadata["annotations"][key].as_str().or_else(|| metadata["labels"][key].as_str())
+}

@@ -15,6 +15,7 @@ mod faults;
 mod leader;
 mod manage;
 mod metrics;
+mod ownership;
 mod plugins;
 mod provider;
 mod scale_smoke;
