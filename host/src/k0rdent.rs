@@ -1,6 +1,12 @@
 //! The k0rdent API (`k0rdent.mirantis.com/v1beta1`) as kube custom resources: the field names,
 //! enums and scopes of kcm's CRDs. Nested spec types come from the plugin SDK, so the host and
 //! plugins read ServiceSets and ServiceTemplates the same way.
+//!
+//! Status is read leniently: the caches decode every ServiceSet and SMP in the cluster, and one
+//! object whose status another writer (kcm's own adapter, a newer kcm) filled differently must
+//! not keep them from listing. A status entry or condition that does not decode is left out of
+//! the host's view (the host computes the status of what it serves anew). (`deployed`, which
+//! kcm's schema requires, is required here too.)
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
@@ -51,11 +57,11 @@ pub struct ServiceSetStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<ProviderState>,
     /// Conditions, keyed by type.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "decodable", skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// One entry per spec service.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "decodable", skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<ServiceState>,
 }
 
@@ -90,9 +96,14 @@ pub struct ServiceState {
     /// Once Deployed: the spec version (or the template name when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// Why the service failed.
+    /// Why the service failed (for `Failed` only, as kcm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
+    /// For a service neither Deployed nor Failed, condition `Ready=False` says why (waiting for
+    /// another ServiceSet, retrying after an error).
+    #[serde(default, deserialize_with = "decodable", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
 }
 
 /// A service's type.
@@ -121,6 +132,14 @@ pub enum State {
     Deleting,
     /// Deleted.
     Deleted,
+}
+
+/// The entries of a list that decode as `T` (a missing or null list is empty).
+fn decodable<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    deserializer: D,
+) -> Result<Vec<T>, D::Error> {
+    let entries = Option::<Vec<Value>>::deserialize(deserializer)?.unwrap_or_default();
+    Ok(entries.into_iter().filter_map(|entry| serde_json::from_value(entry).ok()).collect())
 }
 
 /// `StateManagementProvider.spec`: declares a provider and how to tell it is ready.
@@ -193,7 +212,7 @@ pub struct StateManagementProviderStatus {
     #[serde(default)]
     pub ready: bool,
     /// RBACReady, AdapterReady, ProvisionerReady, ProvisionerCRDsReady.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "decodable", skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
@@ -297,6 +316,7 @@ mod tests {
                 last_state_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
                 version: None,
                 failure_message: None,
+                conditions: vec![],
             }],
             ..Default::default()
         };
@@ -307,5 +327,32 @@ mod tests {
                 "template": "ingress-nginx-4-11-3", "state": "Provisioning",
                 "lastStateTransitionTime": "1970-01-01T00:00:00Z"}]})
         );
+    }
+
+    /// kcm declares `lastStateTransitionTime` optional, a newer kcm may add states, and another
+    /// writer may leave a condition without a reason: the ServiceSet still decodes.
+    #[test]
+    fn a_service_set_with_a_status_written_by_someone_else_still_decodes() {
+        let object = json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": "other", "namespace": "kcm-system"},
+            "spec": {"provider": {"name": "kcm-sveltos"}, "services": [{"name": "a", "template": "t"}]},
+            "status": {
+                "deployed": false,
+                "services": [
+                    {"type": "Helm", "name": "a", "namespace": "", "template": "t", "state": "Deployed"},
+                    {"type": "Helm", "name": "b", "namespace": "", "template": "t", "state": "Upgrading",
+                     "lastStateTransitionTime": "2026-01-01T00:00:00Z"},
+                    {"type": "Helm", "name": "c", "namespace": "", "template": "t", "state": "Pending",
+                     "lastStateTransitionTime": "2026-01-01T00:00:00Z"},
+                ],
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        });
+        let service_set: ServiceSet = serde_json::from_value(object).expect("decodes");
+        let status = service_set.status.unwrap();
+        assert!(status.conditions.is_empty(), "the condition without reason and time is left out");
+        let names: Vec<&str> = status.services.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["c"], "entries that do not decode are left out, the others kept");
     }
 }

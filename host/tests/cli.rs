@@ -228,11 +228,14 @@ spec:
     assert_eq!(winner["apply"], json!([]));
     let waiting = state(winner, "ingress-nginx");
     assert_eq!(waiting["state"], "Pending");
+    assert!(waiting.get("failureMessage").is_none(), "failureMessage is for Failed only, as kcm");
+    let ready = &waiting["conditions"][0];
+    assert_eq!(
+        (&ready["type"], &ready["status"], &ready["reason"]),
+        (&json!("Ready"), &json!("False"), &json!("Pending"))
+    );
     assert!(
-        waiting["failureMessage"]
-            .as_str()
-            .unwrap()
-            .starts_with(r#"waiting for kcm-system/prod-eu-1 service "ingress-nginx""#)
+        ready["message"].as_str().unwrap().starts_with(r#"waiting for kcm-system/prod-eu-1 service "ingress-nginx""#)
     );
     std::fs::remove_dir_all(dir).unwrap();
 }

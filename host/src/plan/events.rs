@@ -94,6 +94,7 @@ mod tests {
                 last_state_transition_time: now.clone(),
                 version: None,
                 failure_message: (state == State::Failed).then(|| "chart not found".into()),
+                conditions: vec![],
             }],
             conditions: vec![condition("ServicesTranslated", translated, "Why", "the reason", Some(1), &now)],
             ..Default::default()

@@ -475,7 +475,8 @@ mod tests {
         assert_eq!(applied(&stopped), ["first"], "services before the conflict still apply");
         let after = &stopped.status.services[2];
         assert_eq!(after.state, State::Pending);
-        assert!(after.failure_message.as_deref().unwrap().contains("stopOnConflict"), "{after:?}");
+        assert!(after.failure_message.is_none(), "failureMessage is for Failed only");
+        assert!(after.conditions[0].message.contains("stopOnConflict"), "{after:?}");
     }
 
     #[test]

@@ -9,6 +9,8 @@ use ksm_plugin_sdk::k0rdent::Service;
 
 /// Condition type whose message `"<ready>/<total>"` feeds kubectl's "Services" column.
 pub const SERVICES_READY: &str = "ServicesInReadyState";
+/// Condition type on a service that is neither Deployed nor Failed, saying why.
+pub const SERVICE_READY: &str = "Ready";
 /// The longest message the host writes, in bytes: `metav1.Condition.message`'s `maxLength`. A
 /// longer one (built from plugin or API-server text) would make the API server refuse the whole
 /// status write, again on every retry.
@@ -50,7 +52,9 @@ pub fn bounded(message: &str) -> String {
 
 /// The status entry of one spec service, given its status this round. The transition time is
 /// kept from `previous` unless the state changed; `version` is the spec version (or the
-/// template name) once Deployed, as kcm's dependency gating requires.
+/// template name) once Deployed, as kcm's dependency gating requires. The plugin's message is
+/// `failureMessage` for a Failed service (kcm sets it for Failed only), else the message of the
+/// service's condition `Ready=False`, whose reason is the state.
 pub fn service_state(
     service: &Service,
     status: &ServiceStatus,
@@ -70,7 +74,17 @@ pub fn service_state(
         state,
         last_state_transition_time,
         version: (state == State::Deployed).then(|| service.expected_version().to_string()),
-        failure_message: status.failure_message.as_deref().map(bounded),
+        failure_message: status.failure_message.as_deref().filter(|_| state == State::Failed).map(bounded),
+        conditions: match status.failure_message.as_deref() {
+            Some(note) if state != State::Failed => {
+                let mut conditions = previous.map(|p| p.conditions.clone()).unwrap_or_default();
+                conditions.retain(|c| c.type_ == SERVICE_READY);
+                let reason = format!("{state:?}");
+                set_condition(&mut conditions, condition(SERVICE_READY, "False", &reason, note, None, now));
+                conditions
+            }
+            _ => Vec::new(),
+        },
     }
 }
 
@@ -97,6 +111,7 @@ pub fn host_decided(
         },
         version: None,
         failure_message: None,
+        conditions: Vec::new(),
     }
 }
 

@@ -74,3 +74,10 @@ pub fn recorded<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     let metadata = &object["metadata"];
     metadata["annotations"][key].as_str().or_else(|| metadata["labels"][key].as_str())
 }
+
+/// Why a service entry is in its state: `failureMessage` when Failed, else the message of the
+/// service's condition `Ready`.
+pub fn service_note(service: &Value) -> &str {
+    let ready = service["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "Ready");
+    service["failureMessage"].as_str().or_else(|| ready.and_then(|c| c["message"].as_str())).unwrap_or_default()
+}

@@ -61,3 +61,25 @@ async fn a_refused_child_is_reported_then_retried() {
     })
     .await;
 }
+
+/// A ServiceSet whose status another writer filled in a shape the host's types lack (a state a
+/// newer kcm may add, no `lastStateTransitionTime`, a condition without a reason) does not stop
+/// the ServiceSet cache: a ServiceSet created after it converges.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_status_the_host_cannot_read_does_not_stop_the_cache() {
+    if ksm_e2e::skip_unless_simulator("unreadable-status", "kcm v1.12's schema refuses such a status") {
+        return;
+    }
+    let t = Scenario::start("unreadable", Mode::Observe).await;
+    let mut theirs = t.service_set_object("kcm-served", two_services());
+    theirs["spec"]["provider"]["name"] = json!("kcm-sveltos");
+    t.create(theirs).await;
+    let status = json!({
+        "deployed": false,
+        "services": [{"type": "Helm", "name": "ingress-nginx", "namespace": "", "template": "t", "state": "Upgrading"}],
+        "conditions": [{"type": "Ready", "status": "True"}],
+    });
+    t.set_status(&t.service_set("kcm-served"), status).await;
+    t.create_service_set("good", two_services()).await;
+    t.wait_converged("good").await;
+}

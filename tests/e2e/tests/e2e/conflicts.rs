@@ -3,7 +3,7 @@
 //! the winner goes.
 
 use ksm_e2e::fixtures::ingress_service;
-use ksm_e2e::status::{is_deleting, service, service_state};
+use ksm_e2e::status::{is_deleting, service, service_note, service_state};
 use ksm_e2e::{FLUX_FINALIZER, Kind, Mode, Scenario, WAIT};
 use serde_json::{Value, json};
 
@@ -58,10 +58,10 @@ async fn hand_over(t: &Scenario, with_priority: impl Fn(&str, i64) -> Value) {
         .wait_service_set("team-high", "ingress-nginx Pending, waiting for the loser", |ss| {
             service_state(ss, "ingress-nginx") == Some("Pending")
                 && service(ss, "ingress-nginx")
-                    .is_some_and(|s| s["failureMessage"].as_str().unwrap_or_default().starts_with("waiting for"))
+                    .is_some_and(|s| s.get("failureMessage").is_none() && service_note(s).starts_with("waiting for"))
         })
         .await;
-    eprintln!("winner waits: {}", service(&waiting, "ingress-nginx").unwrap()["failureMessage"]);
+    eprintln!("winner waits: {}", service_note(service(&waiting, "ingress-nginx").unwrap()));
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     assert!(t.children("team-high").await.is_empty(), "no second HelmRelease while the first exists");
 

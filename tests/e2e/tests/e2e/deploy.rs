@@ -117,6 +117,6 @@ async fn flux_status_mapping() {
 /// Whether service `name` shows what Flux `state` maps to (state, and failure reason if any).
 fn maps_to(ss: &Value, name: &str, state: FluxState) -> bool {
     let Some(entry) = service(ss, name) else { return false };
-    let message = entry["failureMessage"].as_str().unwrap_or_default();
+    let message = ksm_e2e::status::service_note(entry);
     entry["state"] == state.service_state() && state.failure_reason().is_none_or(|reason| message.contains(reason))
 }
