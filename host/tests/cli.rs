@@ -74,7 +74,10 @@ fn status_maps_the_observed_flux_objects() {
         "RetriesExceeded: Failed to install after 4 attempt(s)"
     );
     // generation 2 not yet observed: still in progress although Ready is True.
-    assert_eq!(states(&docs[1]), owned(&[("ingress-nginx", "Provisioning")]));
+    assert_eq!(
+        states(&docs[1]),
+        owned(&[("ingress-nginx", "Provisioning"), ("podinfo", "Pending"), ("legacy-exporter", "Pending")])
+    );
 }
 
 #[test]
@@ -147,6 +150,36 @@ fn render_prints_what_the_controller_would_apply_and_write() {
     assert_eq!(status["provider"], json!({"ready": true}));
     let ready = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "ServicesInReadyState").unwrap();
     assert_eq!(ready["message"], "1/3");
+    assert_eq!(
+        status["cluster"],
+        json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ClusterDeployment",
+               "namespace": "kcm-system", "name": "prod-eu-1"})
+    );
+
+    // Self-management: kcm's management target, a chartSource service and an uninstalled one.
+    let management = &docs[1];
+    assert_eq!(management["status"]["cluster"]["kind"], "SveltosCluster");
+    assert_eq!(
+        (&management["status"]["cluster"]["namespace"], &management["status"]["cluster"]["name"]),
+        (&json!("mgmt"), &json!("mgmt"))
+    );
+    let podinfo = management["apply"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["metadata"]["name"] == "management-7f3a9c2e.podinfo")
+        .unwrap();
+    assert_eq!(
+        podinfo["spec"]["chart"]["spec"],
+        json!({"chart": "charts/podinfo", "sourceRef": {"kind": "GitRepository", "name": "podinfo-git-6-7-1", "namespace": "kcm-system"}})
+    );
+    let states: Vec<(&str, &str)> = management["status"]["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(states, [("ingress-nginx", "Provisioning"), ("podinfo", "Pending"), ("legacy-exporter", "Deleted")]);
 }
 
 #[test]

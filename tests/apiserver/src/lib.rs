@@ -18,6 +18,9 @@
 //!   (below): the e2e RBAC scenario runs the adapter as its ServiceAccount on envtest.
 //! - A label value over 63 characters (a child labelled with a 253-character ServiceSet name) is 422 there and
 //!   here: label values are validated.
+//! - A CRD's defaults are applied there (a HelmRelease's `chart.spec` gets `reconcileStrategy: ChartVersion` and
+//!   `version: "*"`), not here (no defaulting, below): the e2e suite compares a child's spec as a superset of what
+//!   was applied, and the host's drift check does the same.
 //!
 //! # Deviations from real Kubernetes
 //!

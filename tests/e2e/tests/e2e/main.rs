@@ -21,3 +21,4 @@ mod provider;
 mod scale_smoke;
 mod sharding;
 mod steady;
+mod templates;
