@@ -162,8 +162,9 @@ pub fn reconcile(
                 for object in objects {
                     let child = children::own(object.clone(), &owner, &service.service);
                     let key = ChildRef::of(&child);
-                    if children::needs_apply(&child, live(&key)) {
-                        if live(&key).is_none() {
+                    let current = live(&key);
+                    if children::needs_apply(&child, current) {
+                        if current.is_none() {
                             unseen.push(key.clone());
                         }
                         apply.push(child);
