@@ -227,6 +227,18 @@ fn newest_mtime(dir: &Path) -> SystemTime {
 // ---------------------------------------------------------------------------------------------
 // The scenario
 
+/// Creates a `kind` (ClusterRole or Role) with `metadata` and `rules`, and its binding (same
+/// metadata) to the adapter's ServiceAccount.
+async fn grant(env: &Env, kind: &str, metadata: Value, rules: &Value) {
+    let rbac = "rbac.authorization.k8s.io";
+    let subjects = json!([{"kind": "ServiceAccount", "name": ADAPTER_NAME, "namespace": env.namespace()}]);
+    let role_ref = json!({"apiGroup": rbac, "kind": kind, "name": metadata["name"]});
+    env.create(json!({"apiVersion": format!("{rbac}/v1"), "kind": kind, "metadata": metadata, "rules": rules})).await;
+    env.create(json!({"apiVersion": format!("{rbac}/v1"), "kind": format!("{kind}Binding"), "metadata": metadata,
+        "subjects": subjects, "roleRef": role_ref}))
+        .await;
+}
+
 /// The user the adapter impersonates: its ServiceAccount, as the chart would run it.
 fn adapter_user(namespace: &str) -> String {
     format!("system:serviceaccount:{namespace}:{ADAPTER_NAME}")
@@ -238,28 +250,14 @@ fn adapter_user(namespace: &str) -> String {
 /// the environment's cleanup deletes them.
 async fn service_account_kubeconfig(env: &Env, rules: &ChartRules) -> PathBuf {
     let ns = env.namespace();
-    let labels = json!({TEST_NAMESPACE_LABEL: ns});
-    let subjects = json!([{"kind": "ServiceAccount", "name": ADAPTER_NAME, "namespace": ns}]);
-    let rbac = "rbac.authorization.k8s.io/v1";
-    let cluster_role = format!("{ns}-{ADAPTER_NAME}");
     env.create(
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": ADAPTER_NAME, "namespace": ns}}),
     )
     .await;
-    env.create(json!({"apiVersion": rbac, "kind": "ClusterRole",
-        "metadata": {"name": cluster_role, "labels": labels}, "rules": rules.rendered_cluster}))
-        .await;
-    env.create(json!({"apiVersion": rbac, "kind": "ClusterRoleBinding",
-        "metadata": {"name": cluster_role, "labels": labels}, "subjects": subjects,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role}}))
-        .await;
-    env.create(json!({"apiVersion": rbac, "kind": "Role",
-        "metadata": {"name": ADAPTER_NAME, "namespace": ns}, "rules": rules.rendered_namespaced}))
-        .await;
-    env.create(json!({"apiVersion": rbac, "kind": "RoleBinding",
-        "metadata": {"name": ADAPTER_NAME, "namespace": ns}, "subjects": subjects,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ADAPTER_NAME}}))
-        .await;
+    let cluster_role = format!("{ns}-{ADAPTER_NAME}");
+    let cluster_metadata = json!({"name": cluster_role, "labels": {TEST_NAMESPACE_LABEL: ns}});
+    grant(env, "ClusterRole", cluster_metadata, &rules.rendered_cluster).await;
+    grant(env, "Role", json!({"name": ADAPTER_NAME, "namespace": ns}), &rules.rendered_namespaced).await;
     let plane = env.control_plane().await.expect("a ServiceAccount token needs the envtest control plane");
     let client = kubeconfig_client(env.kubeconfig()).await.expect("the test's client");
     let path = env.workdir().join("adapter.kubeconfig");
