@@ -30,17 +30,20 @@ export function isDns1123Subdomain(s) {
 }
 
 /**
- * Joins `parts` with `-` into a name of at most `max` bytes. A name that fits is returned as
- * is; a longer one is cut and ends in `-` plus 8 hex characters of a stable hash (32-bit
- * FNV-1a) of the whole name, so distinct long names stay distinct and the result never changes
- * between runs.
+ * The name of the object of service `service` of ServiceSet `serviceSet`:
+ * `<serviceSet>.<service>`, of at most `max` bytes. Distinct pairs get distinct names (joined
+ * with `-`, `a-b` + `c` and `a` + `b-c` would not): a service name without a dot puts the
+ * ServiceSet's name before the last dot. A name with a dotted service, or too long, is cut and
+ * ends in a stable hash of the pair.
  */
-export function derivedName(parts, max) {
-  const full = parts.join("-");
+export function serviceObjectName(serviceSet, service, max) {
+  const full = `${serviceSet}.${service}`;
+  return utf8Encode(full).length <= max && !service.includes(".") ? full : hashed(full, max);
+}
+
+/** `full` cut to leave room for `-` and 8 hex characters of its hash (no `-` or `.` before it). */
+function hashed(full, max) {
   const bytes = utf8Encode(full);
-  if (bytes.length <= max) {
-    return full;
-  }
   const hash = fnv1a32(bytes).toString(16).padStart(8, "0");
   const keep = Math.max(0, max - (hash.length + 1));
   const prefix = utf8Decode(bytes.slice(0, keep)).replace(/[-.]+$/, "");

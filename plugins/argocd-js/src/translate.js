@@ -5,7 +5,7 @@
 // `{tag, val}`), so plugin.js only passes them through.
 
 import { compareStrings, configFromValue, quote } from "./config.js";
-import { MAX_LABEL_LEN, derivedName } from "./names.js";
+import { MAX_LABEL_LEN, serviceObjectName } from "./names.js";
 import { parseValues, ValuesError } from "./values.js";
 import { APPLICATION, canonical } from "./argocd.js";
 
@@ -133,7 +133,7 @@ function translateService(context, service) {
       apiVersion: APPLICATION.apiVersion,
       kind: APPLICATION.kind,
       metadata: {
-        name: derivedName([context.name, service.name], MAX_LABEL_LEN),
+        name: serviceObjectName(context.name, service.name, MAX_LABEL_LEN),
         namespace: context.namespace,
       },
       spec: {

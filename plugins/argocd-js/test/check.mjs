@@ -19,7 +19,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import yaml from "js-yaml";
 import { plugin } from "../src/plugin.js";
-import { derivedName, fnv1a32, isDns1123Label, isDns1123Subdomain, MAX_LABEL_LEN, utf8Encode } from "../src/names.js";
+import { fnv1a32, isDns1123Label, isDns1123Subdomain, MAX_LABEL_LEN, serviceObjectName, utf8Encode } from "../src/names.js";
 import { canonical } from "../src/argocd.js";
 
 const here = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -207,7 +207,7 @@ function statusInput(c) {
       {
         apiVersion,
         kind,
-        name: derivedName([SERVICE_SET, SERVICE], MAX_LABEL_LEN),
+        name: serviceObjectName(SERVICE_SET, SERVICE, MAX_LABEL_LEN),
         namespace: SYSTEM_NAMESPACE,
         object: c.object ? JSON.stringify(c.object) : null,
       },
@@ -273,7 +273,7 @@ if (cli && wasm) {
     documents.push(statusTemplate(c.template, `${ss}-template`));
     if (c.object) {
       const object = structuredClone(c.object);
-      object.metadata = { ...object.metadata, name: derivedName([ss, SERVICE], MAX_LABEL_LEN), namespace: SYSTEM_NAMESPACE };
+      object.metadata = { ...object.metadata, name: serviceObjectName(ss, SERVICE, MAX_LABEL_LEN), namespace: SYSTEM_NAMESPACE };
       documents.push(object);
     }
   });
@@ -327,13 +327,13 @@ if (cli && wasm) {
     const expected = yaml.load(readFileSync(join(fluxDir, d, "expected.yaml"), "utf8"));
     for (const service of expected.services ?? []) {
       for (const object of service.objects ?? []) {
-        const ours = derivedName([ss.metadata.name, service.service], MAX_LABEL_LEN);
+        const ours = serviceObjectName(ss.metadata.name, service.service, MAX_LABEL_LEN);
         compared++;
         if (ours !== object.metadata.name) problems.push(`${d}/${service.service}: ${ours} instead of ${object.metadata.name}`);
       }
     }
   }
-  check(`names: derivedName gives the Flux plugin's ${compared} golden object names`, problems);
+  check(`names: serviceObjectName gives the Flux plugin's ${compared} golden object names`, problems);
 }
 
 {
@@ -343,16 +343,20 @@ if (cli && wasm) {
   expect("fnv1a32('') = 811c9dc5", fnv1a32(utf8Encode("")) === 0x811c9dc5);
   expect("fnv1a32('a') = e40c292c", fnv1a32(utf8Encode("a")) === 0xe40c292c);
   expect("fnv1a32('foobar') = bf9cf968", fnv1a32(utf8Encode("foobar")) === 0xbf9cf968);
-  expect("short names are kept", derivedName(["prod-eu-1", "ingress"], 63) === "prod-eu-1-ingress");
   const long = "a".repeat(60);
-  const one = derivedName([long, "ingress-nginx"], 63);
-  const two = derivedName([long, "cert-manager"], 63);
+  const one = serviceObjectName(long, "ingress-nginx", 63);
+  const two = serviceObjectName(long, "cert-manager", 63);
   expect("long names are 63 bytes", one.length === 63 && isDns1123Label(one));
   expect("distinct long names stay distinct", one !== two);
-  const hash = fnv1a32(utf8Encode(`${long}-ingress-nginx`)).toString(16).padStart(8, "0");
+  const hash = fnv1a32(utf8Encode(`${long}.ingress-nginx`)).toString(16).padStart(8, "0");
   expect("prefix and hash as in Rust", one === `${long.slice(0, 54)}-${hash}`);
-  const dashes = derivedName(["a".repeat(53), "-b-c-d-e-f-g-h-i-j"], 63);
+  const dashes = serviceObjectName("a".repeat(53), "-b-c-d-e-f-g-h-i-j", 63);
   expect(`no dash before the hash (${dashes})`, isDns1123Label(dashes) && !dashes.includes("--"));
+  expect("service object names", serviceObjectName("prod-eu-1", "ingress-nginx", 63) === "prod-eu-1.ingress-nginx");
+  expect("no collision across the dash", serviceObjectName("a-b", "c", 63) !== serviceObjectName("a", "b-c", 63));
+  expect("no collision across dots", serviceObjectName("a.b", "c.d", 63) !== serviceObjectName("a.b.c", "d", 63));
+  const longPair = serviceObjectName("x".repeat(253), "ingress", 63);
+  expect(`long pairs are 63-byte subdomains (${longPair})`, longPair.length === 63 && isDns1123Subdomain(longPair));
   expect("DNS rules", isDns1123Label("a-1") && !isDns1123Label("A") && !isDns1123Label("-a") && !isDns1123Label("a".repeat(64)));
   expect("DNS subdomains", isDns1123Subdomain("a.b-c") && !isDns1123Subdomain("a..b"));
   check("names: the SDK's unit cases", problems);
