@@ -9,6 +9,9 @@ use ksm_plugin_sdk::contract::{Target, TranslateInput};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+#[path = "wat_plugin.rs"]
+mod wat_plugin;
+
 const PLAIN: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASM"));
 const WASI: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASI_WASM"));
 
@@ -88,13 +91,124 @@ fn a_trap_is_an_error_not_a_host_panic() {
 
 #[test]
 fn output_over_the_limit_is_refused() {
+    // 8 MiB of text, more than twice the limit: stopped before it is copied into the host.
     for_both_builds(|plugin| {
         let error = call_error(plugin, "huge");
-        let CallErrorKind::OutputTooLarge { size, limit } = error.kind else { panic!("{error}") };
-        assert!(size > 8 << 20, "{size}");
-        assert_eq!(limit, 1 << 20);
+        assert_eq!(error.kind, CallErrorKind::OutputTooLarge { size: None, limit: 1 << 20 }, "{error}");
+        assert!(error.to_string().contains("returned more than its output limit of 1048576 bytes"), "{error}");
         assert_recovers(plugin);
     });
+    // Over the limit but within what may be copied: measured, then refused.
+    let roomy = Limits { output: 5 << 20, ..limits() };
+    let plugin = Runtime::new().unwrap().load(PLAIN, roomy).unwrap();
+    let error = call_error(&plugin, "huge");
+    let CallErrorKind::OutputTooLarge { size: Some(size), limit } = error.kind else { panic!("{error}") };
+    assert!(size > 8 << 20 && limit == 5 << 20, "{size} {limit}");
+}
+
+/// Runs `f` and returns its result and the most bytes it held allocated on this thread at once.
+fn peak_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let start = allocation::live();
+    allocation::reset_peak();
+    let result = f();
+    (result, allocation::peak().saturating_sub(start).max(0) as usize)
+}
+
+/// Answers that cost a plugin a few KiB and would cost the host 512 MiB to copy (512 list entries
+/// pointing at one 1 MiB string) are refused before the copy, from every function that returns a
+/// list: the host allocates no more than the copy bound (twice the output limit).
+#[test]
+fn answers_that_would_amplify_in_the_copy_are_refused_before_copying() {
+    use wat_plugin::{Amplify, component};
+    let refused = CallErrorKind::OutputTooLarge { size: None, limit: limits().output };
+    let bound = 2 * limits().output + (1 << 20);
+    let runtime = Runtime::new().unwrap();
+
+    let plugin = runtime.load(&component(&Amplify { kinds: 1, config_errors: 512, objects: 512 }), limits()).unwrap();
+    assert_eq!(plugin.metadata().name, "wat-amplify");
+    let (result, peak) = peak_allocation(|| plugin.translate(&input("amplify")));
+    assert_eq!(result.unwrap_err().kind, refused);
+    assert!(peak < bound, "translate made the host allocate {peak} bytes");
+    let (result, peak) = peak_allocation(|| plugin.validate_config("{}"));
+    assert_eq!(result.unwrap_err().kind, refused);
+    assert!(peak < bound, "validate-config made the host allocate {peak} bytes");
+
+    let amplified_metadata = component(&Amplify { kinds: 512, config_errors: 0, objects: 0 });
+    // Compiled by the first load, so the second measures the call alone.
+    assert!(runtime.load(&amplified_metadata, limits()).is_err());
+    let (result, peak) = peak_allocation(|| runtime.load(&amplified_metadata, limits()));
+    match result {
+        Err(LoadError::Metadata(error)) => assert_eq!(error.kind, refused, "{error}"),
+        other => panic!("expected the metadata call to be refused, got {:?}", other.map(|p| p.metadata().clone())),
+    }
+    assert!(peak < bound, "metadata made the host allocate {peak} bytes");
+}
+
+/// A global allocator that counts the bytes allocated by each thread.
+mod allocation {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static LIVE: Cell<i64> = const { Cell::new(0) };
+        static PEAK: Cell<i64> = const { Cell::new(0) };
+    }
+
+    struct Counting;
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    fn track(delta: i64) {
+        let _ = LIVE.try_with(|live| {
+            live.set(live.get() + delta);
+            let _ = PEAK.try_with(|peak| peak.set(peak.get().max(live.get())));
+        });
+    }
+
+    pub fn live() -> i64 {
+        LIVE.with(Cell::get)
+    }
+
+    pub fn peak() -> i64 {
+        PEAK.with(Cell::get)
+    }
+
+    pub fn reset_peak() {
+        PEAK.with(|peak| peak.set(live()));
+    }
+
+    // SAFETY: every call is forwarded to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc(layout) };
+            if !p.is_null() {
+                track(layout.size() as i64);
+            }
+            p
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc_zeroed(layout) };
+            if !p.is_null() {
+                track(layout.size() as i64);
+            }
+            p
+        }
+
+        unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(p, layout) };
+            track(-(layout.size() as i64));
+        }
+
+        unsafe fn realloc(&self, p: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+            let new = unsafe { System.realloc(p, layout, size) };
+            if !new.is_null() {
+                track(size as i64 - layout.size() as i64);
+            }
+            new
+        }
+    }
 }
 
 /// A component without WASI imports cannot even ask (see the imports test); one that imports

@@ -54,8 +54,9 @@ pub enum CallErrorKind {
     MemoryLimit(usize),
     /// The answer was larger than the output limit.
     OutputTooLarge {
-        /// Bytes returned.
-        size: usize,
+        /// Bytes of text returned, when known: an answer whose copy into the host would exceed
+        /// the bound is stopped before it is copied, so its size is never learnt.
+        size: Option<usize>,
         /// The limit in bytes.
         limit: usize,
     },
@@ -96,8 +97,11 @@ fn describe(kind: &CallErrorKind) -> String {
         CallErrorKind::MemoryLimit(limit) => {
             format!("exceeded its memory limit of {} MiB", limit / (1 << 20))
         }
-        CallErrorKind::OutputTooLarge { size, limit } => {
+        CallErrorKind::OutputTooLarge { size: Some(size), limit } => {
             format!("returned {size} bytes, over the output limit of {limit} bytes")
+        }
+        CallErrorKind::OutputTooLarge { size: None, limit } => {
+            format!("returned more than its output limit of {limit} bytes")
         }
         CallErrorKind::Trap(message) => format!("trapped: {message}"),
         CallErrorKind::Instantiate(message) => format!("could not be instantiated: {message}"),

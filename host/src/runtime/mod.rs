@@ -7,8 +7,9 @@
 //! WASI (other languages' toolchains produce such components) is linked against a deny-all
 //! WASI context: no preopened directories, environment, arguments, network or stdin, and its
 //! stdout/stderr goes to the host log. Wall time is bounded by epoch interruption, linear memory
-//! by a limiter, output by a size check; any of them ends the call with a typed [`CallError`]
-//! and leaves the runtime ready for the next call.
+//! by a limiter, output by a bound on the bytes copied into the host (checked before each copy)
+//! and a size check; any of them ends the call with a typed [`CallError`] and leaves the runtime
+//! ready for the next call.
 //!
 //! [`CallError`]: crate::plugin::CallError
 

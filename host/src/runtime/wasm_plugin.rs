@@ -71,6 +71,7 @@ impl WasmPlugin {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
+        store.set_hostcall_fuel(copy_bound(self.limits.output));
         store.set_epoch_deadline(Runtime::deadline_ticks(self.limits.timeout));
         match self.pre.instantiate(&mut store) {
             Ok(bindings) => Ok(Instance { store, bindings }),
@@ -107,7 +108,7 @@ impl WasmPlugin {
         let bytes = size(&answer);
         if bytes > self.limits.output {
             *slot = None;
-            return Err(error(CallErrorKind::OutputTooLarge { size: bytes, limit: self.limits.output }));
+            return Err(error(CallErrorKind::OutputTooLarge { size: Some(bytes), limit: self.limits.output }));
         }
         Ok(answer)
     }
@@ -155,7 +156,7 @@ impl WasmPlugin {
         Ok(bindings::service_status(result))
     }
 
-    /// Tells a timeout and a memory limit from other traps.
+    /// Tells a timeout, a memory limit and an answer too large to copy from other traps.
     fn classify(&self, store: &Store<CallState>, error: wasmtime::Error) -> CallErrorKind {
         if store.data().limiter.exceeded {
             return CallErrorKind::MemoryLimit(self.limits.memory);
@@ -163,9 +164,25 @@ impl WasmPlugin {
         match error.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => CallErrorKind::Timeout(self.limits.timeout),
             Some(trap) => CallErrorKind::Trap(trap.to_string()),
+            // wasmtime's error type for exhausted hostcall fuel is private; its message is not.
+            None if error.root_cause().to_string().starts_with(FUEL_EXHAUSTED) => {
+                CallErrorKind::OutputTooLarge { size: None, limit: self.limits.output }
+            }
             None => CallErrorKind::Trap(error.root_cause().to_string()),
         }
     }
+}
+
+/// How wasmtime's error for exhausted hostcall fuel begins.
+const FUEL_EXHAUSTED: &str = "too much data is being copied between the host and the guest";
+
+/// Bytes the host may allocate to copy one answer (or one `log` message) out of a plugin:
+/// wasmtime counts them ("hostcall fuel") and stops the copy before it allocates more. Without
+/// this bound, a list of a million entries that all point at one string in the plugin's memory
+/// would be copied a million times before the output limit is checked. Twice the output limit:
+/// the text plus the host's own list and record structures.
+fn copy_bound(output: usize) -> usize {
+    output.saturating_mul(2)
 }
 
 /// A store and the plugin instantiated in it.
