@@ -226,6 +226,18 @@ fn the_wasi_sandbox_shows_no_environment_files_or_network() {
     assert_eq!(data["tcpConnect"], "false", "{data}");
 }
 
+/// A host call blocked in WASI's `poll` is beyond the epoch deadline's reach; the sandbox's
+/// clock subscriptions are ready at once instead, so a sleep holds no instance or thread.
+#[test]
+fn a_sleeping_plugin_never_blocks_its_call() {
+    let plugin = Runtime::new().unwrap().load(WASI, limits()).unwrap();
+    let started = Instant::now();
+    let answer = plugin.translate(&input("sleep"));
+    let elapsed = started.elapsed();
+    assert!(elapsed < limits().timeout * 3, "the call took {elapsed:?}");
+    assert_eq!(answer.expect("the call").expect("a translation")[0].service, "sleep");
+}
+
 #[test]
 fn wasi_components_are_accepted_and_plain_ones_import_only_the_log() {
     let runtime = Runtime::new().unwrap();

@@ -5,8 +5,8 @@
 //!
 //! Sandbox: components get only the contract's `host.log` import; a component that imports
 //! WASI (other languages' toolchains produce such components) is linked against a deny-all
-//! WASI context: no preopened directories, environment, arguments, network or stdin, and its
-//! stdout/stderr goes to the host log. Wall time is bounded by epoch interruption, linear memory
+//! WASI context: no preopened directories, environment, arguments, network or stdin, clock
+//! subscriptions that never block, and its stdout/stderr goes to the host log. Wall time is bounded by epoch interruption, linear memory
 //! by a limiter, output by a bound on the bytes copied into the host (checked before each copy)
 //! and a size check; any of them ends the call with a typed [`CallError`] and leaves the runtime
 //! ready for the next call.
@@ -144,6 +144,7 @@ impl Runtime {
         )?;
         let mut wasi_linker = linker.clone();
         wasmtime_wasi::p2::add_to_linker_sync(&mut wasi_linker)?;
+        sandbox::never_block(&mut wasi_linker)?;
         let ticker = Arc::new(EpochTicker::start(engine.clone()));
         Ok(Self { engine, linker, wasi_linker, compiled: Mutex::new(HashMap::new()), disk, ticker })
     }

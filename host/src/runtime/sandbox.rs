@@ -7,10 +7,10 @@ use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use wasmtime::ResourceLimiter;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{Linker, Resource, ResourceTable};
+use wasmtime::{ResourceLimiter, StoreContextMut};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult, subscribe};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// Bytes of stdout/stderr kept per call; the rest is dropped (and counted), never an error.
@@ -72,6 +72,40 @@ impl ksm::adapter::host::Host for CallState {
     fn log(&mut self, level: LogLevel, message: String) {
         self.log.line(level, &message);
     }
+}
+
+/// The monotonic clock interface of the WASI version wasmtime-wasi implements; components that
+/// import an older 0.2 version are linked to it.
+const MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
+
+/// Makes the monotonic clock's subscriptions ready at once. They are the only WASI calls that can
+/// block in this sandbox (no sockets, files or stdin), and a host call waiting in `poll` is
+/// beyond the epoch deadline, which interrupts only wasm code: a few sleeping plugins would hold
+/// every instance and reconcile slot. So a plugin's `sleep` returns at once (the contract gives
+/// plugins no clock they could rely on), and a loop waiting for the clock meets the deadline.
+pub(super) fn never_block(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut clock = linker.instance(MONOTONIC_CLOCK)?;
+    for subscription in ["subscribe-duration", "subscribe-instant"] {
+        clock.func_wrap(
+            subscription,
+            |mut store: StoreContextMut<'_, CallState>, (_,): (u64,)| -> wasmtime::Result<(Resource<DynPollable>,)> {
+                let table = store.data_mut().ctx().table;
+                let ready = table.push(Ready)?;
+                Ok((subscribe(table, ready)?,))
+            },
+        )?;
+    }
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// A pollable that is always ready.
+struct Ready;
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for Ready {
+    async fn ready(&mut self) {}
 }
 
 /// Caps linear memory; remembers whether the cap was hit so a resulting trap can be reported

@@ -5,6 +5,8 @@
 //! - `oom`: allocates until memory runs out (the host must stop it at its limit);
 //! - `trap`: panics (a trap);
 //! - `huge`: returns ~8 MiB of output (over the host's output limit);
+//! - `sleep` (WASI build): sleeps 20 s (a host call blocked in `poll`, which the epoch
+//!   deadline cannot interrupt), then answers like an honest plugin;
 //! - `snoop` (WASI build): reports what it can see of the environment, filesystem and network,
 //!   and prints to stdout and the host log;
 //! - `forbidden-kind`: a ClusterRoleBinding (a kind it does not declare);
@@ -63,6 +65,10 @@ impl PluginApi for Hostile {
             "trap" => panic!("hostile plugin panicked on purpose"),
             "huge" => vec!["x".repeat(8 << 20)],
             "snoop" => vec![snoop().to_string()],
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(20));
+                vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).to_string()]
+            }
             "forbidden-kind" => vec![json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                 "metadata": {"name": "take-over"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
                 "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}]}).to_string()],
