@@ -285,6 +285,16 @@ async fn a_looping_call_does_not_stall_the_async_executor() {
     assert!(ticks >= 10, "the executor ran only {ticks} ticks during a 300 ms plugin call");
 }
 
+/// A component of many core modules, each with its own memory, would take the pool slots of
+/// several plugins: it is refused when compiled, before any of it runs.
+#[test]
+fn a_component_needing_more_than_its_share_of_the_pool_is_refused() {
+    let instances = "(core instance (instantiate $m))".repeat(5);
+    let component = wat::parse_str(format!("(component (core module $m (memory 1)) {instances})")).unwrap();
+    let err = Runtime::new().unwrap().load(&component, limits()).err().expect("refused");
+    assert!(matches!(&err, LoadError::Compile(m) if m.contains("5 Wasm linear memories")), "{err}");
+}
+
 #[test]
 fn bytes_that_are_not_a_component_are_refused_with_the_reason() {
     let runtime = Runtime::new().unwrap();

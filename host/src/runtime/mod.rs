@@ -191,16 +191,27 @@ impl Runtime {
     }
 }
 
-/// The pooling allocator's slots for `instances` component instances. Only address space is
-/// reserved up front. Components of interpreted languages hold several core instances, memories
-/// and tables each, hence the multiples, and big tables and instance contexts, hence the sizes
-/// above wasmtime's defaults (20,000 table elements, 1 MiB per core instance).
+/// Core instances, memories and tables one component instance may hold: components of
+/// interpreted languages hold several of each (the Argo CD plugin, QuickJS: 15 core instances,
+/// 3 memories), with room for larger runtimes such as CPython's. Also its share of the pool: a component that
+/// needs more is refused when it is compiled, so it can never take the slots of the others.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+const MEMORIES_PER_COMPONENT: u32 = 4;
+const TABLES_PER_COMPONENT: u32 = 8;
+
+/// The pooling allocator's slots for `instances` component instances, each its share of core
+/// instances, memories and tables. Only address space is reserved up front. Interpreted
+/// languages need big tables and instance contexts, hence the sizes above wasmtime's defaults
+/// (20,000 table elements, 1 MiB per core instance).
 fn pool(instances: u32) -> PoolingAllocationConfig {
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
-        .total_core_instances(instances * 16)
-        .total_memories(instances * 2)
-        .total_tables(instances * 4)
+        .total_core_instances(instances * CORE_INSTANCES_PER_COMPONENT)
+        .total_memories(instances * MEMORIES_PER_COMPONENT)
+        .total_tables(instances * TABLES_PER_COMPONENT)
+        .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_component(MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(TABLES_PER_COMPONENT)
         .table_elements(1 << 18)
         .max_core_instance_size(8 << 20)
         .linear_memory_keep_resident(KEEP_RESIDENT)

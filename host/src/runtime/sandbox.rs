@@ -108,25 +108,30 @@ impl Pollable for Ready {
     async fn ready(&mut self) {}
 }
 
-/// Caps linear memory; remembers whether the cap was hit so a resulting trap can be reported
-/// as a memory limit rather than an anonymous crash.
+/// Caps the linear memory of one instance: the sum over all its memories, so a component of
+/// many core modules gets no more than one of a single module. Remembers whether the cap was hit
+/// so a resulting trap can be reported as a memory limit rather than an anonymous crash.
 pub(super) struct MemoryLimiter {
     limit: usize,
+    /// Bytes of all memories of the store.
+    total: usize,
     pub exceeded: bool,
 }
 
 impl MemoryLimiter {
     fn new(limit: usize) -> Self {
-        Self { limit, exceeded: false }
+        Self { limit, total: 0, exceeded: false }
     }
 }
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > self.limit {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let total = self.total.saturating_sub(current).saturating_add(desired);
+        if total > self.limit {
             self.exceeded = true;
             return Ok(false);
         }
+        self.total = total;
         Ok(true)
     }
 
@@ -205,5 +210,21 @@ impl tokio::io::AsyncWrite for CapturedOutput {
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_limit_counts_every_memory_of_an_instance() {
+        let mut limiter = MemoryLimiter::new(10 << 20);
+        assert!(limiter.memory_growing(0, 4 << 20, None).unwrap());
+        assert!(limiter.memory_growing(4 << 20, 6 << 20, None).unwrap());
+        // A second memory would take the instance past its 10 MiB.
+        assert!(!limiter.memory_growing(0, 6 << 20, None).unwrap());
+        assert!(limiter.exceeded);
+        assert!(limiter.memory_growing(0, 4 << 20, None).unwrap());
     }
 }
