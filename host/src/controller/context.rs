@@ -2,6 +2,7 @@
 //! preparation that must finish before the first reconcile.
 
 use super::arbiter::Arbiter;
+use super::backoff::Failures;
 use super::children::{ChildKinds, Waker};
 use super::events::Events;
 use super::plugins::{self, Plugins};
@@ -17,8 +18,7 @@ use crate::smp::{self, RuleCache};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::watch;
 
 /// The caches the controller reads.
@@ -58,7 +58,7 @@ pub struct Context {
     /// What the host found when it looked at SMPs itself (discovery, RBAC, diagnoses).
     pub provider_cache: ProviderCache,
     /// Consecutive failed reconciles per ServiceSet, for the retry backoff.
-    pub failures: Mutex<HashMap<ObjectRef<ServiceSet>, u32>>,
+    pub failures: Arc<Failures>,
     /// Turns true once [`prepare`] is done.
     ready: watch::Sender<bool>,
 }
@@ -70,7 +70,7 @@ impl Context {
         plugins: Plugins,
         settings: Settings,
         caches: Caches,
-        (arbiter, wake): (Arc<Arbiter>, Waker),
+        (arbiter, wake, failures): (Arc<Arbiter>, Waker, Arc<Failures>),
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
@@ -84,7 +84,7 @@ impl Context {
             arbiter,
             rules: RuleCache::new(),
             provider_cache: ProviderCache::default(),
-            failures: Mutex::default(),
+            failures,
             ready: watch::channel(false).0,
         }
     }

@@ -4,6 +4,7 @@
 //!
 //! - [`context`]: what every reconcile shares (client, plugin, caches, settings);
 //! - [`reconciler`]: one ServiceSet, top to bottom, and the retry policy;
+//! - [`backoff`]: failed rounds per ServiceSet, for that policy's backoff;
 //! - [`arbiter`]: the index of claims across ServiceSets and who wins them;
 //! - [`plugins`]: AdapterPlugins: fetch, compile, validate, hot reload, their status;
 //! - [`children`]: the plugins' kinds: their watches, server-side apply and delete;
@@ -18,6 +19,7 @@
 
 mod access;
 pub mod arbiter;
+pub mod backoff;
 mod child_cache;
 pub mod children;
 pub mod context;
@@ -37,6 +39,7 @@ use crate::runtime::{Limits, Runtime};
 use crate::smp::AdapterIdentity;
 use anyhow::Context as _;
 use arbiter::Arbiter;
+use backoff::Failures;
 use children::ChildKinds;
 use context::{Caches, Context};
 use futures::channel::mpsc::unbounded;
@@ -129,16 +132,20 @@ pub async fn run(
         None => all(),
     };
     let released = arbiter.clone();
-    let (service_sets, service_set_events, service_sets_listed) = cache::<ServiceSet>(&client, shard, move |event| {
-        // A ServiceSet gone by any path gives up its claims.
-        if let watcher::Event::Delete(service_set) = event {
-            released.release(service_set);
-        }
-    });
-    let (providers, provider_events, providers_listed) = cache::<StateManagementProvider>(&client, all(), |_| {});
-    let (templates, template_events, templates_listed) = cache::<ServiceTemplate>(&client, all(), |_| {});
+    let failures = Arc::new(Failures::default());
+    let forgotten = failures.clone();
+    let (service_sets, service_set_events, service_sets_listed) =
+        cache::<ServiceSet>(&client, shard, move |store, event| {
+            // A ServiceSet gone by any path gives up its claims.
+            if let watcher::Event::Delete(service_set) = event {
+                released.release(service_set);
+            }
+            forgotten.forget_gone(store, event);
+        });
+    let (providers, provider_events, providers_listed) = cache::<StateManagementProvider>(&client, all(), |_, _| {});
+    let (templates, template_events, templates_listed) = cache::<ServiceTemplate>(&client, all(), |_, _| {});
     let (gone, deleted_plugins) = unbounded();
-    let (adapter_plugins, plugin_events, plugins_listed) = cache::<AdapterPlugin>(&client, all(), move |event| {
+    let (adapter_plugins, plugin_events, plugins_listed) = cache::<AdapterPlugin>(&client, all(), move |_, event| {
         if let watcher::Event::Delete(plugin) = event {
             let _ = gone.unbounded_send(plugin.name_any());
         }
@@ -157,7 +164,7 @@ pub async fn run(
         children: ChildKinds::new(&client, settle::settled(wake.clone(), settle::SETTLE)),
     };
     let plugins = Plugins::new(runtime, limits, plugin_wake);
-    let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake), metrics));
+    let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake, failures), metrics));
     let _ = serving.set(ctx.clone());
     let listed = vec![service_sets_listed, providers_listed, templates_listed];
     tokio::spawn(context::prepare(ctx.clone(), listed, plugins_listed));
@@ -255,12 +262,13 @@ fn all() -> watcher::Config {
 fn cache<K>(
     client: &Client,
     config: watcher::Config,
-    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    on_event: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
 ) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static, watch::Receiver<bool>)
 where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
+    let store = reader.clone();
     let (listed, is_listed) = watch::channel(false);
     let events = watcher(Api::<K>::all(client.clone()), config)
         .default_backoff()
@@ -269,7 +277,7 @@ where
         .inspect(move |event| {
             if let Ok(event) = event {
                 mark_listed(&listed, event);
-                on_event(event);
+                on_event(&store, event);
             }
         })
         .touched_objects();

@@ -24,10 +24,6 @@ use std::time::Duration;
 /// tool's CRD rejects a field); absent when every child was applied.
 pub const APPLIED: &str = "ObjectsApplied";
 
-/// Retries of a ServiceSet that keeps failing start here and double up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-/// The longest wait between retries of a failing ServiceSet.
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// The wait before retrying a write that lost a race with another writer.
 const CONFLICT_RETRY: Duration = Duration::from_millis(200);
 /// How often a ServiceSet being deleted checks whether its children are gone (their deletion
@@ -61,7 +57,7 @@ pub async fn reconcile(service_set: Arc<ServiceSet>, ctx: Arc<Context>) -> Resul
     let result = tracing::Instrument::instrument(round(&service_set, &ctx), span).await;
     ctx.metrics.reconciled("ServiceSet", started, result.is_ok());
     if result.is_ok() {
-        ctx.failures.lock().unwrap().remove(&key);
+        ctx.failures.succeeded(&key);
     }
     result
 }
@@ -74,19 +70,9 @@ pub fn error_policy(service_set: Arc<ServiceSet>, error: &Error, ctx: Arc<Contex
         tracing::debug!(serviceset = %key, "{e}; retrying");
         return Action::requeue(CONFLICT_RETRY);
     }
-    let failures = {
-        let mut failures = ctx.failures.lock().unwrap();
-        let count = failures.entry(key.clone()).or_insert(0);
-        *count += 1;
-        *count
-    };
-    let delay = backoff(failures);
+    let (failures, delay) = ctx.failures.failed(&key);
     tracing::warn!(serviceset = %key, retry_in = ?delay, failures, "{error}");
     Action::requeue(delay)
-}
-
-fn backoff(failures: u32) -> Duration {
-    FIRST_BACKOFF.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(MAX_BACKOFF)
 }
 
 async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Action, Error> {
@@ -326,13 +312,5 @@ mod tests {
         assert!(matches!(stale_or_api(api_error(409, "Conflict")), Error::Stale(_)));
         assert!(matches!(stale_or_api(api_error(422, "Invalid")), Error::Api(_)), "a refusal backs off");
         assert!(matches!(stale_or_api(api_error(500, "InternalError")), Error::Api(_)));
-    }
-
-    #[test]
-    fn backoff_doubles_from_half_a_second_up_to_five_minutes() {
-        let delays: Vec<u64> = (1..=4).map(|n| backoff(n).as_millis() as u64).collect();
-        assert_eq!(delays, [500, 1000, 2000, 4000]);
-        assert_eq!(backoff(20), MAX_BACKOFF);
-        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
     }
 }

@@ -1,0 +1,104 @@
+//! Consecutive failed rounds per ServiceSet, for the retry backoff. An entry leaves when a round
+//! succeeds or the ServiceSet is gone, so the map holds only live, failing ServiceSets.
+
+use crate::k0rdent::ServiceSet;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Retries of a ServiceSet that keeps failing start here and double up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest wait between retries of a failing ServiceSet.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Failed rounds by ServiceSet.
+#[derive(Default)]
+pub struct Failures(Mutex<HashMap<ObjectRef<ServiceSet>, u32>>);
+
+impl Failures {
+    /// Counts a failed round of `key`; returns how long to wait before the next.
+    pub fn failed(&self, key: &ObjectRef<ServiceSet>) -> (u32, Duration) {
+        let mut map = self.lock();
+        let count = map.entry(key.clone()).or_insert(0);
+        *count += 1;
+        (*count, delay(*count))
+    }
+
+    /// Forgets `key`'s failures after a round that succeeded.
+    pub fn succeeded(&self, key: &ObjectRef<ServiceSet>) {
+        self.lock().remove(key);
+    }
+
+    /// Forgets ServiceSets that are gone: the one a `Delete` event names, and after a relist
+    /// (which reports no deletions) those no longer in `store`, which already holds the list.
+    pub fn forget_gone(&self, store: &Store<ServiceSet>, event: &watcher::Event<ServiceSet>) {
+        match event {
+            watcher::Event::Delete(service_set) => self.succeeded(&ObjectRef::from_obj(service_set)),
+            watcher::Event::InitDone => self.lock().retain(|key, _| store.get(key).is_some()),
+            _ => {}
+        }
+    }
+
+    /// ServiceSets with failures on record.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<ServiceSet>, u32>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The wait after `failures` consecutive failed rounds.
+fn delay(failures: u32) -> Duration {
+    FIRST_BACKOFF.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(MAX_BACKOFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector;
+
+    fn service_set(name: &str) -> ServiceSet {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"provider": {"name": "ksm-flux"}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn backoff_doubles_from_half_a_second_up_to_five_minutes() {
+        let delays: Vec<u64> = (1..=4).map(|n| delay(n).as_millis() as u64).collect();
+        assert_eq!(delays, [500, 1000, 2000, 4000]);
+        assert_eq!(delay(20), MAX_BACKOFF);
+        assert_eq!(delay(u32::MAX), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn entries_of_deleted_service_sets_leave_the_map() {
+        let (store, mut writer) = reflector::store();
+        let failures = Failures::default();
+        let [a, b, c] = ["a", "b", "c"].map(service_set);
+        for ss in [&a, &b, &c] {
+            writer.apply_watcher_event(&watcher::Event::Apply(ss.clone()));
+            failures.failed(&ObjectRef::from_obj(ss));
+        }
+        assert_eq!(failures.failed(&ObjectRef::from_obj(&a)), (2, FIRST_BACKOFF * 2));
+        // Deleted while watched.
+        failures.forget_gone(&store, &watcher::Event::Delete(b.clone()));
+        assert_eq!(failures.len(), 2);
+        // Deleted while the watch was down: the relist no longer holds it.
+        for event in [watcher::Event::Init, watcher::Event::InitApply(a.clone()), watcher::Event::InitDone] {
+            writer.apply_watcher_event(&event);
+            failures.forget_gone(&store, &event);
+        }
+        assert_eq!(failures.len(), 1);
+        failures.succeeded(&ObjectRef::from_obj(&a));
+        assert_eq!(failures.len(), 0);
+    }
+}
