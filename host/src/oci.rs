@@ -110,7 +110,16 @@ impl Credentials {
             password: Option<String>,
         }
         let invalid = |reason: String| OciError::DockerConfig { registry: registry.to_string(), reason };
-        let config: DockerConfig = serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+        // serde's messages quote the values they met ("invalid type: string \"hunter2\""):
+        // only the kind of error and where it is may reach a status or a log.
+        let config: DockerConfig = serde_json::from_slice(bytes).map_err(|e| {
+            invalid(format!(
+                "not a Docker config ({:?} error at line {}, column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            ))
+        })?;
         let wanted = normalize_registry(registry);
         let Some(entry) = config.auths.into_iter().find_map(|(k, v)| (normalize_registry(&k) == wanted).then_some(v))
         else {
@@ -124,7 +133,7 @@ impl Credentials {
         };
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(auth.trim())
-            .map_err(|e| invalid(format!("`auth` is not base64: {e}")))?;
+            .map_err(|_| invalid("`auth` is not base64".into()))?;
         let decoded = String::from_utf8(decoded).map_err(|_| invalid("`auth` is not UTF-8".into()))?;
         let (username, password) =
             decoded.split_once(':').ok_or_else(|| invalid("`auth` is not base64 of `user:password`".into()))?;
@@ -415,6 +424,22 @@ mod tests {
             let error = Credentials::from_dockerconfigjson(json.as_bytes(), "r.io").unwrap_err();
             assert!(matches!(error, OciError::DockerConfig { .. }), "{json}: {error}");
             assert!(error.to_string().contains("r.io"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_malformed_dockerconfigjson_never_echoes_its_secrets() {
+        let bad = [
+            r#"{"auths": {"r.io": "hunter2-token"}}"#,
+            r#"{"auths": {"r.io": {"auth": "hunter2-token!"}}}"#,
+            r#"{"auths": {"r.io": {"auth": ["hunter2-token"]}}}"#,
+            r#"{"auths": {"r.io": {"password": 7, "username": "hunter2-token"}}}"#,
+            r#"{"auths": "hunter2-token"}"#,
+        ];
+        for json in bad {
+            let error = Credentials::from_dockerconfigjson(json.as_bytes(), "r.io").unwrap_err().to_string();
+            assert!(!error.contains("hunter2"), "{json}: {error}");
+            assert!(error.contains("r.io"), "{error}");
         }
     }
 
