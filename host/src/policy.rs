@@ -36,6 +36,24 @@ impl Policy {
         self.allowed_kinds.as_ref().is_none_or(|kinds| kinds.iter().any(|(g, k)| g == group && k == kind))
     }
 
+    /// What both `self` and `other` allow: while a new AdapterPlugin spec fails to load and the
+    /// previous version keeps serving, it serves under this, so narrowing the policy takes
+    /// effect even when the rest of the change cannot.
+    pub fn narrowest(&self, other: &Policy) -> Policy {
+        let allowed_kinds = match (&self.allowed_kinds, &other.allowed_kinds) {
+            (Some(mine), Some(theirs)) => Some(mine.iter().filter(|k| theirs.contains(k)).cloned().collect()),
+            (Some(kinds), None) | (None, Some(kinds)) => Some(kinds.clone()),
+            (None, None) => None,
+        };
+        let allowed_namespaces =
+            self.allowed_namespaces.iter().filter(|ns| other.allowed_namespaces.contains(ns)).cloned().collect();
+        Policy {
+            allowed_kinds,
+            allowed_namespaces,
+            objects_per_service: self.objects_per_service.min(other.objects_per_service),
+        }
+    }
+
     /// Checks the objects one service returned (see [`check_object`]), and their number.
     pub fn check_service(
         &self,
@@ -202,5 +220,27 @@ mod tests {
         let err = open.check_service(&meta(), "team-a", "ingress", &two).unwrap_err();
         assert!(err.contains("2 objects for service \"ingress\", over the limit of 1"), "{err}");
         assert_eq!(open.check_service(&meta(), "team-a", "ingress", &two[..1]).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_narrowest_of_two_policies_allows_only_what_both_allow() {
+        let kinds =
+            |ks: &[&str]| Some(ks.iter().map(|k| ("helm.toolkit.fluxcd.io".to_string(), k.to_string())).collect());
+        let old = Policy {
+            allowed_kinds: None,
+            allowed_namespaces: vec!["flux-system".into(), "tenants".into()],
+            objects_per_service: 32,
+        };
+        let new = Policy {
+            allowed_kinds: kinds(&["HelmRelease", "HelmRepository"]),
+            allowed_namespaces: vec!["tenants".into()],
+            objects_per_service: 4,
+        };
+        let narrowest = old.narrowest(&new);
+        assert_eq!(narrowest, Policy { allowed_namespaces: vec!["tenants".into()], ..new.clone() });
+        assert_eq!(new.narrowest(&old), narrowest);
+        let other = Policy { allowed_kinds: kinds(&["HelmRelease", "Kustomization"]), ..old.clone() };
+        assert_eq!(new.narrowest(&other).allowed_kinds, kinds(&["HelmRelease"]));
+        assert_eq!(old.narrowest(&old), old);
     }
 }

@@ -2,7 +2,7 @@
 //! compiled off the async executor and validated; the plugin serving an AdapterPlugin is
 //! switched atomically; its status tells what happened; the ServiceSets a change affects are
 //! woken. A version that fails to fetch, compile or validate leaves the previous good version
-//! serving, and the status says so.
+//! serving, under the narrowest of both specs' policies, and the status says so.
 
 use super::context::Context;
 use crate::adapter_plugin::{AdapterPlugin, AdapterPluginStatus, PluginInfo, PullPolicy, Source};
@@ -11,6 +11,7 @@ use crate::metrics::Metered;
 use crate::oci::{self, Credentials};
 use crate::plan::events::adapter_plugin_events;
 use crate::plan::status::{condition, set_condition};
+use crate::policy::Policy;
 use crate::runtime::{Limits, Runtime};
 use crate::serving::{Assignment, ServingPlugin, assignment, limits};
 use futures::channel::mpsc::UnboundedSender;
@@ -45,7 +46,11 @@ pub struct Plugins {
 /// The version of an AdapterPlugin that serves now.
 #[derive(Clone)]
 struct Loaded {
+    /// The plugin serving now, under `policy` or, while a later spec fails to load, under
+    /// the narrowest of `policy` and that spec's.
     serving: Arc<ServingPlugin>,
+    /// The policy of the spec it was loaded for.
+    policy: Policy,
     /// The component, for a spec change that keeps it (and OCI `IfNotPresent`).
     bytes: Arc<[u8]>,
     sha256: String,
@@ -122,10 +127,29 @@ pub fn serving_for(ctx: &Context, provider: &str) -> Result<Arc<ServingPlugin>, 
 }
 
 /// Loads the current spec of `plugin` unless it is what serves already; returns how that went
-/// and, when what serves changed, the providers whose ServiceSets it affects.
+/// and, when what serves changed, the providers whose ServiceSets it affects. When the spec
+/// fails to load, the previous version keeps serving, under the narrowest of its policy and the
+/// new spec's: a narrowing never waits for the rest of the change.
 pub async fn sync(ctx: &Context, plugin: &AdapterPlugin) -> (Attempt, Option<BTreeSet<String>>) {
     let name = plugin.name_any();
     let previous = ctx.plugins.current(&name);
+    let (attempt, affected) = load(ctx, plugin, previous.clone()).await;
+    let Some(previous) = previous.filter(|_| attempt.is_err()) else { return (attempt, affected) };
+    let new = ServingPlugin::configured(&name, previous.serving.plugin.clone(), &plugin.spec).policy;
+    let narrowest = previous.policy.narrowest(&new);
+    if narrowest == previous.serving.policy {
+        return (attempt, affected);
+    }
+    tracing::warn!(adapterplugin = %name, "the new spec did not load; the previous version serves under the narrowest of both policies");
+    let serving = Arc::new(ServingPlugin { policy: narrowest, ..(*previous.serving).clone() });
+    let providers = previous.providers.iter().cloned().collect();
+    ctx.plugins.loaded.write().unwrap().insert(name, Loaded { serving, ..previous });
+    (attempt, Some(providers))
+}
+
+/// Loads the current spec of `plugin` unless `previous` is it (see [`sync`]).
+async fn load(ctx: &Context, plugin: &AdapterPlugin, previous: Option<Loaded>) -> (Attempt, Option<BTreeSet<String>>) {
+    let name = plugin.name_any();
     let (bytes, pulled) = match fetch(ctx, plugin, previous.as_ref()).await {
         Ok(fetched) => fetched,
         Err(message) => return (Err((Step::Fetch, message)), None),
@@ -154,7 +178,8 @@ pub async fn sync(ctx: &Context, plugin: &AdapterPlugin) -> (Attempt, Option<BTr
     let providers = plugin.spec.providers.clone();
     let mut affected: BTreeSet<String> = providers.iter().cloned().collect();
     affected.extend(previous.into_iter().flat_map(|p| p.providers));
-    let loaded = Loaded { serving: Arc::new(serving), bytes, sha256, generation, providers, pulled };
+    let policy = serving.policy.clone();
+    let loaded = Loaded { serving: Arc::new(serving), policy, bytes, sha256, generation, providers, pulled };
     ctx.plugins.loaded.write().unwrap().insert(name.clone(), loaded);
     tracing::info!(adapterplugin = %name, "plugin loaded and serving");
     (Ok(()), Some(affected))

@@ -97,6 +97,20 @@ async fn a_config_map_plugin_is_loaded_hot_and_a_bad_update_keeps_the_previous_v
     hostile_service_set(&t, &provider, "after-bad-update").await;
     wait_hostile_child(&t, "after-bad-update").await;
 
+    // A narrower policy applies to the version serving even though the spec carrying it does
+    // not load; widening it again restores the policy that version was loaded with.
+    let narrow = json!({"spec": {"allowedKinds": [{"group": "example.org", "kind": "Nothing"}]}});
+    t.merge_patch(&adapter_plugin(&provider), narrow).await;
+    hostile_service_set(&t, &provider, "after-narrowing").await;
+    let refused = ObjRef::new(Kind::ServiceSet, t.namespace(), "after-narrowing");
+    t.wait_object("refused by the narrower policy", &refused, WAIT, |ss| {
+        service(ss, "after-narrowing")
+            .is_some_and(|s| s["failureMessage"].as_str().is_some_and(|m| m.contains("allowedKinds")))
+    })
+    .await;
+    t.merge_patch(&adapter_plugin(&provider), json!({"spec": {"allowedKinds": null}})).await;
+    wait_hostile_child(&t, "after-narrowing").await;
+
     // Metadata that lies about its kinds: refused against discovery.
     t.merge_patch(&config_map, plugin_config_map(t.namespace(), LIAR)).await;
     let lied =
