@@ -232,21 +232,26 @@ impl Plugin for Metered {
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the process ends. `refresh`
-/// updates gauges computed from caches just before each scrape; `ready` answers `/readyz`.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    metrics: Arc<Metrics>,
-    refresh: Arc<dyn Fn() + Send + Sync>,
-    ready: Arc<dyn Fn() -> bool + Send + Sync>,
-) -> std::io::Result<()> {
+/// What the endpoint asks the controller.
+#[derive(Clone)]
+pub struct Probes {
+    /// Updates gauges computed from caches, just before each scrape.
+    pub refresh: Arc<dyn Fn() + Send + Sync>,
+    /// Answers `/healthz`: why the controller is stuck, if it is.
+    pub healthy: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+    /// Answers `/readyz`.
+    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, probes: Probes) -> std::io::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, "serving /metrics, /healthz and /readyz");
     loop {
         let (stream, _) = listener.accept().await?;
-        let (metrics, refresh, ready) = (metrics.clone(), refresh.clone(), ready.clone());
+        let (metrics, probes) = (metrics.clone(), probes.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-                let response = respond(request.uri().path(), &metrics, refresh.as_ref(), ready.as_ref());
+                let response = respond(request.uri().path(), &metrics, &probes);
                 async move { Ok::<_, Infallible>(response) }
             });
             if let Err(e) = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
@@ -256,14 +261,20 @@ pub async fn serve(
     }
 }
 
-fn respond(path: &str, metrics: &Metrics, refresh: &dyn Fn(), ready: &dyn Fn() -> bool) -> Response<Full<Bytes>> {
+fn respond(path: &str, metrics: &Metrics, probes: &Probes) -> Response<Full<Bytes>> {
     let (status, body) = match path {
         "/metrics" => {
-            refresh();
+            (probes.refresh)();
             (StatusCode::OK, metrics.encode())
         }
-        "/healthz" => (StatusCode::OK, "ok\n".into()),
-        "/readyz" if ready() => (StatusCode::OK, "ok\n".into()),
+        "/healthz" => match (probes.healthy)() {
+            Ok(()) => (StatusCode::OK, "ok\n".into()),
+            Err(stuck) => {
+                tracing::error!("/healthz: stuck: {stuck}");
+                (StatusCode::SERVICE_UNAVAILABLE, format!("stuck: {stuck}\n"))
+            }
+        },
+        "/readyz" if (probes.ready)() => (StatusCode::OK, "ok\n".into()),
         "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "caches not listed or plugins not loaded yet\n".into()),
         _ => (StatusCode::NOT_FOUND, "not found: try /metrics, /healthz or /readyz\n".into()),
     };
@@ -311,13 +322,19 @@ mod tests {
     }
 
     #[test]
-    fn endpoints_answer_by_path_and_readiness() {
+    fn endpoints_answer_by_path_health_and_readiness() {
         let metrics = Metrics::default();
-        let (refresh, ready, not_ready) = (|| {}, || true, || false);
-        assert_eq!(respond("/healthz", &metrics, &refresh, &not_ready).status(), StatusCode::OK);
-        assert_eq!(respond("/readyz", &metrics, &refresh, &not_ready).status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(respond("/readyz", &metrics, &refresh, &ready).status(), StatusCode::OK);
-        assert_eq!(respond("/metrics", &metrics, &refresh, &ready).status(), StatusCode::OK);
-        assert_eq!(respond("/", &metrics, &refresh, &ready).status(), StatusCode::NOT_FOUND);
+        let probes = |healthy: bool, ready: bool| Probes {
+            refresh: Arc::new(|| {}),
+            healthy: Arc::new(move || if healthy { Ok(()) } else { Err("the reconcile of x has run for 601s".into()) }),
+            ready: Arc::new(move || ready),
+        };
+        let status = |path: &str, probes: &Probes| respond(path, &metrics, probes).status();
+        assert_eq!(status("/healthz", &probes(true, false)), StatusCode::OK);
+        assert_eq!(status("/healthz", &probes(false, true)), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(status("/readyz", &probes(true, false)), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(status("/readyz", &probes(true, true)), StatusCode::OK);
+        assert_eq!(status("/metrics", &probes(true, true)), StatusCode::OK);
+        assert_eq!(status("/", &probes(true, true)), StatusCode::NOT_FOUND);
     }
 }

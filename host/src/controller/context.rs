@@ -5,6 +5,7 @@ use super::arbiter::Arbiter;
 use super::backoff::Failures;
 use super::children::{ChildKinds, Waker};
 use super::events::Events;
+use super::liveness::InFlight;
 use super::plugins::{self, Plugins};
 use super::provider::ProviderCache;
 use super::{Settings, wait_listed};
@@ -59,6 +60,8 @@ pub struct Context {
     pub provider_cache: ProviderCache,
     /// Consecutive failed reconciles per ServiceSet, for the retry backoff.
     pub failures: Arc<Failures>,
+    /// The reconciles running now, for `/healthz`.
+    pub in_flight: InFlight,
     /// Turns true once [`prepare`] is done.
     ready: watch::Sender<bool>,
 }
@@ -85,6 +88,7 @@ impl Context {
             rules: RuleCache::new(),
             provider_cache: ProviderCache::default(),
             failures,
+            in_flight: InFlight::default(),
             ready: watch::channel(false).0,
         }
     }

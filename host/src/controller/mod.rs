@@ -14,6 +14,7 @@
 //! - [`status`]: ServiceSet status writes, only when the status changed;
 //! - [`events`]: Kubernetes Events on transitions;
 //! - [`leader`]: leader election on a Lease (one active replica);
+//! - [`liveness`]: the reconciles running now, for `/healthz` to tell a stuck controller;
 //! - `access`: the host's own permissions (SelfSubjectAccessReview);
 //! - [`provider`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status).
 
@@ -26,6 +27,7 @@ pub mod context;
 pub mod events;
 pub mod finalizer;
 pub mod leader;
+pub mod liveness;
 pub mod plugins;
 pub mod provider;
 pub mod reconciler;
@@ -236,9 +238,15 @@ async fn serve_metrics(
             ctx.metrics.service_sets(&ctx.service_set_states());
         }
     });
+    let probed = serving.clone();
+    let healthy = Arc::new(move || match probed.get() {
+        Some(ctx) => ctx.in_flight.stuck(std::time::Instant::now(), liveness::STUCK_AFTER).map_or(Ok(()), Err),
+        None => Ok(()),
+    });
     let ready = Arc::new(move || serving.get().map_or(standby, |ctx| ctx.is_ready()));
+    let probes = crate::metrics::Probes { refresh, healthy, ready };
     tokio::spawn(async move {
-        if let Err(e) = crate::metrics::serve(listener, metrics, refresh, ready).await {
+        if let Err(e) = crate::metrics::serve(listener, metrics, probes).await {
             tracing::error!("the metrics endpoint stopped: {e}");
         }
     });

@@ -190,6 +190,7 @@ async fn load(ctx: &Context, plugin: &AdapterPlugin, previous: Option<Loaded>) -
 pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
     ctx.ready().await;
     let started = std::time::Instant::now();
+    let _running = ctx.in_flight.enter(format!("AdapterPlugin {}", plugin.name_any()));
     let (attempt, affected) = sync(&ctx, &plugin).await;
     if let Some(providers) = affected {
         wake(&ctx, &plugin.name_any(), &providers);

@@ -53,6 +53,11 @@ pub async fn reconcile(service_set: Arc<ServiceSet>, ctx: Arc<Context>) -> Resul
     ctx.ready().await;
     let started = std::time::Instant::now();
     let key = ObjectRef::from_obj(&*service_set);
+    let _running = ctx.in_flight.enter(format!(
+        "ServiceSet {}/{}",
+        service_set.namespace().unwrap_or_default(),
+        service_set.name_any()
+    ));
     let span = tracing::info_span!("reconcile", serviceset = %key);
     let result = tracing::Instrument::instrument(round(&service_set, &ctx), span).await;
     ctx.metrics.reconciled("ServiceSet", started, result.is_ok());
