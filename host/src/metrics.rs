@@ -239,8 +239,8 @@ pub struct Probes {
     pub refresh: Arc<dyn Fn() + Send + Sync>,
     /// Answers `/healthz`: why the controller is stuck, if it is.
     pub healthy: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
-    /// Answers `/readyz`.
-    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Answers `/readyz`: what keeps the controller from being ready, if anything.
+    pub ready: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the process ends.
@@ -274,8 +274,10 @@ fn respond(path: &str, metrics: &Metrics, probes: &Probes) -> Response<Full<Byte
                 (StatusCode::SERVICE_UNAVAILABLE, format!("stuck: {stuck}\n"))
             }
         },
-        "/readyz" if (probes.ready)() => (StatusCode::OK, "ok\n".into()),
-        "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "caches not listed or plugins not loaded yet\n".into()),
+        "/readyz" => match (probes.ready)() {
+            Ok(()) => (StatusCode::OK, "ok\n".into()),
+            Err(missing) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {missing}\n")),
+        },
         _ => (StatusCode::NOT_FOUND, "not found: try /metrics, /healthz or /readyz\n".into()),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
@@ -327,7 +329,7 @@ mod tests {
         let probes = |healthy: bool, ready: bool| Probes {
             refresh: Arc::new(|| {}),
             healthy: Arc::new(move || if healthy { Ok(()) } else { Err("the reconcile of x has run for 601s".into()) }),
-            ready: Arc::new(move || ready),
+            ready: Arc::new(move || if ready { Ok(()) } else { Err("caches not listed".into()) }),
         };
         let status = |path: &str, probes: &Probes| respond(path, &metrics, probes).status();
         assert_eq!(status("/healthz", &probes(true, false)), StatusCode::OK);

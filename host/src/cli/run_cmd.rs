@@ -5,7 +5,7 @@ use super::plugin_cmd::LimitArgs;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use ksm_adapter::controller::leader::{self, Election};
-use ksm_adapter::controller::{self, Mode, Settings};
+use ksm_adapter::controller::{self, DefaultPlugin, Mode, Settings};
 use ksm_adapter::metrics::{Metrics, verb_of};
 use ksm_adapter::runtime::{DiskCache, Runtime};
 use kube::client::ClientBuilder;
@@ -25,6 +25,12 @@ pub struct RunArgs {
     /// Who writes StateManagementProvider status.
     #[arg(long, value_enum, default_value_t = ModeArg::Observe)]
     mode: ModeArg,
+    /// What serves a StateManagementProvider that names this host and that no AdapterPlugin
+    /// names: `flux`, the built-in Flux plugin, when the SMP's `spec.provisionerCRDs` list
+    /// Flux's HelmRelease or Kustomization CRD (an SMP for another CD tool never falls back to
+    /// it); `none`: every SMP needs an AdapterPlugin.
+    #[arg(long, value_enum, default_value_t = DefaultPluginArg::Flux)]
+    default_plugin: DefaultPluginArg,
     /// ServiceSets reconciled concurrently; each reconcile holds one plugin instance from a pool
     /// sized from this (plus 4 for AdapterPlugin loads).
     #[arg(long, default_value_t = 8)]
@@ -86,6 +92,15 @@ enum ModeArg {
     Manage,
 }
 
+/// What serves an SMP that no AdapterPlugin names.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DefaultPluginArg {
+    /// The built-in Flux plugin, for SMPs whose provisionerCRDs list Flux's CRDs.
+    Flux,
+    /// None.
+    None,
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let disk = match &args.plugin_cache_dir {
         Some(dir) => Some(DiskCache::open(dir).with_context(|| format!("--plugin-cache-dir {}", dir.display()))?),
@@ -97,6 +112,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         mode: match args.mode {
             ModeArg::Observe => Mode::Observe,
             ModeArg::Manage => Mode::Manage,
+        },
+        default_plugin: match args.default_plugin {
+            DefaultPluginArg::Flux => DefaultPlugin::Flux,
+            DefaultPluginArg::None => DefaultPlugin::None,
         },
         system_namespace: args.system_namespace.clone(),
         concurrency: args.concurrency,

@@ -2,6 +2,7 @@
 //! and the writes — server-side apply under the field manager `ksm-adapter`, and delete.
 
 use super::child_cache::{ChildCache, Owner};
+use super::watches::WatchHealth;
 use crate::k0rdent::ServiceSet;
 use crate::plan::children::{
     APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, SERVICE_SET_UID_LABEL,
@@ -44,6 +45,8 @@ pub struct ChildKinds {
     applied: Applied,
     /// The objects the host manages, of every kind.
     cache: Arc<Mutex<ChildCache>>,
+    /// Where the watches report their failures.
+    health: Arc<WatchHealth>,
 }
 
 /// The channel that wakes a ServiceSet's reconcile.
@@ -56,9 +59,11 @@ type Applied = Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>>;
 const APPLIED_TTL: Duration = Duration::from_secs(30);
 
 impl ChildKinds {
-    /// No kinds yet; changes to children will wake their ServiceSet through `wake`.
-    pub fn new(client: &Client, wake: Waker) -> Self {
-        Self { client: client.clone(), wake, kinds: RwLock::default(), applied: Arc::default(), cache: Arc::default() }
+    /// No kinds yet; changes to children will wake their ServiceSet through `wake`, and the
+    /// watches report their failures to `health`.
+    pub fn new(client: &Client, wake: Waker, health: Arc<WatchHealth>) -> Self {
+        let (applied, cache) = (Arc::default(), Arc::default());
+        Self { client: client.clone(), wake, kinds: RwLock::default(), applied, cache, health }
     }
 
     /// Starts caching each of `kinds` not cached yet (a watch of the objects the host manages,
@@ -89,16 +94,16 @@ impl ChildKinds {
     fn watch(&self, resource: ApiResource) -> ChildKind {
         let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
         let (is_listed, listed) = watch::channel(false);
-        let (applied, cache, kind, wake) =
-            (self.applied.clone(), self.cache.clone(), resource.clone(), self.wake.clone());
+        let (applied, cache, kind, wake, health) =
+            (self.applied.clone(), self.cache.clone(), resource.clone(), self.wake.clone(), self.health.clone());
         // The children seen since the (re)list began; at its end the others are gone.
         let mut relisted: HashSet<ChildRef> = HashSet::new();
         let events = watcher(Api::<DynamicObject>::all_with(self.client.clone(), &resource), config)
             .default_backoff()
             .modify(|object| object.managed_fields_mut().clear());
         tokio::spawn(events.for_each(move |event| {
+            super::observe(&health, &kind.kind, &is_listed, &event);
             let Ok(event) = event else { return futures::future::ready(()) };
-            super::mark_listed(&is_listed, &event);
             if let watcher::Event::InitApply(object) = &event {
                 relisted.insert(child_ref(&kind, object));
             }

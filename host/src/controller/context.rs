@@ -8,6 +8,7 @@ use super::events::Events;
 use super::liveness::InFlight;
 use super::plugins::{self, Plugins};
 use super::provider::ProviderCache;
+use super::watches::WatchHealth;
 use super::{Settings, wait_listed};
 use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::{ServiceSet, ServiceTemplate, State, StateManagementProvider};
@@ -16,8 +17,9 @@ use crate::plan;
 use crate::plugin::call_blocking;
 use crate::serving::ServingPlugin;
 use crate::smp::{self, RuleCache};
+use futures::StreamExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -34,6 +36,8 @@ pub struct Caches {
     pub adapter_plugins: Store<AdapterPlugin>,
     /// The plugins' kinds: cached children, apply and delete.
     pub children: ChildKinds,
+    /// Which of the watches filling these caches fail.
+    pub health: Arc<WatchHealth>,
 }
 
 /// Shared state of the controller.
@@ -100,9 +104,16 @@ impl Context {
         let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
     }
 
-    /// Whether [`prepare`] is done (for `/readyz`).
-    pub fn is_ready(&self) -> bool {
-        *self.ready.borrow()
+    /// Whether the host is ready to serve (for `/readyz`): [`prepare`] is done and no watch
+    /// fails (an AdapterPlugin CRD that is not installed is fine: the built-in default serves);
+    /// else what is missing.
+    pub fn readiness(&self) -> Result<(), String> {
+        let mut problems =
+            self.caches.health.problems(|kind, failure| kind == AdapterPlugin::kind(&()) && failure.absent);
+        if !*self.ready.borrow() {
+            problems.insert(0, "caches not listed or plugins not loaded yet".into());
+        }
+        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
     }
 
     /// The served ServiceSets (those carrying the host's finalizer) by state, for metrics.
@@ -140,18 +151,27 @@ impl Context {
     }
 }
 
-/// Loads every AdapterPlugin as soon as they are listed (`plugins_listed`), while the other
-/// caches list (`listed`); then records the claims of every served ServiceSet, so that the first
+/// Loads the built-in default plugin and every AdapterPlugin as soon as they are listed
+/// (`plugins_listed`), while the other caches list (`listed`); then records the claims of every served ServiceSet, so that the first
 /// reconciles arbitrate against all of them rather than against whichever happened to come
 /// first; then lets reconciles run.
 pub async fn prepare(ctx: Arc<Context>, listed: Vec<watch::Receiver<bool>>, plugins_listed: watch::Receiver<bool>) {
     let load = async {
-        wait_listed(plugins_listed).await;
-        for plugin in ctx.caches.adapter_plugins.state() {
-            if let (Err((step, message)), _) = plugins::sync(&ctx, &plugin).await {
-                tracing::warn!(adapterplugin = %plugin.name_any(), ?step, "{message}");
-            }
+        if let Err(message) = plugins::load_default(&ctx).await {
+            tracing::error!("{message}");
         }
+        wait_listed(plugins_listed).await;
+        // At once, so that one slow registry or unlisted kind holds up no other plugin.
+        futures::stream::iter(ctx.caches.adapter_plugins.state())
+            .for_each_concurrent(usize::from(super::PLUGIN_LOADS), |plugin| {
+                let ctx = ctx.clone();
+                async move {
+                    if let (Err((step, message)), _) = plugins::sync(&ctx, &plugin).await {
+                        tracing::warn!(adapterplugin = %plugin.name_any(), ?step, "{message}");
+                    }
+                }
+            })
+            .await;
     };
     futures::future::join(load, futures::future::join_all(listed.into_iter().map(wait_listed))).await;
     let served: Vec<Arc<ServiceSet>> = ctx

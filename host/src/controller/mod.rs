@@ -15,6 +15,7 @@
 //! - [`events`]: Kubernetes Events on transitions;
 //! - [`leader`]: leader election on a Lease (one active replica);
 //! - [`liveness`]: the reconciles running now, for `/healthz` to tell a stuck controller;
+//! - [`watches`]: which watches fail and why, for the log and `/readyz`;
 //! - `access`: the host's own permissions (SelfSubjectAccessReview);
 //! - [`provider`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status).
 
@@ -33,6 +34,7 @@ pub mod provider;
 pub mod reconciler;
 mod settle;
 pub mod status;
+pub mod watches;
 
 use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
@@ -55,6 +57,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
+use watches::WatchHealth;
 
 /// Who writes StateManagementProvider status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +77,16 @@ pub fn plugin_instances(concurrency: u16) -> u32 {
     u32::from(concurrency) + u32::from(PLUGIN_LOADS)
 }
 
+/// The plugin serving, when no AdapterPlugin names it, an SMP whose `spec.provisionerCRDs` list
+/// the CRDs that plugin's CD tool provides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultPlugin {
+    /// The built-in Flux plugin, for SMPs listing Flux's HelmRelease or Kustomization CRD.
+    Flux,
+    /// None: every SMP needs an AdapterPlugin.
+    None,
+}
+
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -81,6 +94,8 @@ pub struct Settings {
     pub identity: AdapterIdentity,
     /// Who writes SMP status.
     pub mode: Mode,
+    /// What serves an SMP that no AdapterPlugin names.
+    pub default_plugin: DefaultPlugin,
     /// The namespace k0rdent runs in (self-management ServiceSets live there).
     pub system_namespace: String,
     /// ServiceSets reconciled at the same time.
@@ -136,18 +151,20 @@ pub async fn run(
     let released = arbiter.clone();
     let failures = Arc::new(Failures::default());
     let forgotten = failures.clone();
+    let health = Arc::new(WatchHealth::default());
+    let cache = |config| Cache { client: &client, config, health: health.clone() };
     let (service_sets, service_set_events, service_sets_listed) =
-        cache::<ServiceSet>(&client, shard, move |store, event| {
+        cache(shard).start::<ServiceSet>(move |store, event| {
             // A ServiceSet gone by any path gives up its claims.
             if let watcher::Event::Delete(service_set) = event {
                 released.release(service_set);
             }
             forgotten.forget_gone(store, event);
         });
-    let (providers, provider_events, providers_listed) = cache::<StateManagementProvider>(&client, all(), |_, _| {});
-    let (templates, template_events, templates_listed) = cache::<ServiceTemplate>(&client, all(), |_, _| {});
+    let (providers, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
+    let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
     let (gone, deleted_plugins) = unbounded();
-    let (adapter_plugins, plugin_events, plugins_listed) = cache::<AdapterPlugin>(&client, all(), move |_, event| {
+    let (adapter_plugins, plugin_events, plugins_listed) = cache(all()).start::<AdapterPlugin>(move |_, event| {
         if let watcher::Event::Delete(plugin) = event {
             let _ = gone.unbounded_send(plugin.name_any());
         }
@@ -163,7 +180,8 @@ pub async fn run(
         providers,
         templates,
         adapter_plugins: adapter_plugins.clone(),
-        children: ChildKinds::new(&client, settle::settled(wake.clone(), settle::SETTLE)),
+        children: ChildKinds::new(&client, settle::settled(wake.clone(), settle::SETTLE), health.clone()),
+        health,
     };
     let plugins = Plugins::new(runtime, limits, plugin_wake);
     let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake, failures), metrics));
@@ -243,7 +261,11 @@ async fn serve_metrics(
         Some(ctx) => ctx.in_flight.stuck(std::time::Instant::now(), liveness::STUCK_AFTER).map_or(Ok(()), Err),
         None => Ok(()),
     });
-    let ready = Arc::new(move || serving.get().map_or(standby, |ctx| ctx.is_ready()));
+    let ready = Arc::new(move || match serving.get() {
+        Some(ctx) => ctx.readiness(),
+        None if standby => Ok(()),
+        None => Err("starting".to_string()),
+    });
     let probes = crate::metrics::Probes { refresh, healthy, ready };
     tokio::spawn(async move {
         if let Err(e) = crate::metrics::serve(listener, metrics, probes).await {
@@ -264,32 +286,63 @@ fn all() -> watcher::Config {
     watcher::Config::default()
 }
 
-/// A cache of the objects of kind `K` that `config` selects (managedFields dropped: the host
-/// never reads them), the stream of its changes (which fills the cache, so it must be polled),
-/// and a flag that turns true once the cache holds a complete list. `on_event` sees every event once it is cached.
-fn cache<K>(
-    client: &Client,
+/// A cache to start: of the objects `config` selects, its watch's failures reported to
+/// `health`.
+struct Cache<'a> {
+    client: &'a Client,
     config: watcher::Config,
-    on_event: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
-) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static, watch::Receiver<bool>)
-where
-    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let store = reader.clone();
-    let (listed, is_listed) = watch::channel(false);
-    let events = watcher(Api::<K>::all(client.clone()), config)
-        .default_backoff()
-        .modify(|object| object.managed_fields_mut().clear())
-        .reflect(writer)
-        .inspect(move |event| {
-            if let Ok(event) = event {
-                mark_listed(&listed, event);
-                on_event(&store, event);
-            }
-        })
-        .touched_objects();
-    (reader, events, is_listed)
+    health: Arc<WatchHealth>,
+}
+
+impl Cache<'_> {
+    /// A cache of the objects of kind `K` (managedFields dropped: the host never reads them),
+    /// the stream of its changes (which fills the cache, so it must be polled), and a flag that
+    /// turns true once the cache holds a complete list (see [`observe`]). `on_event` sees every
+    /// event, after the cache took it in.
+    fn start<K>(
+        self,
+        on_event: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
+    ) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static, watch::Receiver<bool>)
+    where
+        K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    {
+        let (reader, writer) = reflector::store();
+        let store = reader.clone();
+        let (listed, is_listed) = watch::channel(false);
+        let (kind, health) = (K::kind(&()).into_owned(), self.health);
+        let events = watcher(Api::<K>::all(self.client.clone()), self.config)
+            .default_backoff()
+            .modify(|object| object.managed_fields_mut().clear())
+            .reflect(writer)
+            .inspect(move |event| {
+                observe(&health, &kind, &listed, event);
+                if let Ok(event) = event {
+                    on_event(&store, event);
+                }
+            })
+            .touched_objects();
+        (reader, events, is_listed)
+    }
+}
+
+/// Records what a watch of `kind` delivered: its health, and whether its cache holds a complete
+/// list: at the end of a list, and also when the API server does not serve the kind at all
+/// (404), which has no objects to list; the watch keeps retrying and lists the kind once its
+/// CRD is installed.
+fn observe<K>(
+    health: &WatchHealth,
+    kind: &str,
+    listed: &watch::Sender<bool>,
+    event: &Result<watcher::Event<K>, watcher::Error>,
+) {
+    health.observe(kind, event);
+    let complete = match event {
+        Ok(event) => matches!(event, watcher::Event::InitDone),
+        Err(error) => watches::status_code(error) == Some(404),
+    };
+    if complete {
+        listed.send_replace(true);
+    }
 }
 
 /// What of a ServiceSet calls for a reconcile when it changes: its spec (generation), labels
@@ -303,13 +356,6 @@ fn reconcile_worthy(service_set: &ServiceSet) -> Option<u64> {
     (meta.generation, &meta.labels, &meta.annotations, &meta.finalizers).hash(&mut hasher);
     meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut hasher);
     Some(hasher.finish())
-}
-
-/// Turns `listed` true at the end of the (first) initial list.
-fn mark_listed<K>(listed: &watch::Sender<bool>, event: &watcher::Event<K>) {
-    if matches!(event, watcher::Event::InitDone) {
-        listed.send_replace(true);
-    }
 }
 
 /// Waits until a cache's `listed` flag turns true (or its sender is gone).

@@ -4,9 +4,11 @@
 //! woken. A version that fails to fetch, compile or validate leaves the previous good version
 //! serving, under the narrowest of both specs' policies, and the status says so.
 
+use super::DefaultPlugin;
 use super::context::Context;
 use crate::adapter_plugin::{AdapterPlugin, AdapterPluginStatus, PluginInfo, PullPolicy, Source};
 use crate::builtin;
+use crate::k0rdent::StateManagementProvider;
 use crate::metrics::Metered;
 use crate::oci::{self, Credentials};
 use crate::plan::events::adapter_plugin_events;
@@ -26,12 +28,15 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 /// How long to wait before trying again after a failed fetch or validation (a registry that is
 /// down, a CRD not installed yet; a ConfigMap that appears is also picked up by its watch).
 const FETCH_RETRY: Duration = Duration::from_secs(30);
+
+/// How long a load waits for the caches of a plugin's kinds to list.
+const LIST_WAIT: Duration = Duration::from_secs(15);
 
 /// The plugins loaded from AdapterPlugins, by AdapterPlugin name.
 pub struct Plugins {
@@ -39,6 +44,8 @@ pub struct Plugins {
     /// Limits for AdapterPlugins that do not set their own.
     defaults: Limits,
     loaded: RwLock<HashMap<String, Loaded>>,
+    /// The built-in default for SMPs no AdapterPlugin names (see [`DefaultPlugin`]), once loaded.
+    default: OnceLock<Arc<ServingPlugin>>,
     /// Wakes AdapterPlugins (whose status depends on others naming the same provider).
     wake: UnboundedSender<ObjectRef<AdapterPlugin>>,
 }
@@ -92,7 +99,7 @@ pub type Attempt = Result<(), (Step, String)>;
 impl Plugins {
     /// No plugins yet; `defaults` are the limits of AdapterPlugins that set none.
     pub fn new(runtime: Runtime, defaults: Limits, wake: UnboundedSender<ObjectRef<AdapterPlugin>>) -> Self {
-        Self { runtime: Arc::new(runtime), defaults, loaded: RwLock::default(), wake }
+        Self { runtime: Arc::new(runtime), defaults, loaded: RwLock::default(), default: OnceLock::new(), wake }
     }
 
     /// The plugin serving for the AdapterPlugin `name`, if one loaded.
@@ -105,12 +112,32 @@ impl Plugins {
     }
 }
 
+/// The name the built-in default plugin serves under (in messages and metrics).
+pub const DEFAULT_PLUGIN_NAME: &str = "builtin-flux";
+
+/// Kinds whose CRDs in an SMP's `spec.provisionerCRDs` make it a Flux provider:
+/// (group, plural).
+const FLUX_CRDS: [(&str, &str); 2] =
+    [("helm.toolkit.fluxcd.io", "helmreleases"), ("kustomize.toolkit.fluxcd.io", "kustomizations")];
+
+/// Whether `smp` is for Flux: its `spec.provisionerCRDs` list HelmRelease's or Kustomization's.
+pub fn is_flux_provider(smp: &StateManagementProvider) -> bool {
+    smp.spec.provisioner_crds.iter().any(|crd| {
+        FLUX_CRDS.iter().any(|(group, plural)| crd.group == *group && crd.resources.iter().any(|r| r == plural))
+    })
+}
+
 /// The plugin serving StateManagementProvider `provider`, or why there is none (for the
 /// ServiceSet's condition).
 pub fn serving_for(ctx: &Context, provider: &str) -> Result<Arc<ServingPlugin>, String> {
     let specs = ctx.caches.adapter_plugins.state();
     let assigned =
         assignment(specs.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec)), provider);
+    if assigned == Assignment::Unserved
+        && let Some(default) = default_for(ctx, provider)
+    {
+        return default;
+    }
     let Assignment::One(name) = &assigned else {
         return Err(assigned.problem(provider).unwrap_or_default());
     };
@@ -124,6 +151,35 @@ pub fn serving_for(ctx: &Context, provider: &str) -> Result<Arc<ServingPlugin>, 
             .unwrap_or_else(|| "not loaded yet".into());
         format!("AdapterPlugin {name:?} serves StateManagementProvider {provider:?} but has no plugin loaded: {error}")
     })
+}
+
+/// The built-in default for `provider`, an SMP no AdapterPlugin names: `None` when the default
+/// does not apply to it (turned off, or not a Flux provider).
+fn default_for(ctx: &Context, provider: &str) -> Option<Result<Arc<ServingPlugin>, String>> {
+    let smp = ctx.caches.providers.get(&ObjectRef::new(provider))?;
+    if ctx.settings.default_plugin != DefaultPlugin::Flux || !is_flux_provider(&smp) {
+        return None;
+    }
+    Some(ctx.plugins.default.get().cloned().ok_or_else(|| {
+        format!("StateManagementProvider {provider:?} is served by the built-in Flux plugin, which did not load (see the host's log)")
+    }))
+}
+
+/// Loads the built-in default plugin when it is turned on, and waits for its kinds to list.
+pub async fn load_default(ctx: &Context) -> Result<(), String> {
+    if ctx.settings.default_plugin != DefaultPlugin::Flux {
+        return Ok(());
+    }
+    let (runtime, limits) = (ctx.plugins.runtime.clone(), ctx.plugins.defaults);
+    let wasm = crate::plugin::call_blocking(move || runtime.load(builtin::FLUX, limits))
+        .await
+        .map_err(|e| format!("the built-in Flux plugin does not load: {e}"))?;
+    let metered = Metered::new(Arc::new(wasm), DEFAULT_PLUGIN_NAME, ctx.metrics.clone());
+    let serving = ServingPlugin::configured(DEFAULT_PLUGIN_NAME, Arc::new(metered), &Default::default());
+    kinds_listed(ctx, &serving).await?;
+    let _ = ctx.plugins.default.set(Arc::new(serving));
+    tracing::info!("the built-in Flux plugin serves SMPs for Flux that no AdapterPlugin names");
+    Ok(())
 }
 
 /// Loads the current spec of `plugin` unless it is what serves already; returns how that went
@@ -174,7 +230,9 @@ async fn load(ctx: &Context, plugin: &AdapterPlugin, previous: Option<Loaded>) -
     if let Err(message) = check_kinds_served(ctx, &serving).await {
         return (Err((Step::Validate, message)), None);
     }
-    ctx.caches.children.listed(serving.kinds()).await;
+    if let Err(message) = kinds_listed(ctx, &serving).await {
+        return (Err((Step::Validate, message)), None);
+    }
     let providers = plugin.spec.providers.clone();
     let mut affected: BTreeSet<String> = providers.iter().cloned().collect();
     affected.extend(previous.into_iter().flat_map(|p| p.providers));
@@ -307,6 +365,25 @@ fn validate(serving: &ServingPlugin) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Waits, at most [`LIST_WAIT`], until the caches of the plugin's kinds hold a complete list;
+/// a plugin must not serve before the host can see the objects it already made. A watch that
+/// cannot list (e.g. 403) fails the load, naming the kind and the API server's answer.
+pub async fn kinds_listed(ctx: &Context, serving: &ServingPlugin) -> Result<(), String> {
+    if tokio::time::timeout(LIST_WAIT, ctx.caches.children.listed(serving.kinds())).await.is_ok() {
+        return Ok(());
+    }
+    let failing: Vec<String> = serving
+        .kinds()
+        .filter_map(|k| ctx.caches.health.failure(&k.kind).map(|f| format!("{}: {}", k.kind, f.message)))
+        .collect();
+    let why = if failing.is_empty() { "no complete list yet".to_string() } else { failing.join("; ") };
+    Err(format!(
+        "cannot list the kinds plugin {:?} creates within {}s: {why}",
+        serving.metadata().name,
+        LIST_WAIT.as_secs()
+    ))
 }
 
 /// Checks the plugin's kinds against the API server's discovery: served, same plural, and

@@ -136,6 +136,16 @@ fn read_crds(files: &[PathBuf]) -> Vec<Value> {
         .collect()
 }
 
+/// A control plane of one test's own, with the real-server CRDs `wanted` keeps.
+async fn own_control_plane(wanted: impl Fn(&Value) -> bool) -> ControlPlane {
+    let assets = PathBuf::from(std::env::var_os(envtest::ASSETS_VAR).unwrap_or_default());
+    let plane = ControlPlane::start(&assets).expect("a control plane of the test's own starts");
+    plane.wait_ready().await.expect("the control plane gets ready");
+    let objects = Objects::new(kubeconfig_client(plane.admin_kubeconfig()).await.expect("a client"));
+    install_these_crds(&objects, real_server_crds().into_iter().filter(wanted).collect()).await;
+    plane
+}
+
 /// The control plane of this test binary, started (and given the CRDs) by the first test that
 /// asks. A failed start fails every test with the same message instead of starting again.
 async fn control_plane() -> &'static ControlPlane {
@@ -165,6 +175,8 @@ pub struct Env {
     backend: Backend,
     /// The simulated server, on [`Backend::Simulator`].
     server: Option<TestApiServer>,
+    /// A control plane of this test's own (see [`Env::start_without_crd`]).
+    own_plane: Option<ControlPlane>,
     namespace: String,
     kubeconfig: PathBuf,
     workdir: PathBuf,
@@ -173,23 +185,46 @@ pub struct Env {
 impl Env {
     /// A fresh environment for the test `test` (a short name, part of the namespace name).
     pub async fn start(test: &str) -> Self {
+        Self::start_on(test, None).await
+    }
+
+    /// An environment whose API server lacks the CRD `missing` (e.g.
+    /// `adapterplugins.ksm.k0rdent.mirantis.com`): a fresh simulator, or on envtest a control
+    /// plane of the test's own (the shared one has every CRD). `None` on a real cluster, whose
+    /// CRDs the tests do not remove.
+    pub async fn start_without_crd(test: &str, missing: &str) -> Option<Self> {
+        if Backend::selected() == Backend::Cluster {
+            report(test, &format!("skipped: needs an API server without the CRD {missing}"));
+            return None;
+        }
+        Some(Self::start_on(test, Some(missing)).await)
+    }
+
+    async fn start_on(test: &str, missing: Option<&str>) -> Self {
         let namespace = unique_namespace(test);
         let workdir = std::env::temp_dir().join("ksm-e2e").join(&namespace);
         std::fs::create_dir_all(&workdir).unwrap_or_else(|e| panic!("creating {}: {e}", workdir.display()));
         let backend = Backend::selected();
-        let (server, kubeconfig) = match backend {
+        let wanted = |crd: &Value| missing.is_none_or(|m| crd["metadata"]["name"] != m);
+        let (server, own_plane, kubeconfig) = match backend {
             Backend::Simulator => {
-                let server = TestApiServer::start(crds()).await.expect("the test API server starts");
+                let crds = crds().into_iter().filter(wanted).collect();
+                let server = TestApiServer::start(crds).await.expect("the test API server starts");
                 let path = workdir.join("kubeconfig.yaml");
                 std::fs::write(&path, server.kubeconfig_yaml()).expect("writing the kubeconfig");
-                (Some(server), path)
+                (Some(server), None, path)
             }
-            Backend::Envtest => (None, control_plane().await.admin_kubeconfig().to_path_buf()),
-            Backend::Cluster => (None, cluster_kubeconfig().expect("KSM_E2E_KUBECONFIG")),
+            Backend::Envtest if missing.is_some() => {
+                let plane = own_control_plane(|crd| wanted(crd)).await;
+                let path = plane.admin_kubeconfig().to_path_buf();
+                (None, Some(plane), path)
+            }
+            Backend::Envtest => (None, None, control_plane().await.admin_kubeconfig().to_path_buf()),
+            Backend::Cluster => (None, None, cluster_kubeconfig().expect("KSM_E2E_KUBECONFIG")),
         };
         report(test, &format!("runs in namespace {namespace}"));
         let objects = Objects::new(client_for(&kubeconfig).await);
-        let env = Self { objects, backend, server, namespace, kubeconfig, workdir };
+        let env = Self { objects, backend, server, own_plane, namespace, kubeconfig, workdir };
         if backend == Backend::Cluster {
             install_crds(&env.objects).await;
         }
@@ -252,7 +287,8 @@ impl Deref for Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
-        if !self.is_real_cluster() {
+        // A control plane of the test's own goes away with everything in it.
+        if !self.is_real_cluster() || self.own_plane.is_some() {
             return;
         }
         let (kubeconfig, namespace) = (self.kubeconfig.clone(), self.namespace.clone());
@@ -271,7 +307,11 @@ impl Drop for Env {
 /// Installs the CRDs for a real API server ([`real_server_crds`]) that it does not have from
 /// someone else, and waits until they are Established.
 pub async fn install_crds(objects: &Objects) {
-    for crd in real_server_crds() {
+    install_these_crds(objects, real_server_crds()).await;
+}
+
+async fn install_these_crds(objects: &Objects, crds: Vec<Value>) {
+    for crd in crds {
         let r = ObjRef::of(&crd);
         let theirs = objects.get(&r).await.is_some_and(|live| !managed_by(&live, CRD_MANAGER));
         if !theirs {

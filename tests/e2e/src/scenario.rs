@@ -41,14 +41,26 @@ impl Scenario {
 
     /// [`start`](Self::start), with `extra_args` for the adapter (e.g. `--shard-selector`).
     pub async fn start_with(test: &str, mode: Mode, extra_args: &[&str]) -> Self {
-        let env = Env::start(test).await;
+        Self::start_in(Env::start(test).await, mode, extra_args, true).await
+    }
+
+    /// A scenario on an API server without the AdapterPlugin CRD (observe mode): no
+    /// AdapterPlugin names the scenario SMP. `None` where that cannot run (see
+    /// [`Env::start_without_crd`]).
+    pub async fn start_without_adapter_plugin_crd(test: &str) -> Option<Self> {
+        let env = Env::start_without_crd(test, "adapterplugins.ksm.k0rdent.mirantis.com").await?;
+        Some(Self::start_in(env, Mode::Observe, &[], false).await)
+    }
+
+    async fn start_in(env: Env, mode: Mode, extra_args: &[&str], plugin: bool) -> Self {
         for template in service_templates(env.namespace()) {
             env.create(template).await;
         }
         for workload in [ADAPTER_NAME, PROVISIONER_NAME] {
             set_workload_ready(&env, workload, true).await;
         }
-        let smp = create_smp(&env, "flux", ADAPTER_NAME, (mode == Mode::Observe).then_some(true)).await;
+        let ready = (mode == Mode::Observe).then_some(true);
+        let smp = create_smp(&env, "flux", ADAPTER_NAME, ready, plugin).await;
         let adapter = Adapter::start_with(&env, mode, extra_args);
         Self { adapter, env, smp }
     }
@@ -71,7 +83,7 @@ impl Scenario {
     /// Creates another SMP, `<namespace>-<suffix>`, whose adapter is `adapter` (in the test's
     /// namespace), with `status.ready` set when given.
     pub async fn create_smp(&self, suffix: &str, adapter: &str, ready: Option<bool>) -> ObjRef {
-        create_smp(&self.env, suffix, adapter, ready).await
+        create_smp(&self.env, suffix, adapter, ready, true).await
     }
 
     /// Writes the scenario SMP's `status.ready`, as kcm would.
@@ -299,13 +311,16 @@ impl Deref for Scenario {
 
 /// Creates the SMP `<namespace>-<suffix>` naming `adapter`, with `status.ready` when given, and
 /// the AdapterPlugin of the same name serving it with the built-in Flux plugin.
-async fn create_smp(env: &Env, suffix: &str, adapter: &str, ready: Option<bool>) -> ObjRef {
+/// Creates the SMP `<namespace>-<suffix>` and, with `plugin`, the AdapterPlugin serving it with
+/// the built-in Flux plugin.
+async fn create_smp(env: &Env, suffix: &str, adapter: &str, ready: Option<bool>, plugin: bool) -> ObjRef {
     let name = format!("{}-{suffix}", env.namespace());
     let mut smp = fixtures::smp(&name, adapter, env.namespace());
     if let Some(ready) = ready {
         smp["status"] = fixtures::smp_status(ready);
     }
-    let plugin = fixtures::adapter_plugin(&name, env.namespace(), json!({"builtin": "flux"}), &[&name]);
-    env.create(plugin).await;
+    if plugin {
+        env.create(fixtures::adapter_plugin(&name, env.namespace(), json!({"builtin": "flux"}), &[&name])).await;
+    }
     ObjRef::of(&env.create(smp).await)
 }

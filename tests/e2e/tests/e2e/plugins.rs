@@ -138,8 +138,7 @@ async fn hostile_plugins_are_contained_and_flux_keeps_serving() {
     let provider = hostile_provider(&t).await;
     wait_plugin(&t, &provider, "ready", |p| p["status"]["ready"] == true).await;
     // Call failures: the plugin error is the ServiceSet's condition.
-    let failures =
-        [("loop", "time limit"), ("oom", "memory limit"), ("trap", "trapped"), ("huge", "over the output limit")];
+    let failures = [("loop", "time limit"), ("oom", "memory limit"), ("trap", "trapped"), ("huge", "its output limit")];
     // Output the host refuses: the service fails with the rule.
     let refusals = [
         ("forbidden-kind", "ClusterRoleBinding"),
@@ -197,13 +196,23 @@ async fn hostile_plugins_are_contained_and_flux_keeps_serving() {
     }
 }
 
+/// The SMP `<namespace>-<suffix>` (ready), with no AdapterPlugin, whose provisionerCRDs are
+/// `crds`; returns its name.
+async fn smp_without_plugin(t: &Scenario, suffix: &str, crds: Value) -> String {
+    let name = format!("{}-{suffix}", t.namespace());
+    let mut smp = fixtures::smp(&name, ksm_e2e::ADAPTER_NAME, t.namespace());
+    smp["spec"]["provisionerCRDs"] = crds;
+    smp["status"] = fixtures::smp_status(true);
+    t.create(smp).await;
+    name
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_provider_without_a_plugin_or_with_two_is_reported() {
     let t = Scenario::start("no-plugin", Mode::Observe).await;
-    let name = format!("{}-orphan", t.namespace());
-    let mut smp = fixtures::smp(&name, ksm_e2e::ADAPTER_NAME, t.namespace());
-    smp["status"] = fixtures::smp_status(true);
-    t.create(smp).await;
+    // An SMP for another CD tool never falls back to the built-in Flux plugin.
+    let argo = json!([{"group": "argoproj.io", "version": "v1alpha1", "resources": ["applications"]}]);
+    let name = smp_without_plugin(&t, "orphan", argo).await;
     t.create(fixtures::service_set(t.namespace(), "orphan", &name, json!([ingress_service()]))).await;
     let ss = t
         .wait_service_set("orphan", "PluginNotReady", |ss| {
@@ -268,4 +277,43 @@ async fn a_plugin_pulled_from_a_registry_by_digest_serves() {
     let error = refused["status"]["error"].as_str().unwrap();
     assert!(error.contains(sha256) && error.contains(&"0".repeat(64)), "{error}");
     assert_eq!(refused["status"]["ready"], false);
+}
+
+/// Flux's CRDs as an SMP's provisionerCRDs.
+fn flux_crds() -> Value {
+    json!([{"group": "helm.toolkit.fluxcd.io", "version": "v2", "resources": ["helmreleases"]}])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flux_provider_no_adapter_plugin_names_is_served_by_the_built_in_plugin_unless_turned_off() {
+    let t = Scenario::start("default-plugin", Mode::Observe).await;
+    let provider = smp_without_plugin(&t, "plain-flux", flux_crds()).await;
+    t.create(fixtures::service_set(t.namespace(), "by-default", &provider, json!([ingress_service()]))).await;
+    t.wait_converged("by-default").await;
+    assert!(t.child("by-default", "ingress-nginx").await.is_some(), "the built-in plugin made the HelmRelease");
+
+    // Turned off, the same SMP needs an AdapterPlugin.
+    let off = Scenario::start_with("no-default", Mode::Observe, &["--default-plugin", "none"]).await;
+    let provider = smp_without_plugin(&off, "plain-flux", flux_crds()).await;
+    off.create(fixtures::service_set(off.namespace(), "no-default", &provider, json!([ingress_service()]))).await;
+    let ss = off
+        .wait_service_set("no-default", "PluginNotReady", |ss| {
+            condition_is(ss, "ServicesTranslated", "False", "PluginNotReady")
+        })
+        .await;
+    assert!(condition_message(&ss, "ServicesTranslated").contains("no AdapterPlugin serves"), "{ss:#}");
+}
+
+/// Started where the AdapterPlugin CRD is not installed, the host still serves: the built-in
+/// Flux plugin serves the Flux SMP, `/readyz` is ready, and the log says what is missing.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_adapter_plugin_crd_the_built_in_flux_plugin_serves() {
+    let Some(t) = Scenario::start_without_adapter_plugin_crd("no-plugin-crd").await else { return };
+    t.create_service_set("no-crd", json!([ingress_service()])).await;
+    t.wait_converged("no-crd").await;
+    assert!(t.child("no-crd", "ingress-nginx").await.is_some(), "the built-in plugin made the HelmRelease");
+    let (status, body) = ksm_e2e::adapter::http_get(&format!("{}/readyz", t.adapter().metrics_url())).await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    let log = std::fs::read_to_string(t.adapter().log_path()).unwrap();
+    assert!(log.contains("cannot watch AdapterPlugin") && log.contains("is its CRD installed?"), "{log}");
 }

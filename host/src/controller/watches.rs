@@ -1,0 +1,111 @@
+//! The health of every watch the host runs (its own kinds and the plugins' kinds), so that a
+//! wait for a cache never hangs silently: a watch that fails is logged within seconds (when its
+//! error first appears or changes, and when it recovers) and named on `/readyz`.
+
+use kube::runtime::watcher;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Watches failing now: kind, and their latest error with what to do about it.
+#[derive(Default)]
+pub struct WatchHealth(Mutex<BTreeMap<String, Failure>>);
+
+/// Why a watch fails.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The error, explained.
+    pub message: String,
+    /// The API server does not serve the kind (404): its CRD is not installed.
+    pub absent: bool,
+}
+
+impl WatchHealth {
+    /// Records what the watch of `kind` delivered: an error marks it failing, anything else
+    /// healthy.
+    pub fn observe<K>(&self, kind: &str, result: &Result<watcher::Event<K>, watcher::Error>) {
+        match result {
+            Ok(_) => self.healthy(kind),
+            Err(error) => self.failed(kind, explain(kind, error)),
+        }
+    }
+
+    fn failed(&self, kind: &str, failure: Failure) {
+        let mut failing = self.lock();
+        if failing.get(kind) != Some(&failure) {
+            tracing::warn!(kind, "cannot watch {kind}: {}", failure.message);
+            failing.insert(kind.to_string(), failure);
+        }
+    }
+
+    fn healthy(&self, kind: &str) {
+        if self.lock().remove(kind).is_some() {
+            tracing::info!(kind, "the watch of {kind} works again");
+        }
+    }
+
+    /// Why the watch of `kind` fails, if it does.
+    pub fn failure(&self, kind: &str) -> Option<Failure> {
+        self.lock().get(kind).cloned()
+    }
+
+    /// The failing watches, `kind: message` each, skipping those `optional` says may be absent.
+    pub fn problems(&self, optional: impl Fn(&str, &Failure) -> bool) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|(kind, f)| !optional(kind, f))
+            .map(|(kind, f)| format!("{kind}: {}", f.message))
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Failure>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The HTTP status of a failed list or watch, if the API server answered one.
+pub fn status_code(error: &watcher::Error) -> Option<u16> {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.code),
+        watcher::Error::WatchError(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// `error` with what it most likely means for the watch of `kind`.
+fn explain(kind: &str, error: &watcher::Error) -> Failure {
+    let absent = status_code(error) == Some(404);
+    let hint = match status_code(error) {
+        Some(404) => format!(" (the API server does not serve {kind}: is its CRD installed?)"),
+        Some(403) => format!(" (the host's RBAC does not let it list and watch {kind}: check its ClusterRole)"),
+        _ => String::new(),
+    };
+    Failure { message: format!("{error}{hint}"), absent }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn refused(code: u16) -> Result<watcher::Event<()>, watcher::Error> {
+        let status = Status::failure("refused", "Refused").with_code(code).boxed();
+        Err(watcher::Error::InitialListFailed(kube::Error::Api(status)))
+    }
+
+    #[test]
+    fn a_failing_watch_is_named_with_a_hint_until_it_works_again() {
+        let health = WatchHealth::default();
+        health.observe("AdapterPlugin", &refused(404));
+        health.observe("HelmRelease", &refused(403));
+        let absent = health.failure("AdapterPlugin").unwrap();
+        assert!(absent.absent && absent.message.contains("is its CRD installed?"), "{absent:?}");
+        let problems = health.problems(|_, _| false);
+        assert_eq!(problems.len(), 2);
+        assert!(problems[1].starts_with("HelmRelease: ") && problems[1].contains("RBAC"), "{problems:?}");
+        assert_eq!(health.problems(|kind, f| kind == "AdapterPlugin" && f.absent).len(), 1);
+        health.observe("HelmRelease", &Ok(watcher::Event::<()>::InitDone));
+        assert_eq!(health.failure("HelmRelease"), None);
+    }
+}
