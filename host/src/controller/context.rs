@@ -66,6 +66,8 @@ pub struct Context {
     pub failures: Arc<Failures>,
     /// The reconciles running now, for `/healthz`.
     pub in_flight: InFlight,
+    /// This installation's finalizer on the ServiceSets it serves.
+    pub finalizer: String,
     /// Turns true once [`prepare`] is done.
     ready: watch::Sender<bool>,
 }
@@ -85,6 +87,7 @@ impl Context {
             wake,
             metrics,
             events: Events::new(client.clone(), &settings.identity.name),
+            finalizer: super::finalizer::of(&settings.identity),
             client,
             settings,
             caches,
@@ -119,7 +122,9 @@ impl Context {
     /// The served ServiceSets (those carrying the host's finalizer) by state, for metrics.
     pub fn service_set_states(&self) -> [(&'static str, i64); 3] {
         let (mut deployed, mut failed, mut progressing) = (0, 0, 0);
-        for service_set in self.caches.service_sets.state().iter().filter(|ss| super::finalizer::has(ss)) {
+        for service_set in
+            self.caches.service_sets.state().iter().filter(|ss| super::finalizer::has(ss, &self.finalizer))
+        {
             let status = service_set.status.as_ref();
             if status.is_some_and(|s| s.deployed) {
                 deployed += 1;

@@ -83,7 +83,12 @@ pub fn error_policy(service_set: Arc<ServiceSet>, error: &Error, ctx: Arc<Contex
 async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Action, Error> {
     let api = Api::<ServiceSet>::namespaced(ctx.client.clone(), &service_set.namespace().unwrap_or_default());
     let smp = ctx.caches.providers.get(&ObjectRef::new(&service_set.spec.provider.name));
-    let ours = finalizer::has(service_set);
+    let mine = finalizer::has(service_set, &ctx.finalizer);
+    // Another installation's finalizer is never ours; the shared one of older hosts is the
+    // business of the host the SMP names.
+    let legacy = finalizer::has(service_set, finalizer::LEGACY)
+        && smp.as_ref().is_none_or(|smp| ctx.settings.is_adapter_of(smp));
+    let ours = mine || legacy;
     if service_set.meta().deletion_timestamp.is_some() {
         // Ours to clean up even if the SMP is gone or no longer names this host.
         return if ours { clean_up(service_set, ctx, &api).await } else { Ok(Action::await_change()) };
@@ -104,8 +109,8 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
         None if ours => {}
         None => return Ok(Action::await_change()),
     }
-    if !ours {
-        finalizer::add(&api, service_set).await.map_err(stale_or_api)?;
+    if !mine {
+        finalizer::add(&api, service_set, &ctx.finalizer).await.map_err(stale_or_api)?;
         return Ok(Action::await_change()); // the finalizer's write comes back through the watch
     }
     let serving = match ctx.serving(service_set) {
@@ -247,7 +252,7 @@ async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<S
     }
     // Its claims go only now, so a waiting loser never installs beside an uninstalling winner.
     ctx.arbiter.release(service_set);
-    finalizer::remove(api, service_set).await.map_err(stale_or_api)?;
+    finalizer::remove(api, service_set, &ctx.finalizer).await.map_err(stale_or_api)?;
     tracing::info!("children gone; finalizer removed");
     Ok(Action::await_change())
 }

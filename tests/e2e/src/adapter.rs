@@ -101,6 +101,16 @@ impl Adapter {
     /// [`start_with`](Self::start_with) with another identity: `kubeconfig` instead of the
     /// test's own (e.g. a ServiceAccount's token, to run under the chart's RBAC).
     pub fn start_as(env: &Env, kubeconfig: &Path, mode: Mode, extra_args: &[&str]) -> Self {
+        Self::spawn(env, kubeconfig, ADAPTER_NAME, mode, extra_args)
+    }
+
+    /// [`start_with`](Self::start_with) as another adapter installation: `--adapter-name
+    /// name` (in the test's namespace), which SMPs naming `ksm-adapter` do not name.
+    pub fn start_named(env: &Env, name: &str, mode: Mode, extra_args: &[&str]) -> Self {
+        Self::spawn(env, env.kubeconfig(), name, mode, extra_args)
+    }
+
+    fn spawn(env: &Env, kubeconfig: &Path, name: &str, mode: Mode, extra_args: &[&str]) -> Self {
         let (log, file) = new_log(env.workdir());
         let stderr = file.try_clone().expect("a second handle on the log");
         let metrics = free_port();
@@ -108,7 +118,7 @@ impl Adapter {
             .arg("run")
             .arg("--kubeconfig")
             .arg(kubeconfig)
-            .args(["--adapter-name", ADAPTER_NAME, "--adapter-namespace", env.namespace(), "--mode", mode.flag()])
+            .args(["--adapter-name", name, "--adapter-namespace", env.namespace(), "--mode", mode.flag()])
             .args(["--metrics-bind-address", &metrics.to_string()])
             .args(extra_args)
             .env("KSM_LOG", log_filter())

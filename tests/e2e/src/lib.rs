@@ -51,8 +51,13 @@ pub use scenario::Scenario;
 pub const ADAPTER_NAME: &str = "ksm-adapter";
 /// The label an SMP's selector matches on ServiceSets.
 pub const ADAPTER_LABEL: &str = "ksm.k0rdent.mirantis.com/adapter";
-/// The host's finalizer on the ServiceSets it serves.
-pub const HOST_FINALIZER: &str = "ksm.k0rdent.mirantis.com/finalizer";
+/// The finalizer of adapter `name` in `namespace` on the ServiceSets it serves (one per
+/// installation; the tests' names are short enough to be kept whole).
+pub fn host_finalizer(namespace: &str, name: &str) -> String {
+    let finalizer = format!("ksm.k0rdent.mirantis.com/{namespace}.{name}");
+    assert!(finalizer.len() - "ksm.k0rdent.mirantis.com/".len() <= 63, "{finalizer} would be shortened");
+    finalizer
+}
 /// Field manager of the host's server-side applies.
 pub const FIELD_MANAGER: &str = "ksm-adapter";
 /// Label on every child: managed by the host.

@@ -21,7 +21,7 @@ use crate::status::{
 };
 use crate::wait::poll;
 use crate::writes::{Writes, writes_during};
-use crate::{ADAPTER_NAME, HOST_FINALIZER, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, WAIT};
+use crate::{ADAPTER_NAME, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, WAIT, host_finalizer};
 
 /// A running scenario. Fields drop in order: the adapter is stopped before the environment is
 /// cleaned up.
@@ -68,6 +68,11 @@ impl Scenario {
     /// Starts another adapter process (same identity) with `extra_args`, in observe mode.
     pub fn start_another_adapter(&self, extra_args: &[&str]) -> Adapter {
         Adapter::start_with(&self.env, Mode::Observe, extra_args)
+    }
+
+    /// The finalizer of the scenario's adapter.
+    pub fn host_finalizer(&self) -> String {
+        host_finalizer(self.namespace(), ADAPTER_NAME)
     }
 
     /// The SMP serving the scenario's ServiceSets.
@@ -219,7 +224,7 @@ impl Scenario {
     /// it. Returns the translation.
     pub async fn wait_converged(&self, name: &str) -> Expected {
         self.wait_service_set(name, "host finalizer, translated, a status per service", |ss| {
-            has_finalizer(ss, HOST_FINALIZER)
+            has_finalizer(ss, &self.host_finalizer())
                 && condition_is(ss, "ServicesTranslated", "True", "Succeeded")
                 && condition_is_current(ss, "ServicesTranslated")
                 && status_service_names(ss) == spec_service_names(ss)

@@ -35,7 +35,7 @@ use ksm_e2e::flux::FluxState;
 use ksm_e2e::objects::{Kind, ObjRef};
 use ksm_e2e::status::{condition_is, condition_message, generation, has_finalizer, service_state};
 use ksm_e2e::wait::poll;
-use ksm_e2e::{ADAPTER_NAME, HOST_FINALIZER, SERVICE_SET_LABEL, TEST_NAMESPACE_LABEL, WAIT};
+use ksm_e2e::{ADAPTER_NAME, SERVICE_SET_LABEL, TEST_NAMESPACE_LABEL, WAIT, host_finalizer};
 use ksm_test_apiserver::Access;
 use serde_json::{Value, json};
 
@@ -324,7 +324,8 @@ async fn run_scenario(test: &str, rules: &ChartRules, mode: Mode) -> Option<Obse
     let ss = ObjRef::new(Kind::ServiceSet, &ns, "web");
     env.create(fixtures::service_set(&ns, "web", &smp_name, two_services())).await;
     t.object("host finalizer, translated", &ss, |ss| {
-        has_finalizer(ss, HOST_FINALIZER) && condition_is(ss, "ServicesTranslated", "True", "Succeeded")
+        has_finalizer(ss, &host_finalizer(&ns, ADAPTER_NAME))
+            && condition_is(ss, "ServicesTranslated", "True", "Succeeded")
     })
     .await;
     let children = t.children("web", 2).await;

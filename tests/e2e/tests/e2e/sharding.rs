@@ -3,7 +3,7 @@
 
 use ksm_e2e::fixtures::two_services;
 use ksm_e2e::status::has_finalizer;
-use ksm_e2e::{HOST_FINALIZER, Mode, Scenario};
+use ksm_e2e::{Mode, Scenario};
 use serde_json::json;
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ async fn two_shards_never_touch_each_others_service_sets() {
     // Shard a has had time to see web-b (same watch, same provider) and must leave it alone.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let untouched = t.must_get(&t.service_set("web-b")).await;
-    assert!(!has_finalizer(&untouched, HOST_FINALIZER), "shard a took web-b: {untouched:#}");
+    assert!(!has_finalizer(&untouched, &t.host_finalizer()), "shard a took web-b: {untouched:#}");
     assert!(untouched.get("status").is_none_or(|s| s.is_null()), "shard a wrote web-b's status: {untouched:#}");
     assert!(t.children("web-b").await.is_empty(), "shard a applied web-b's children");
 
