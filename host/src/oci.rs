@@ -22,6 +22,24 @@ pub const CNCF_LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// Config media type of the CNCF wasm artifact layout.
 pub const CNCF_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 
+/// What one pull may take: the size of the component (checked against the layer descriptor
+/// before downloading, and again while downloading, should the registry send more) and the time
+/// of the whole pull, retries included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PullBounds {
+    /// Bytes of the WASM layer.
+    pub size: u64,
+    /// Wall time of the pull.
+    pub deadline: Duration,
+}
+
+impl Default for PullBounds {
+    /// 64 MiB (interpreted languages' components run to tens of MiB) and two minutes.
+    fn default() -> Self {
+        Self { size: 64 << 20, deadline: Duration::from_secs(120) }
+    }
+}
+
 /// Waits between attempts of a registry operation failing transiently (so 3 attempts in all).
 const BACKOFF: [Duration; 2] = [Duration::from_millis(200), Duration::from_millis(800)];
 /// Registries reached over plain HTTP.
@@ -57,6 +75,12 @@ pub enum OciError {
         "registry unavailable for {reference} after {attempts} attempts: {message}: check that the registry is reachable"
     )]
     Unavailable { reference: String, attempts: usize, message: String },
+    /// The layer is larger than the pull may take.
+    #[error("{reference} is at least {size} bytes, over the limit of {limit} bytes for a plugin component")]
+    TooLarge { reference: String, size: u64, limit: u64 },
+    /// The pull did not finish in time.
+    #[error("pulling {reference} did not finish within {}s: check that the registry is reachable and answers", deadline.as_secs())]
+    TimedOut { reference: String, deadline: Duration },
     /// Any other registry error.
     #[error("registry error for {reference}: {message}")]
     Registry { reference: String, message: String },
@@ -181,29 +205,80 @@ pub fn pin(reference: &str, digest: &str) -> Result<String, OciError> {
 /// Pulls the one WASM layer of `reference` and verifies it: against the layer descriptor's
 /// digest, the manifest digest when `reference` is `...@sha256:...`, and `expected_sha256` (hex,
 /// optionally `sha256:`-prefixed) when given.
+/// The pull is bounded by `bounds`.
 pub async fn pull(
     reference: &str,
     credentials: &Credentials,
     expected_sha256: Option<&str>,
+    bounds: PullBounds,
 ) -> Result<Pulled, OciError> {
     let image = parse(reference)?;
     let client = client(&image, reference)?;
     let auth = credentials.auth();
-    let pulled = with_retry(reference, || async {
+    let too_large = |size| OciError::TooLarge { reference: reference.into(), size, limit: bounds.size };
+    let attempts = with_retry(reference, || async {
         let (manifest, manifest_digest) =
             client.pull_image_manifest(&image, &auth).await.map_err(|e| classify(reference, e))?;
         let layer = wasm_layer(&manifest).map_err(|reason| OciError::Layout { reference: reference.into(), reason })?;
-        let mut bytes = Vec::new();
-        client.pull_blob(&image, layer, &mut bytes).await.map_err(|e| classify(reference, e))?;
-        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let declared = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        if declared > bounds.size {
+            return Err(too_large(declared));
+        }
+        let mut sink = Capped { bytes: Vec::new(), limit: bounds.size, refused: None };
+        let pulled = client.pull_blob(&image, layer, &mut sink).await;
+        if let Some(size) = sink.refused {
+            return Err(too_large(size));
+        }
+        pulled.map_err(|e| classify(reference, e))?;
+        let sha256 = hex::encode(Sha256::digest(&sink.bytes));
         check_sha256(reference, "layer digest", &layer.digest, &sha256)?;
-        Ok(Pulled { bytes, sha256, manifest_digest })
-    })
-    .await?;
+        Ok(Pulled { bytes: sink.bytes, sha256, manifest_digest })
+    });
+    let pulled = tokio::time::timeout(bounds.deadline, attempts)
+        .await
+        .map_err(|_| OciError::TimedOut { reference: reference.into(), deadline: bounds.deadline })??;
     if let Some(expected) = expected_sha256 {
         check_sha256(reference, "sha256", expected, &pulled.sha256)?;
     }
     Ok(pulled)
+}
+
+/// A download sink that refuses to grow past `limit` bytes.
+struct Capped {
+    bytes: Vec<u8>,
+    limit: u64,
+    /// The size it would have grown to, when it refused.
+    refused: Option<u64>,
+}
+
+impl tokio::io::AsyncWrite for Capped {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let size = self.bytes.len() as u64 + buf.len() as u64;
+        if size > self.limit {
+            self.refused = Some(size);
+            return std::task::Poll::Ready(Err(std::io::Error::other("the layer exceeds the size limit")));
+        }
+        self.bytes.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
 }
 
 /// The manifest digest (`sha256:...`) `reference` points at now.
@@ -389,6 +464,31 @@ fn with_sources(error: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_registry_that_never_answers_times_out_at_the_deadline() {
+        // Connections are accepted (the listen backlog) and never answered.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let reference = format!("127.0.0.1:{}/plugins/flux:v1", silent.local_addr().unwrap().port());
+        let bounds = PullBounds { deadline: Duration::from_millis(500), ..PullBounds::default() };
+        let started = std::time::Instant::now();
+        let error = pull(&reference, &Credentials::anonymous(), None, bounds).await.unwrap_err();
+        assert!(matches!(error, OciError::TimedOut { .. }), "{error}");
+        assert!(error.to_string().contains("did not finish within 0s"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_download_sink_refuses_to_grow_past_its_limit() {
+        use tokio::io::AsyncWriteExt;
+        let mut sink = Capped { bytes: Vec::new(), limit: 10, refused: None };
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(async {
+            sink.write_all(b"0123456789").await.unwrap();
+            assert!(sink.write_all(b"x").await.is_err());
+        });
+        assert_eq!((sink.bytes.len(), sink.refused), (10, Some(11)));
+    }
+
     fn descriptor(media_type: &str) -> OciDescriptor {
         OciDescriptor { media_type: media_type.into(), digest: "sha256:00".into(), ..OciDescriptor::default() }
     }
@@ -467,7 +567,9 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_registry_is_retried_then_reported() {
         // Nothing listens on port 9 (discard) of the loopback.
-        let error = pull("127.0.0.1:9/plugins/flux:v1", &Credentials::anonymous(), None).await.unwrap_err();
+        let error = pull("127.0.0.1:9/plugins/flux:v1", &Credentials::anonymous(), None, PullBounds::default())
+            .await
+            .unwrap_err();
         assert!(matches!(error, OciError::Unavailable { attempts: 3, .. }), "{error}");
         assert!(error.to_string().contains("127.0.0.1:9/plugins/flux:v1"), "{error}");
     }

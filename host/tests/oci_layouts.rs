@@ -2,7 +2,7 @@
 //! on loopback: the older wasm-to-oci layout is accepted, an artifact without a WASM layer is not.
 //! Skipped (with a note) when `docker-registry` is not installed; CI installs it.
 
-use ksm_adapter::oci::{self, Credentials, OciError};
+use ksm_adapter::oci::{self, Credentials, OciError, PullBounds};
 use ksm_e2e::registry::{self, Registry};
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::manifest::{IMAGE_LAYER_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
@@ -36,14 +36,17 @@ async fn pull_accepts_the_older_wasm_layout() {
     let reference = format!("{}/plugins/flux-v1-layout:v1", registry.host());
     push_layer(&reference, flux, WASM_LAYER_MEDIA_TYPE).await;
 
-    let pulled = oci::pull(&reference, &Credentials::anonymous(), None).await.expect("pulling the older layout");
+    let pulled = oci::pull(&reference, &Credentials::anonymous(), None, PullBounds::default())
+        .await
+        .expect("pulling the older layout");
     assert_eq!(pulled.bytes, flux);
     let digest = oci::resolve(&reference, &Credentials::anonymous()).await.expect("resolving the tag");
     assert_eq!(digest, pulled.manifest_digest);
 
     let pinned = oci::pin(&reference, &digest).unwrap();
-    let by_digest =
-        oci::pull(&pinned, &Credentials::anonymous(), Some(&pulled.sha256)).await.expect("pulling by digest");
+    let by_digest = oci::pull(&pinned, &Credentials::anonymous(), Some(&pulled.sha256), PullBounds::default())
+        .await
+        .expect("pulling by digest");
     assert_eq!(by_digest, pulled);
 }
 
@@ -53,7 +56,7 @@ async fn pull_refuses_an_artifact_without_a_wasm_layer() {
     let reference = format!("{}/plugins/tarball:v1", registry.host());
     push_layer(&reference, b"not a plugin", IMAGE_LAYER_MEDIA_TYPE).await;
 
-    let error = oci::pull(&reference, &Credentials::anonymous(), None).await.unwrap_err();
+    let error = oci::pull(&reference, &Credentials::anonymous(), None, PullBounds::default()).await.unwrap_err();
     assert!(matches!(error, OciError::Layout { .. }), "{error}");
     assert!(error.to_string().contains(IMAGE_LAYER_MEDIA_TYPE), "{error}");
 }

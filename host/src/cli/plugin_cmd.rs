@@ -62,6 +62,10 @@ pub enum PluginCommand {
         /// `push` and `inspect`.
         #[arg(long)]
         sha256: Option<String>,
+        /// Largest component to download, in KiB (checked against the manifest before
+        /// downloading); the controller uses the default.
+        #[arg(long, default_value_t = oci::PullBounds::default().size >> 10)]
+        max_kib: u64,
         #[command(flatten)]
         registry: RegistryArgs,
     },
@@ -211,9 +215,10 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             print_yaml(&json!({ "reference": oci::pin(&reference, &digest)?, "sha256": sha256 }))?;
             Ok(ExitCode::SUCCESS)
         }
-        PluginCommand::Pull { reference, output, sha256, registry } => {
+        PluginCommand::Pull { reference, output, sha256, max_kib, registry } => {
             let credentials = registry.credentials(&reference)?;
-            let pulled = block_on(oci::pull(&reference, &credentials, sha256.as_deref()))?;
+            let bounds = oci::PullBounds { size: max_kib << 10, ..Default::default() };
+            let pulled = block_on(oci::pull(&reference, &credentials, sha256.as_deref(), bounds))?;
             runtime
                 .load(&pulled.bytes, Limits::default())
                 .with_context(|| format!("{reference} does not load as a plugin; nothing written"))?;

@@ -1,25 +1,31 @@
-//! Consecutive failed rounds per ServiceSet, for the retry backoff. An entry leaves when a round
-//! succeeds or the ServiceSet is gone, so the map holds only live, failing ServiceSets.
+//! Consecutive failed rounds per object (ServiceSet, AdapterPlugin), for the retry backoff. An
+//! entry leaves when a round succeeds or the object is gone, so the map holds only live, failing
+//! objects.
 
-use crate::k0rdent::ServiceSet;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Retries of a ServiceSet that keeps failing start here and double up to [`MAX_BACKOFF`].
+/// Retries of an object that keeps failing start here and double up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-/// The longest wait between retries of a failing ServiceSet.
+/// The longest wait between retries of a failing object.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// Failed rounds by ServiceSet.
-#[derive(Default)]
-pub struct Failures(Mutex<HashMap<ObjectRef<ServiceSet>, u32>>);
+/// Failed rounds by object.
+pub struct Failures<K: Lookup<DynamicType = ()>>(Mutex<HashMap<ObjectRef<K>, u32>>);
 
-impl Failures {
-    /// Counts a failed round of `key`; returns how long to wait before the next.
-    pub fn failed(&self, key: &ObjectRef<ServiceSet>) -> (u32, Duration) {
+impl<K: Lookup<DynamicType = ()>> Default for Failures<K> {
+    fn default() -> Self {
+        Self(Mutex::default())
+    }
+}
+
+impl<K: Lookup<DynamicType = ()> + Clone> Failures<K> {
+    /// Counts a failed round of `key`; returns how many in a row and how long to wait before
+    /// the next.
+    pub fn failed(&self, key: &ObjectRef<K>) -> (u32, Duration) {
         let mut map = self.lock();
         let count = map.entry(key.clone()).or_insert(0);
         *count += 1;
@@ -27,27 +33,27 @@ impl Failures {
     }
 
     /// Forgets `key`'s failures after a round that succeeded.
-    pub fn succeeded(&self, key: &ObjectRef<ServiceSet>) {
+    pub fn succeeded(&self, key: &ObjectRef<K>) {
         self.lock().remove(key);
     }
 
-    /// Forgets ServiceSets that are gone: the one a `Delete` event names, and after a relist
+    /// Forgets objects that are gone: the one a `Delete` event names, and after a relist
     /// (which reports no deletions) those no longer in `store`, which already holds the list.
-    pub fn forget_gone(&self, store: &Store<ServiceSet>, event: &watcher::Event<ServiceSet>) {
+    pub fn forget_gone(&self, store: &Store<K>, event: &watcher::Event<K>) {
         match event {
-            watcher::Event::Delete(service_set) => self.succeeded(&ObjectRef::from_obj(service_set)),
+            watcher::Event::Delete(object) => self.succeeded(&ObjectRef::from_obj(object)),
             watcher::Event::InitDone => self.lock().retain(|key, _| store.get(key).is_some()),
             _ => {}
         }
     }
 
-    /// ServiceSets with failures on record.
+    /// Objects with failures on record.
     #[cfg(test)]
     fn len(&self) -> usize {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<ServiceSet>, u32>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<K>, u32>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -60,6 +66,7 @@ fn delay(failures: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k0rdent::ServiceSet;
     use kube::runtime::reflector;
 
     fn service_set(name: &str) -> ServiceSet {
@@ -82,7 +89,7 @@ mod tests {
     #[test]
     fn entries_of_deleted_service_sets_leave_the_map() {
         let (store, mut writer) = reflector::store();
-        let failures = Failures::default();
+        let failures = Failures::<ServiceSet>::default();
         let [a, b, c] = ["a", "b", "c"].map(service_set);
         for ss in [&a, &b, &c] {
             writer.apply_watcher_event(&watcher::Event::Apply(ss.clone()));

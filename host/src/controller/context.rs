@@ -63,7 +63,9 @@ pub struct Context {
     /// What the host found when it looked at SMPs itself (discovery, RBAC, diagnoses).
     pub provider_cache: ProviderCache,
     /// Consecutive failed reconciles per ServiceSet, for the retry backoff.
-    pub failures: Arc<Failures>,
+    pub failures: Arc<Failures<ServiceSet>>,
+    /// Consecutive failed loads per AdapterPlugin, for the retry backoff.
+    pub plugin_failures: Arc<Failures<AdapterPlugin>>,
     /// The reconciles running now, for `/healthz`.
     pub in_flight: InFlight,
     /// This installation's finalizer on the ServiceSets it serves.
@@ -79,7 +81,8 @@ impl Context {
         plugins: Plugins,
         settings: Settings,
         caches: Caches,
-        (arbiter, wake, failures): (Arc<Arbiter>, Waker, Arc<Failures>),
+        (arbiter, wake): (Arc<Arbiter>, Waker),
+        (failures, plugin_failures): (Arc<Failures<ServiceSet>>, Arc<Failures<AdapterPlugin>>),
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
@@ -95,6 +98,7 @@ impl Context {
             rules: RuleCache::new(),
             provider_cache: ProviderCache::default(),
             failures,
+            plugin_failures,
             in_flight: InFlight::default(),
             ready: watch::channel(false).0,
         }

@@ -164,10 +164,13 @@ pub async fn run(
     let (providers, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
     let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
     let (gone, deleted_plugins) = unbounded();
-    let (adapter_plugins, plugin_events, plugins_listed) = cache(all()).start::<AdapterPlugin>(move |_, event| {
+    let plugin_failures = Arc::new(Failures::default());
+    let forgotten = plugin_failures.clone();
+    let (adapter_plugins, plugin_events, plugins_listed) = cache(all()).start::<AdapterPlugin>(move |store, event| {
         if let watcher::Event::Delete(plugin) = event {
             let _ = gone.unbounded_send(plugin.name_any());
         }
+        forgotten.forget_gone(store, event);
     });
     let provider_changed = Arc::new(Notify::new());
     let notify = provider_changed.clone();
@@ -184,7 +187,15 @@ pub async fn run(
         health,
     };
     let plugins = Plugins::new(runtime, limits, plugin_wake);
-    let ctx = Arc::new(Context::new(client.clone(), plugins, settings, caches, (arbiter, wake, failures), metrics));
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        plugins,
+        settings,
+        caches,
+        (arbiter, wake),
+        (failures, plugin_failures),
+        metrics,
+    ));
     let _ = serving.set(ctx.clone());
     let listed = vec![service_sets_listed, providers_listed, templates_listed];
     tokio::spawn(context::prepare(ctx.clone(), listed, plugins_listed));

@@ -31,10 +31,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-/// How long to wait before trying again after a failed fetch or validation (a registry that is
-/// down, a CRD not installed yet; a ConfigMap that appears is also picked up by its watch).
-const FETCH_RETRY: Duration = Duration::from_secs(30);
-
 /// How long a load waits for the caches of a plugin's kinds to list.
 const LIST_WAIT: Duration = Duration::from_secs(15);
 
@@ -257,10 +253,15 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<Context>) -> Result<
     ctx.metrics.reconciled("AdapterPlugin", started, written.is_ok() && attempt.is_ok());
     written?;
     let polled = plugin.spec.source.oci.as_ref().is_some_and(|o| o.pull_policy == PullPolicy::Always);
+    let key = ObjectRef::from_obj(&*plugin);
     Ok(match &attempt {
-        Err((Step::Fetch | Step::Validate, _)) => Action::requeue(FETCH_RETRY),
-        _ if polled => Action::requeue(ctx.settings.oci_poll),
-        _ => Action::await_change(),
+        // Fetching, compiling (metadata included) and validating may all fail for a while: a
+        // registry down, a pool of instances busy, a CRD not installed yet.
+        Err(_) => Action::requeue(ctx.plugin_failures.failed(&key).1),
+        Ok(()) => {
+            ctx.plugin_failures.succeeded(&key);
+            if polled { Action::requeue(ctx.settings.oci_poll) } else { Action::await_change() }
+        }
     })
 }
 
@@ -319,8 +320,9 @@ async fn fetch(
                     return Ok((previous.bytes.clone(), previous.pulled.clone()));
                 }
             }
-            let pulled =
-                oci::pull(&source.url, &credentials, source.sha256.as_deref()).await.map_err(|e| e.to_string())?;
+            let pulled = oci::pull(&source.url, &credentials, source.sha256.as_deref(), oci::PullBounds::default())
+                .await
+                .map_err(|e| e.to_string())?;
             Ok((Arc::from(pulled.bytes), Some((source.url.clone(), pulled.manifest_digest))))
         }
     }

@@ -91,6 +91,17 @@ fn pull_with_a_wrong_sha256_fails_naming_both_digests() {
 }
 
 #[test]
+fn a_component_over_the_size_limit_is_refused_before_it_is_downloaded() {
+    let registry = Registry::start();
+    let output = workdir("too-large").join("flux.wasm");
+    let tag = format!("{}/plugins/flux:v1", registry.host());
+    push_flux(&tag, &[]);
+    let stderr = failing(&["plugin", "pull", &tag, "-o", output.to_str().unwrap(), "--max-kib", "100"]);
+    assert!(stderr.contains("over the limit of 102400 bytes for a plugin component"), "{stderr}");
+    assert!(!output.exists(), "nothing is written");
+}
+
+#[test]
 fn pull_of_a_missing_tag_fails_clearly() {
     let registry = Registry::start();
     let output = workdir("missing-tag").join("flux.wasm");
