@@ -8,6 +8,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 /// The API group of the host's own kinds.
 pub const GROUP: &str = "ksm.k0rdent.mirantis.com";
@@ -102,14 +103,18 @@ pub struct ConfigMapSource {
     pub name: String,
     /// The `binaryData` key.
     pub key: String,
+    /// The hex sha256 (optionally `sha256:`-prefixed) the component's bytes must have: bytes
+    /// that differ are refused, and the previous version keeps serving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 impl ConfigMapSource {
-    /// The component in `config_map` (this source's ConfigMap), or what is missing.
+    /// The component in `config_map` (this source's ConfigMap), or what is missing or wrong.
     pub fn bytes_in(&self, config_map: &ConfigMap) -> Result<Vec<u8>, String> {
         let binary = config_map.binary_data.as_ref();
         match binary.and_then(|b| b.get(&self.key)) {
-            Some(bytes) => Ok(bytes.0.clone()),
+            Some(bytes) => self.pinned(&bytes.0).map(|()| bytes.0.clone()),
             None => Err(format!(
                 "spec.source.configMap: ConfigMap {}/{} has no binaryData key {:?} (it has {:?})",
                 self.namespace,
@@ -118,6 +123,20 @@ impl ConfigMapSource {
                 binary.map(|b| b.keys().collect::<Vec<_>>()).unwrap_or_default()
             )),
         }
+    }
+
+    /// Whether `bytes` have the pinned sha256, if one is.
+    fn pinned(&self, bytes: &[u8]) -> Result<(), String> {
+        let Some(expected) = &self.sha256 else { return Ok(()) };
+        let expected = expected.strip_prefix("sha256:").unwrap_or(expected).to_ascii_lowercase();
+        let actual = hex::encode(Sha256::digest(bytes));
+        if expected == actual {
+            return Ok(());
+        }
+        Err(format!(
+            "spec.source.configMap.sha256: ConfigMap {}/{} key {:?} has sha256:{actual}, not the pinned sha256:{expected}",
+            self.namespace, self.name, self.key
+        ))
     }
 }
 
@@ -234,6 +253,27 @@ pub fn crd_yaml() -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_config_map_source_pinned_by_sha256_refuses_other_bytes() {
+        let config_map: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "argocd", "namespace": "kcm-system"},
+            "binaryData": {"plugin.wasm": "AGFzbQ=="},
+        }))
+        .unwrap();
+        let sha256 = hex::encode(Sha256::digest(b"\0asm"));
+        let source = |pin: Option<String>| ConfigMapSource {
+            namespace: "kcm-system".into(),
+            name: "argocd".into(),
+            key: "plugin.wasm".into(),
+            sha256: pin,
+        };
+        assert_eq!(source(None).bytes_in(&config_map).unwrap(), b"\0asm");
+        assert!(source(Some(format!("sha256:{}", sha256.to_uppercase()))).bytes_in(&config_map).is_ok());
+        let error = source(Some("0".repeat(64))).bytes_in(&config_map).unwrap_err();
+        assert!(error.contains(&format!("has sha256:{sha256}, not the pinned sha256:{}", "0".repeat(64))), "{error}");
+        assert!(error.starts_with("spec.source.configMap.sha256: ConfigMap kcm-system/argocd"), "{error}");
+    }
 
     #[test]
     fn crds_dir_is_up_to_date() {

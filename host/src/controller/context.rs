@@ -4,6 +4,7 @@
 use super::arbiter::Arbiter;
 use super::backoff::Failures;
 use super::children::{ChildKinds, Waker};
+use super::config_maps::ConfigMapWatches;
 use super::events::Events;
 use super::liveness::InFlight;
 use super::plugins::{self, Plugins};
@@ -38,6 +39,8 @@ pub struct Caches {
     pub children: ChildKinds,
     /// Which of the watches filling these caches fail.
     pub health: Arc<WatchHealth>,
+    /// The ConfigMaps AdapterPlugins load from, watched by name.
+    pub config_maps: ConfigMapWatches,
 }
 
 /// Shared state of the controller.

@@ -9,6 +9,7 @@
 //! - [`plugins`]: AdapterPlugins: fetch, compile, validate, hot reload, their status;
 //! - [`children`]: the plugins' kinds: their watches, server-side apply and delete;
 //! - `child_cache`: the objects of those kinds, as compact JSON by ServiceSet;
+//! - [`config_maps`]: watches of the ConfigMaps AdapterPlugins name, by name;
 //! - `settle`: a short wait that folds a burst of child changes into one reconcile;
 //! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
 //! - [`status`]: ServiceSet status writes, only when the status changed;
@@ -24,6 +25,7 @@ pub mod arbiter;
 pub mod backoff;
 mod child_cache;
 pub mod children;
+pub mod config_maps;
 pub mod context;
 pub mod events;
 pub mod finalizer;
@@ -45,10 +47,10 @@ use anyhow::Context as _;
 use arbiter::Arbiter;
 use backoff::Failures;
 use children::ChildKinds;
+use config_maps::ConfigMapWatches;
 use context::{Caches, Context};
 use futures::channel::mpsc::unbounded;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -185,6 +187,7 @@ pub async fn run(
         adapter_plugins: adapter_plugins.clone(),
         children: ChildKinds::new(&client, settle::settled(wake.clone(), settle::SETTLE), health.clone()),
         health,
+        config_maps: ConfigMapWatches::new(client.clone(), adapter_plugins.clone(), plugin_wake.clone()),
     };
     let plugins = Plugins::new(runtime, limits, plugin_wake);
     let ctx = Arc::new(Context::new(
@@ -222,11 +225,7 @@ pub async fn run(
         .shutdown_on_signal()
         .run(reconciler::reconcile, reconciler::error_policy, ctx.clone())
         .for_each(log_error);
-    let readers = adapter_plugins.clone();
     let plugin_controller = Controller::for_stream(plugin_events, adapter_plugins)
-        .watches(Api::<ConfigMap>::all(client), watcher::Config::default(), move |config_map| {
-            plugins::readers_of(&readers, &config_map)
-        })
         .with_config(controller::Config::default().concurrency(PLUGIN_LOADS))
         .reconcile_on(plugins_woken)
         .shutdown_on_signal()

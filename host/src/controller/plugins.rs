@@ -24,7 +24,7 @@ use kube::api::{Api, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Scope, pinned_kind};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
@@ -245,6 +245,7 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<Context>) -> Result<
     ctx.ready().await;
     let started = std::time::Instant::now();
     let _running = ctx.in_flight.enter(format!("AdapterPlugin {}", plugin.name_any()));
+    ctx.caches.config_maps.sync();
     let (attempt, affected) = sync(&ctx, &plugin).await;
     if let Some(providers) = affected {
         wake(&ctx, &plugin.name_any(), &providers);
@@ -268,6 +269,7 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<Context>) -> Result<
 /// An AdapterPlugin is gone: its plugin stops serving, and what depended on it is woken.
 pub fn forget(ctx: &Context, name: &str) {
     ctx.metrics.plugin_gone(name);
+    ctx.caches.config_maps.sync();
     let Some(gone) = ctx.plugins.loaded.write().unwrap().remove(name) else { return };
     tracing::info!(adapterplugin = %name, "AdapterPlugin deleted; its plugin no longer serves");
     wake(ctx, name, &gone.providers.into_iter().collect());
@@ -520,15 +522,4 @@ fn info(serving: &ServingPlugin) -> PluginInfo {
 pub fn error_policy(error: &kube::Error) -> Action {
     tracing::warn!("writing AdapterPlugin status: {error}");
     Action::requeue(Duration::from_secs(5))
-}
-
-/// The AdapterPlugins whose source is `config_map`.
-pub fn readers_of(plugins: &Store<AdapterPlugin>, config_map: &ConfigMap) -> Vec<ObjectRef<AdapterPlugin>> {
-    let (namespace, name) = (config_map.namespace().unwrap_or_default(), config_map.name_any());
-    plugins
-        .state()
-        .iter()
-        .filter(|p| p.spec.source.config_map.as_ref().is_some_and(|c| c.namespace == namespace && c.name == name))
-        .map(|p| ObjectRef::from_obj(&**p))
-        .collect()
 }
