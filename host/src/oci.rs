@@ -34,9 +34,10 @@ pub struct PullBounds {
 }
 
 impl Default for PullBounds {
-    /// 64 MiB (interpreted languages' components run to tens of MiB) and two minutes.
+    /// The largest component the host compiles (64 MiB: interpreted languages' components run to
+    /// tens of MiB) and two minutes.
     fn default() -> Self {
-        Self { size: 64 << 20, deadline: Duration::from_secs(120) }
+        Self { size: crate::runtime::MAX_COMPONENT_BYTES as u64, deadline: Duration::from_secs(120) }
     }
 }
 

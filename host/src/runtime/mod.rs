@@ -46,6 +46,14 @@ const DEFAULT_INSTANCES: u32 = 16;
 /// `madvise`. A bound on the resident memory each warm pool slot keeps.
 const KEEP_RESIDENT: usize = 2 << 20;
 
+/// Largest component the host compiles: compiling takes time and memory in proportion to the
+/// size, and cannot be interrupted, so a bound on the size is the bound on both.
+pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+
+/// Compiled components kept in memory (the least recently used go first); a plugin that serves
+/// keeps its own, so this only decides what a reload of the same bytes may reuse.
+const COMPILED_IN_MEMORY: usize = 16;
+
 /// Per-call limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -66,6 +74,9 @@ impl Default for Limits {
 /// Why a component could not be loaded as a plugin.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The component is larger than the host compiles.
+    #[error("the component is {0} bytes, over the limit of {MAX_COMPONENT_BYTES} bytes")]
+    TooLarge(usize),
     /// The bytes are a core module or not WASM at all.
     #[error("not a WASM component ({0}); build plugins with wasm-component-ld, componentize-py or componentize-js")]
     NotAComponent(&'static str),
@@ -114,7 +125,7 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<CallState>,
     wasi_linker: Linker<CallState>,
-    compiled: Mutex<HashMap<String, Component>>,
+    compiled: Mutex<Compiled>,
     disk: Option<DiskCache>,
     /// Shared with every loaded plugin: timeouts keep working while any plugin is alive.
     ticker: Arc<EpochTicker>,
@@ -146,12 +157,15 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_sync(&mut wasi_linker)?;
         sandbox::never_block(&mut wasi_linker)?;
         let ticker = Arc::new(EpochTicker::start(engine.clone()));
-        Ok(Self { engine, linker, wasi_linker, compiled: Mutex::new(HashMap::new()), disk, ticker })
+        Ok(Self { engine, linker, wasi_linker, compiled: Mutex::default(), disk, ticker })
     }
 
     /// Loads a plugin component: compiles it (once per digest), checks its imports and
     /// contract version, and reads its metadata under `limits`.
     pub fn load(&self, bytes: &[u8], limits: Limits) -> Result<WasmPlugin, LoadError> {
+        if bytes.len() > MAX_COMPONENT_BYTES {
+            return Err(LoadError::TooLarge(bytes.len()));
+        }
         check_header(bytes)?;
         let sha256 = hex::encode(Sha256::digest(bytes));
         let (component, origin) = self.compile(&sha256, bytes)?;
@@ -179,15 +193,40 @@ impl Runtime {
 
     fn compile(&self, sha256: &str, bytes: &[u8]) -> Result<(Component, Origin), LoadError> {
         if let Some(component) = self.compiled.lock().unwrap_or_else(|e| e.into_inner()).get(sha256) {
-            return Ok((component.clone(), Origin::Memory));
+            return Ok((component, Origin::Memory));
         }
         let compiled = match &self.disk {
             Some(disk) => disk.load(&self.engine, sha256, bytes),
             None => Component::new(&self.engine, bytes).map(|c| (c, Origin::Compiled)),
         };
         let (component, origin) = compiled.map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-        self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256.to_string(), component.clone());
+        self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256, component.clone());
         Ok((component, origin))
+    }
+}
+
+/// Compiled components by sha256, at most [`COMPILED_IN_MEMORY`], with when each was last used.
+#[derive(Default)]
+struct Compiled {
+    components: HashMap<String, (Component, u64)>,
+    clock: u64,
+}
+
+impl Compiled {
+    fn get(&mut self, sha256: &str) -> Option<Component> {
+        self.clock += 1;
+        let (component, used) = self.components.get_mut(sha256)?;
+        *used = self.clock;
+        Some(component.clone())
+    }
+
+    fn insert(&mut self, sha256: &str, component: Component) {
+        self.clock += 1;
+        self.components.insert(sha256.to_string(), (component, self.clock));
+        if self.components.len() > COMPILED_IN_MEMORY {
+            let oldest = self.components.iter().min_by_key(|(_, (_, used))| *used).map(|(sha, _)| sha.clone());
+            self.components.remove(&oldest.expect("the map is not empty"));
+        }
     }
 }
 
@@ -327,6 +366,30 @@ mod tests {
         assert!(matches!(&err.kind, CallErrorKind::Instantiate(m) if m.contains("concurrent")), "{err}");
         drop(holding);
         third.validate_config("{}").unwrap().unwrap();
+    }
+
+    #[test]
+    fn components_over_the_size_limit_are_refused_before_compiling() {
+        let mut huge = crate::builtin::FLUX.to_vec();
+        huge.resize(MAX_COMPONENT_BYTES + 1, 0);
+        let err = Runtime::new().unwrap().load(&huge, Limits::default()).err().expect("refused");
+        assert!(matches!(err, LoadError::TooLarge(n) if n == MAX_COMPONENT_BYTES + 1), "{err}");
+    }
+
+    #[test]
+    fn the_compiled_components_in_memory_are_bounded_least_recently_used_first() {
+        let runtime = Runtime::new().unwrap();
+        let engine = &runtime.engine;
+        let component = Component::new(engine, crate::builtin::FLUX).unwrap();
+        let mut compiled = Compiled::default();
+        for n in 0..COMPILED_IN_MEMORY {
+            compiled.insert(&n.to_string(), component.clone());
+        }
+        assert!(compiled.get("0").is_some(), "0 is used again: now the most recent");
+        compiled.insert("new", component);
+        assert_eq!(compiled.components.len(), COMPILED_IN_MEMORY);
+        assert!(compiled.get("1").is_none(), "the least recently used went");
+        assert!(compiled.get("0").is_some() && compiled.get("new").is_some());
     }
 
     #[test]
