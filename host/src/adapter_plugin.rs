@@ -43,12 +43,45 @@ pub struct AdapterPluginSpec {
     /// Sandbox limits per call; unset fields take the host's flags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<PluginLimits>,
-    /// Narrows the kinds the plugin may create to these (of those its metadata declares).
+    /// The kinds the plugin may create (of those its metadata declares). A built-in plugin may
+    /// create all it declares unless this narrows them; a plugin from a ConfigMap or an OCI
+    /// registry may create none unless listed here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_kinds: Option<Vec<AllowedKind>>,
     /// Namespaces, besides the ServiceSet's own, that the plugin's objects may be placed in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_namespaces: Option<Vec<String>>,
+    /// Rules every object the plugin returns must pass before anything is applied, besides the
+    /// host's own (and, for Flux's kinds, the built-in Flux rules).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<OutputPolicy>,
+}
+
+/// `AdapterPlugin.spec.policy`: rules over what the plugin's objects do, in the style of a
+/// ValidatingAdmissionPolicy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputPolicy {
+    /// CEL expressions that must be true for every object, with the variables `object` (the
+    /// object), `serviceSet` (the ServiceSet) and `target` (`selfManagement` bool, `cluster`,
+    /// and `kubeconfigSecret` `{name, key}` of a remote target; empty strings for
+    /// self-management). An expression that fails to compile or evaluate refuses the object.
+    #[serde(default)]
+    pub validations: Vec<PolicyValidation>,
+    /// Service accounts the CD tool may act as (Flux's `spec.serviceAccountName`); none by
+    /// default.
+    #[serde(default)]
+    pub service_account_names: Vec<String>,
+}
+
+/// One rule of [`OutputPolicy`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PolicyValidation {
+    /// A CEL expression that must evaluate to `true`.
+    pub expression: String,
+    /// What a refusal says; the expression itself when empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// `AdapterPlugin.spec.source`.

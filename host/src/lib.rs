@@ -15,7 +15,8 @@
 //! - [`oci`]: WASM plugins in OCI registries (pull with sha256 verification, resolve, push);
 //! - [`metrics`]: Prometheus metrics and the /metrics, /healthz, /readyz endpoint;
 //! - [`controller`]: the Kubernetes I/O of `ksm-adapter run` (watches, apply, status);
-//! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions).
+//! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions);
+//! - [`rules`]: CEL rules (SMP readiness, output policy), compiled once and cached.
 
 pub mod adapter_plugin;
 pub mod builtin;
@@ -27,6 +28,7 @@ pub mod oci;
 pub mod plan;
 pub mod plugin;
 pub mod policy;
+pub mod rules;
 pub mod runtime;
 pub mod serving;
 pub mod smp;

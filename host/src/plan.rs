@@ -9,6 +9,7 @@ pub mod reconcile;
 pub mod status;
 
 use crate::plugin::{CallError, Plugin};
+use crate::policy::Facts;
 use crate::serving::ServingPlugin;
 use ksm_plugin_sdk::contract::{
     Claim, ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceType, StatusInput, TranslateError,
@@ -87,6 +88,7 @@ pub fn translate(
         return Err(TranslateFailure::WrongServices { plugin: plugin.metadata().name.clone(), got, expected });
     }
     let namespace = service_set["metadata"]["namespace"].as_str().unwrap_or_default();
+    let facts = Facts { namespace, service_set, target: &input.target };
     Ok(translations
         .into_iter()
         .map(|t| {
@@ -94,7 +96,7 @@ pub fn translate(
                 Err(error) => ServiceOutcome::Error(error),
                 Ok(objects) => serving
                     .policy
-                    .check_service(plugin.metadata(), namespace, &t.service, &objects)
+                    .check_service(plugin.metadata(), &facts, &t.service, &objects)
                     .map_or_else(ServiceOutcome::Refused, ServiceOutcome::Objects),
             };
             let claims = if matches!(outcome, ServiceOutcome::Objects(_)) { t.claims } else { vec![] };

@@ -2,9 +2,11 @@
 //! anything is applied. A violation fails only the service that produced it, with a message
 //! naming the plugin, the object and the rule.
 
-use ksm_plugin_sdk::contract::PluginMetadata;
+use crate::rules::RuleCache;
+use ksm_plugin_sdk::contract::{PluginMetadata, Target};
 use ksm_plugin_sdk::names::is_dns1123_subdomain;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
+use std::sync::LazyLock;
 
 /// Label prefix reserved for the host.
 pub const RESERVED_LABEL_PREFIX: &str = "ksm.k0rdent.mirantis.com/";
@@ -22,11 +24,76 @@ pub struct Policy {
     pub allowed_namespaces: Vec<String>,
     /// Most objects one service may produce.
     pub objects_per_service: usize,
+    /// Rules over what objects do (`spec.policy.validations`).
+    pub validations: Vec<Validation>,
+    /// Service accounts Flux's objects may name (`spec.policy.serviceAccountNames`).
+    pub service_account_names: Vec<String>,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { allowed_kinds: None, allowed_namespaces: Vec::new(), objects_per_service: DEFAULT_OBJECTS_PER_SERVICE }
+        Self {
+            allowed_kinds: None,
+            allowed_namespaces: Vec::new(),
+            objects_per_service: DEFAULT_OBJECTS_PER_SERVICE,
+            validations: Vec::new(),
+            service_account_names: Vec::new(),
+        }
+    }
+}
+
+/// A CEL rule every object must pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Validation {
+    /// Where the rule comes from, e.g. `spec.policy.validations[0]`.
+    pub origin: String,
+    /// The CEL expression.
+    pub expression: String,
+    /// What a refusal says.
+    pub message: String,
+}
+
+/// The host's facts about the service whose objects are checked: the variables of the rules.
+pub struct Facts<'a> {
+    /// The ServiceSet's namespace.
+    pub namespace: &'a str,
+    /// The ServiceSet.
+    pub service_set: &'a Value,
+    /// Where its services go.
+    pub target: &'a Target,
+}
+
+/// API groups of the kinds the built-in Flux rules apply to, whichever plugin returns them:
+/// helm- and kustomize-controller act with their own rights on what these objects say.
+const FLUX_GROUPS: [&str; 2] = ["helm.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io"];
+
+/// The built-in Flux rules: (name, expression, message).
+const FLUX_RULES: [(&str, &str, &str); 2] = [
+    (
+        "kubeconfig",
+        "!has(object.spec.kubeConfig) || (!target.selfManagement \
+          && object.spec.kubeConfig.secretRef.name == target.kubeconfigSecret.name \
+          && (!has(object.spec.kubeConfig.secretRef.key) || object.spec.kubeConfig.secretRef.key == target.kubeconfigSecret.key))",
+        "spec.kubeConfig may name only the kubeconfig Secret of the ServiceSet's target cluster",
+    ),
+    (
+        "serviceAccountName",
+        "!has(object.spec.serviceAccountName) || object.spec.serviceAccountName in serviceAccountNames",
+        "spec.serviceAccountName must be one of the AdapterPlugin's spec.policy.serviceAccountNames",
+    ),
+];
+
+/// The compiled rules of every policy (operators' rules are few; each is compiled once).
+static RULES: LazyLock<RuleCache> = LazyLock::new(RuleCache::new);
+
+/// `target` as the rules see it: `{selfManagement, cluster, kubeconfigSecret: {name, key}}`.
+fn target_value(target: &Target) -> Value {
+    match target {
+        Target::SelfManagement => {
+            json!({"selfManagement": true, "cluster": "", "kubeconfigSecret": {"name": "", "key": ""}})
+        }
+        Target::Remote(cluster) => json!({"selfManagement": false, "cluster": cluster.name,
+            "kubeconfigSecret": {"name": cluster.kubeconfig.name, "key": cluster.kubeconfig.key}}),
     }
 }
 
@@ -47,18 +114,25 @@ impl Policy {
         };
         let allowed_namespaces =
             self.allowed_namespaces.iter().filter(|ns| other.allowed_namespaces.contains(ns)).cloned().collect();
+        let mut validations = self.validations.clone();
+        validations.extend(other.validations.iter().filter(|v| !self.validations.contains(v)).cloned());
+        let service_account_names =
+            self.service_account_names.iter().filter(|n| other.service_account_names.contains(n)).cloned().collect();
         Policy {
             allowed_kinds,
             allowed_namespaces,
             objects_per_service: self.objects_per_service.min(other.objects_per_service),
+            validations,
+            service_account_names,
         }
     }
 
-    /// Checks the objects one service returned (see [`check_object`]), and their number.
+    /// Checks the objects one service returned (see [`check_object`]), their number, and what
+    /// they do (the built-in Flux rules and `spec.policy.validations`).
     pub fn check_service(
         &self,
         plugin: &PluginMetadata,
-        namespace: &str,
+        facts: &Facts,
         service: &str,
         objects: &[String],
     ) -> Result<Vec<Value>, String> {
@@ -70,7 +144,45 @@ impl Policy {
                 self.objects_per_service
             ));
         }
-        objects.iter().map(|object| check_object(plugin, self, namespace, object)).collect()
+        objects
+            .iter()
+            .map(|text| {
+                let object = check_object(plugin, self, facts.namespace, text)?;
+                self.validate(plugin, facts, &object).map(|()| object)
+            })
+            .collect()
+    }
+
+    /// Runs the rules that apply to `object`; the first it fails refuses it, naming the rule.
+    fn validate(&self, plugin: &PluginMetadata, facts: &Facts, object: &Value) -> Result<(), String> {
+        let group = object["apiVersion"].as_str().unwrap_or_default().split_once('/').map_or("", |(g, _)| g);
+        let flux =
+            FLUX_RULES.iter().filter(|_| FLUX_GROUPS.contains(&group)).map(|(name, expression, message)| Validation {
+                origin: format!("the built-in Flux rule {name:?}"),
+                expression: expression.to_string(),
+                message: message.to_string(),
+            });
+        let target = target_value(facts.target);
+        let accounts = json!(self.service_account_names);
+        let variables = [
+            ("object", object),
+            ("serviceSet", facts.service_set),
+            ("target", &target),
+            ("serviceAccountNames", &accounts),
+        ];
+        for rule in flux.chain(self.validations.iter().cloned()) {
+            let refused = match RULES.evaluate_with(&rule.expression, &variables) {
+                Ok(true) => continue,
+                Ok(false) => rule.message,
+                Err(e) => format!("{} ({e})", rule.message),
+            };
+            let (kind, name) = (object["kind"].as_str().unwrap_or_default(), &object["metadata"]["name"]);
+            return Err(format!(
+                "plugin {:?} returned {kind} {name}: refused by {}: {refused}",
+                plugin.name, rule.origin
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -168,6 +280,72 @@ mod tests {
         json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": metadata, "spec": {}})
     }
 
+    static SERVICE_SET: LazyLock<Value> = LazyLock::new(
+        || json!({"metadata": {"name": "prod", "namespace": "team-a"}, "spec": {"cluster": "prod-eu-1"}}),
+    );
+
+    fn facts(target: &Target) -> Facts<'_> {
+        Facts { namespace: "team-a", service_set: &SERVICE_SET, target }
+    }
+
+    fn remote() -> Target {
+        Target::Remote(ksm_plugin_sdk::contract::RemoteCluster {
+            name: "prod-eu-1".into(),
+            kubeconfig: ksm_plugin_sdk::contract::SecretKeyRef {
+                name: "prod-eu-1-kubeconfig".into(),
+                key: "value".into(),
+            },
+        })
+    }
+
+    /// `spec` as a HelmRelease's, checked with `policy` for a ServiceSet going to `target`.
+    fn checked(policy: &Policy, target: &Target, spec: Value) -> Result<Vec<Value>, String> {
+        let object = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "prod.ingress"}, "spec": spec});
+        policy.check_service(&meta(), &facts(target), "ingress", &[object.to_string()])
+    }
+
+    #[test]
+    fn flux_objects_may_use_only_the_targets_kubeconfig_and_no_service_account() {
+        let open = Policy::default();
+        let kubeconfig = |name: &str, key: &str| json!({"kubeConfig": {"secretRef": {"name": name, "key": key}}});
+        assert!(checked(&open, &remote(), kubeconfig("prod-eu-1-kubeconfig", "value")).is_ok());
+        assert!(checked(&open, &remote(), json!({})).is_ok());
+        for (target, spec) in [
+            (remote(), kubeconfig("other-cluster-kubeconfig", "value")),
+            (remote(), kubeconfig("prod-eu-1-kubeconfig", "admin")),
+            (Target::SelfManagement, kubeconfig("prod-eu-1-kubeconfig", "value")),
+        ] {
+            let err = checked(&open, &target, spec).unwrap_err();
+            assert!(err.contains("refused by the built-in Flux rule \"kubeconfig\""), "{err}");
+            assert!(err.starts_with("plugin \"flux\" returned HelmRelease \"prod.ingress\""), "{err}");
+        }
+        let err = checked(&open, &remote(), json!({"serviceAccountName": "cluster-admin"})).unwrap_err();
+        assert!(err.contains("spec.policy.serviceAccountNames"), "{err}");
+        let configured = Policy { service_account_names: vec!["deployer".into()], ..Policy::default() };
+        assert!(checked(&configured, &remote(), json!({"serviceAccountName": "deployer"})).is_ok());
+        assert!(checked(&configured, &remote(), json!({"serviceAccountName": "cluster-admin"})).is_err());
+    }
+
+    #[test]
+    fn an_operators_rules_see_the_object_the_service_set_and_the_target() {
+        let rule = |expression: &str| Validation {
+            origin: "spec.policy.validations[0]".into(),
+            expression: expression.into(),
+            message: "releases go to the ServiceSet's own cluster only".into(),
+        };
+        let policy = |expression: &str| Policy { validations: vec![rule(expression)], ..Policy::default() };
+        let own = "object.spec.targetNamespace == serviceSet.metadata.namespace && target.cluster == 'prod-eu-1'";
+        assert!(checked(&policy(own), &remote(), json!({"targetNamespace": "team-a"})).is_ok());
+        let err = checked(&policy(own), &remote(), json!({"targetNamespace": "kube-system"})).unwrap_err();
+        assert!(err.contains("refused by spec.policy.validations[0]: releases go to"), "{err}");
+        // A rule that cannot run refuses: a policy fails closed.
+        let err = checked(&policy("object.spec.missing == 1"), &remote(), json!({})).unwrap_err();
+        assert!(err.contains("failed to evaluate"), "{err}");
+        let err = checked(&policy("object.spec.("), &remote(), json!({})).unwrap_err();
+        assert!(err.contains("does not compile"), "{err}");
+    }
+
     #[test]
     fn a_good_object_gets_its_namespace() {
         let object = check(hr(json!({"name": "prod-ingress"}))).unwrap();
@@ -208,6 +386,7 @@ mod tests {
             allowed_kinds: Some(vec![("example.org".into(), "Other".into())]),
             allowed_namespaces: vec!["flux-system".into()],
             objects_per_service: 1,
+            ..Policy::default()
         };
         let check = |object: Value| check_object(&meta(), &policy, "team-a", &object.to_string());
         let err = check(hr(json!({"name": "x"}))).unwrap_err();
@@ -217,9 +396,12 @@ mod tests {
             check_object(&meta(), &open, "team-a", &hr(json!({"name": "x", "namespace": "flux-system"})).to_string());
         assert_eq!(placed.unwrap()["metadata"]["namespace"], "flux-system");
         let two = [hr(json!({"name": "a"})).to_string(), hr(json!({"name": "b"})).to_string()];
-        let err = open.check_service(&meta(), "team-a", "ingress", &two).unwrap_err();
+        let err = open.check_service(&meta(), &facts(&Target::SelfManagement), "ingress", &two).unwrap_err();
         assert!(err.contains("2 objects for service \"ingress\", over the limit of 1"), "{err}");
-        assert_eq!(open.check_service(&meta(), "team-a", "ingress", &two[..1]).unwrap().len(), 1);
+        assert_eq!(
+            open.check_service(&meta(), &facts(&Target::SelfManagement), "ingress", &two[..1]).unwrap().len(),
+            1
+        );
     }
 
     #[test]
@@ -230,11 +412,13 @@ mod tests {
             allowed_kinds: None,
             allowed_namespaces: vec!["flux-system".into(), "tenants".into()],
             objects_per_service: 32,
+            ..Policy::default()
         };
         let new = Policy {
             allowed_kinds: kinds(&["HelmRelease", "HelmRepository"]),
             allowed_namespaces: vec!["tenants".into()],
             objects_per_service: 4,
+            ..Policy::default()
         };
         let narrowest = old.narrowest(&new);
         assert_eq!(narrowest, Policy { allowed_namespaces: vec!["tenants".into()], ..new.clone() });

@@ -5,7 +5,7 @@
 
 use crate::adapter_plugin::AdapterPluginSpec;
 use crate::plugin::Plugin;
-use crate::policy::{DEFAULT_OBJECTS_PER_SERVICE, Policy};
+use crate::policy::{DEFAULT_OBJECTS_PER_SERVICE, Policy, Validation};
 use crate::runtime::Limits;
 use ksm_plugin_sdk::contract::PluginMetadata;
 use serde_json::Value;
@@ -41,6 +41,8 @@ impl ServingPlugin {
                 .map(|kinds| kinds.iter().map(|k| (k.group.clone(), k.kind.clone())).collect()),
             allowed_namespaces: spec.allowed_namespaces.clone().unwrap_or_default(),
             objects_per_service: limits.objects_per_service.map_or(DEFAULT_OBJECTS_PER_SERVICE, |n| n as usize),
+            validations: validations(spec),
+            service_account_names: spec.policy.iter().flat_map(|p| p.service_account_names.iter().cloned()).collect(),
         };
         Self { name: name.to_string(), plugin, policy, config: spec.config.clone() }
     }
@@ -70,6 +72,50 @@ impl ServingPlugin {
         service_set["spec"]["provider"]["config"] = merge(defaults.clone(), own);
         service_set
     }
+}
+
+/// The rules of `spec.policy.validations`, named by their place.
+fn validations(spec: &AdapterPluginSpec) -> Vec<Validation> {
+    let rules = spec.policy.iter().flat_map(|p| p.validations.iter());
+    rules
+        .enumerate()
+        .map(|(i, v)| Validation {
+            origin: format!("spec.policy.validations[{i}]"),
+            expression: v.expression.clone(),
+            message: v.message.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| v.expression.clone()),
+        })
+        .collect()
+}
+
+/// The host's checks of a compiled plugin against its AdapterPlugin.
+pub fn validate(serving: &ServingPlugin, spec: &AdapterPluginSpec) -> Result<(), String> {
+    let metadata = serving.metadata();
+    let declared = || metadata.creates.iter().map(|k| format!("{}/{}", k.group, k.kind)).collect::<Vec<_>>().join(", ");
+    if spec.source.builtin.is_none() && spec.allowed_kinds.is_none() {
+        return Err(format!(
+            "spec.allowedKinds: a plugin from a ConfigMap or an OCI registry may create only the kinds listed there \
+             (none by default); plugin {:?} declares {}",
+            metadata.name,
+            declared()
+        ));
+    }
+    if metadata.creates.is_empty() {
+        return Err(format!("plugin {:?} declares no kinds it creates", metadata.name));
+    }
+    if let Some(kind) = metadata.creates.iter().find(|k| !k.namespaced) {
+        return Err(format!(
+            "plugin {:?} declares cluster-scoped kind {}/{}; plugins may create only namespaced objects",
+            metadata.name, kind.group, kind.kind
+        ));
+    }
+    if serving.kinds().next().is_none() {
+        return Err(format!(
+            "spec.allowedKinds leaves none of the kinds plugin {:?} declares ({})",
+            metadata.name,
+            declared()
+        ));
+    }
+    Ok(())
 }
 
 /// The AdapterPlugin's limits over the host's `defaults`.

@@ -9,7 +9,7 @@ use ksm_adapter::adapter_plugin::{AdapterPlugin, Source};
 use ksm_adapter::builtin;
 use ksm_adapter::manifests::Manifests;
 use ksm_adapter::runtime::{Limits, Runtime};
-use ksm_adapter::serving::{Assignment, ServingPlugin, assignment, limits};
+use ksm_adapter::serving::{Assignment, ServingPlugin, assignment, limits, validate};
 use std::sync::Arc;
 
 /// The plugins of a render.
@@ -83,5 +83,7 @@ fn load_declared(
         }
     };
     let wasm = runtime.load(&bytes, limits(&plugin.spec, defaults)).map_err(|e| e.to_string())?;
-    Ok(Arc::new(ServingPlugin::configured(&name, Arc::new(wasm), &plugin.spec)))
+    let serving = ServingPlugin::configured(&name, Arc::new(wasm), &plugin.spec);
+    validate(&serving, &plugin.spec)?;
+    Ok(Arc::new(serving))
 }

@@ -15,7 +15,7 @@ use crate::plan::events::adapter_plugin_events;
 use crate::plan::status::{condition, set_condition};
 use crate::policy::Policy;
 use crate::runtime::{Limits, Runtime};
-use crate::serving::{Assignment, ServingPlugin, assignment, limits};
+use crate::serving::{Assignment, ServingPlugin, assignment, limits, validate};
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -220,7 +220,7 @@ async fn load(ctx: &Context, plugin: &AdapterPlugin, previous: Option<Loaded>) -
     };
     let metered = Metered::new(Arc::new(wasm), &name, ctx.metrics.clone());
     let serving = ServingPlugin::configured(&name, Arc::new(metered), &plugin.spec);
-    if let Err(message) = validate(&serving) {
+    if let Err(message) = validate(&serving, &plugin.spec) {
         return (Err((Step::Validate, message)), None);
     }
     if let Err(message) = check_kinds_served(ctx, &serving).await {
@@ -346,29 +346,6 @@ async fn credentials(ctx: &Context, url: &str, secret: Option<&str>) -> Result<C
         data.get(".dockerconfigjson").ok_or_else(|| format!("{what} has no .dockerconfigjson key"))?;
     let registry = oci::registry(url).map_err(|e| e.to_string())?;
     Credentials::from_dockerconfigjson(config, &registry).map_err(|e| format!("{what}: {e}"))
-}
-
-/// The host's checks of a compiled plugin against its AdapterPlugin.
-fn validate(serving: &ServingPlugin) -> Result<(), String> {
-    let metadata = serving.metadata();
-    if metadata.creates.is_empty() {
-        return Err(format!("plugin {:?} declares no kinds it creates", metadata.name));
-    }
-    if let Some(kind) = metadata.creates.iter().find(|k| !k.namespaced) {
-        return Err(format!(
-            "plugin {:?} declares cluster-scoped kind {}/{}; plugins may create only namespaced objects",
-            metadata.name, kind.group, kind.kind
-        ));
-    }
-    if serving.kinds().next().is_none() {
-        let declared: Vec<String> = metadata.creates.iter().map(|k| format!("{}/{}", k.group, k.kind)).collect();
-        return Err(format!(
-            "spec.allowedKinds leaves none of the kinds plugin {:?} declares ({})",
-            metadata.name,
-            declared.join(", ")
-        ));
-    }
-    Ok(())
 }
 
 /// Waits, at most [`LIST_WAIT`], until the caches of the plugin's kinds hold a complete list;

@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::conditions::{ADAPTER_READY, Check, PROVISIONER_CRDS_READY, PROVISIONER_READY, RBAC_READY, Status, reason};
 use super::observed::observed_fields;
-use super::readiness::RuleCache;
 use crate::k0rdent::{ProvisionerCrd, ResourceReference, StateManagementProvider};
+use crate::rules::RuleCache;
 
 /// What the controller fetched for one SMP.
 pub struct SmpObservation<'a> {

@@ -3,20 +3,18 @@
 //!
 //! - [`selector`]: Kubernetes label-selector matching;
 //! - [`serving`]: which ServiceSets this host serves (its SMPs' adapter and selector);
-//! - [`readiness`]: CEL readiness rules, compiled once and cached;
 //! - [`evaluation`]: kcm's SMP conditions and a one-line diagnosis;
 //! - [`conditions`]: condition types, reasons and carrying over transition times.
 
 pub mod conditions;
 pub mod evaluation;
 mod observed;
-pub mod readiness;
 pub mod selector;
 pub mod serving;
 
+pub use crate::rules::{RuleCache, RuleError};
 pub use conditions::merge_conditions;
 pub use evaluation::{RbacCheck, SmpEvaluation, SmpObservation, evaluate};
-pub use readiness::{RuleCache, RuleError};
 pub use selector::selector_matches;
 pub use serving::{AdapterIdentity, serves};
 

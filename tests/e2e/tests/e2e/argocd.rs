@@ -26,6 +26,7 @@ async fn an_argocd_plugin_in_javascript_serves_beside_flux() {
     t.create(smp).await;
     let source = json!({"oci": {"url": pushed["reference"], "sha256": pushed["sha256"]}});
     let mut plugin = fixtures::adapter_plugin(&provider, t.namespace(), source, &[&provider]);
+    plugin["spec"]["allowedKinds"] = json!([{"group": "argoproj.io", "kind": "Application"}]);
     // The chart repository's URL, which a ServiceTemplate's chartSpec only names.
     plugin["spec"]["config"] = json!({"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}});
     plugin["spec"]["limits"] = json!({"timeoutMs": 5000});
@@ -38,7 +39,7 @@ async fn an_argocd_plugin_in_javascript_serves_beside_flux() {
     edge["spec"]["provider"]["config"] = json!({"project": "default"}); // the fixture's config is Flux's
     t.create(edge).await;
     t.create_service_set("core", json!([ingress_service()])).await;
-    let application = ObjRef::new(Kind::Application, t.namespace(), "edge-ingress-nginx");
+    let application = ObjRef::new(Kind::Application, t.namespace(), "edge.ingress-nginx");
     let app = t.wait_object("created by the Argo CD plugin", &application, WAIT, |_| true).await;
     assert_eq!(app["spec"]["destination"]["name"], "edge", "{app:#}");
     assert_eq!(app["spec"]["source"]["repoURL"], "https://charts.example.com/k0rdent");

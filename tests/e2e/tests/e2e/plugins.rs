@@ -33,8 +33,15 @@ async fn hostile_provider(t: &Scenario) -> String {
     let source = json!({"configMap": {"namespace": t.namespace(), "name": PLUGIN_CONFIG_MAP, "key": KEY}});
     let mut plugin = fixtures::adapter_plugin(&name, t.namespace(), source, &[&name]);
     plugin["spec"]["limits"] = json!({"timeoutMs": 300, "memoryMib": 32, "outputKib": 512});
+    plugin["spec"]["allowedKinds"] = hostile_kinds();
     t.create(plugin).await;
     name
+}
+
+/// The kinds the hostile plugin's AdapterPlugin allows: its ConfigMaps, and the liar's Namespace,
+/// so that discovery is what refuses the liar.
+fn hostile_kinds() -> Value {
+    json!([{"group": "", "kind": "ConfigMap"}, {"group": "", "kind": "Namespace"}])
 }
 
 /// A ServiceSet of the hostile provider whose one service has the ServiceSet's name (the
@@ -108,7 +115,7 @@ async fn a_config_map_plugin_is_loaded_hot_and_a_bad_update_keeps_the_previous_v
             .is_some_and(|s| s["failureMessage"].as_str().is_some_and(|m| m.contains("allowedKinds")))
     })
     .await;
-    t.merge_patch(&adapter_plugin(&provider), json!({"spec": {"allowedKinds": null}})).await;
+    t.merge_patch(&adapter_plugin(&provider), json!({"spec": {"allowedKinds": hostile_kinds()}})).await;
     wait_hostile_child(&t, "after-narrowing").await;
 
     // Metadata that lies about its kinds: refused against discovery.
@@ -264,7 +271,14 @@ async fn a_plugin_pulled_from_a_registry_by_digest_serves() {
     smp["status"] = fixtures::smp_status(true);
     t.create(smp).await;
     let source = json!({"oci": {"url": pinned, "sha256": sha256}});
+    // A plugin from a registry may create no kind its AdapterPlugin does not list.
     t.create(fixtures::adapter_plugin(&name, t.namespace(), source, &[&name])).await;
+    let denied =
+        wait_plugin(&t, &name, "ValidationFailed", |p| condition_is(p, "Validated", "False", "ValidationFailed")).await;
+    let error = denied["status"]["error"].as_str().unwrap();
+    assert!(error.contains("spec.allowedKinds") && error.contains("none by default"), "{error}");
+    t.merge_patch(&adapter_plugin(&name), json!({"spec": {"allowedKinds": [{"group": "", "kind": "ConfigMap"}]}}))
+        .await;
     let loaded = wait_plugin(&t, &name, "ready", |p| p["status"]["ready"] == true).await;
     assert_eq!(loaded["status"]["sha256"], sha256);
     hostile_service_set(&t, &name, "from-oci").await;
@@ -316,4 +330,31 @@ async fn without_the_adapter_plugin_crd_the_built_in_flux_plugin_serves() {
     assert_eq!((status, body.as_str()), (200, "ok\n"));
     let log = std::fs::read_to_string(t.adapter().log_path()).unwrap();
     assert!(log.contains("cannot watch AdapterPlugin") && log.contains("is its CRD installed?"), "{log}");
+}
+
+/// An AdapterPlugin's `spec.policy` rules refuse objects before anything is applied; the
+/// ServiceSet's service fails naming the rule, and other ServiceSets are served.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_adapter_plugins_policy_rules_refuse_objects_before_they_are_applied() {
+    let t = Scenario::start("policy-rules", Mode::Observe).await;
+    let rule =
+        json!({"expression": "!object.metadata.name.startsWith('denied.')", "message": "no releases for denied"});
+    t.merge_patch(&adapter_plugin(t.smp_name()), json!({"spec": {"policy": {"validations": [rule]}}})).await;
+    wait_plugin(&t, t.smp_name(), "reloaded with the rule", |p| {
+        p["status"]["observedGeneration"] == 2 && p["status"]["ready"] == true
+    })
+    .await;
+    t.create_service_set("denied", json!([ingress_service()])).await;
+    t.create_service_set("fine", json!([ingress_service()])).await;
+    t.wait_converged("fine").await;
+    t.wait_service_set("denied", "its service Failed by the rule", |ss| {
+        service(ss, "ingress-nginx").is_some_and(|s| {
+            s["state"] == "Failed"
+                && s["failureMessage"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("refused by spec.policy.validations[0]: no releases for denied"))
+        })
+    })
+    .await;
+    assert!(t.child("denied", "ingress-nginx").await.is_none(), "nothing of the refused output is applied");
 }

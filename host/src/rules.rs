@@ -1,5 +1,6 @@
-//! CEL readiness rules (`readinessRule` of an SMP's adapter and provisioners), compiled once per
-//! distinct rule text and evaluated with one variable, `self`, bound to the object.
+//! CEL rules, compiled once per distinct rule text: an SMP's readiness rules (`readinessRule` of
+//! its adapter and provisioners, with one variable, `self`, bound to the object) and the output
+//! policy's validations (with `object` and the host's facts about the service).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,7 +10,7 @@ use cel::objects::{Key, Map};
 use cel::{Context, Env, Program};
 use serde_json::Value;
 
-/// Why a readiness rule gave no verdict; messages are CEL's own.
+/// Why a rule gave no verdict; messages are CEL's own.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
     /// The rule does not parse.
@@ -41,7 +42,7 @@ pub enum RuleError {
 /// A compilation: the program, or CEL's message when the rule does not parse.
 type Compiled = Result<Arc<Program>, String>;
 
-/// Compiles each distinct rule text once (failures included) and evaluates rules against objects.
+/// Compiles each distinct rule text once (failures included) and evaluates rules.
 /// Shared across reconciles (`Send + Sync`); it keeps every distinct rule it has seen.
 pub struct RuleCache {
     env: Arc<Env>,
@@ -69,12 +70,19 @@ impl RuleCache {
     /// Evaluates `rule` with `self` = `object`. An empty or blank rule is ready (`Ok(true)`);
     /// a missing field is an [`RuleError::Evaluate`], not `false`.
     pub fn evaluate(&self, rule: &str, object: &Value) -> Result<bool, RuleError> {
+        self.evaluate_with(rule, &[("self", object)])
+    }
+
+    /// Evaluates `rule` with `variables` bound; an empty or blank rule holds.
+    pub fn evaluate_with(&self, rule: &str, variables: &[(&str, &Value)]) -> Result<bool, RuleError> {
         if rule.trim().is_empty() {
             return Ok(true);
         }
         let program = self.program(rule).map_err(|message| RuleError::Compile { rule: rule.to_owned(), message })?;
         let mut context = Context::with_env(Arc::clone(&self.env));
-        context.add_variable_from_value("self", to_cel(object));
+        for (name, value) in variables {
+            context.add_variable_from_value(*name, to_cel(value));
+        }
         match program.execute(&context) {
             Ok(cel::Value::Bool(ready)) => Ok(ready),
             Ok(value) => Err(RuleError::NotBool { rule: rule.to_owned(), value: format!("{value:?}") }),
