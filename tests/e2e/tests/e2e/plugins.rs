@@ -136,6 +136,13 @@ async fn a_config_map_plugin_is_loaded_hot_and_a_bad_update_keeps_the_previous_v
     assert!(switched["status"]["error"].as_str().is_none_or(str::is_empty), "{:#}", switched["status"]);
     hostile_service_set(&t, &provider, "after-switch").await;
     wait_hostile_child(&t, "after-switch").await;
+
+    // The WASI build sleeps 20 s in `translate`: the sandbox's clock never blocks, so the
+    // ServiceSet is served within its 300 ms call limit, not after the sleep.
+    let started = std::time::Instant::now();
+    hostile_service_set(&t, &provider, "sleep").await;
+    wait_hostile_child(&t, "sleep").await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "served after {:?}", started.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread")]
