@@ -87,7 +87,7 @@ impl ControlPlane {
     fn launch(mut self, assets: &Path) -> anyhow::Result<Self> {
         let dir = self.dir.clone();
         self.write_keys()?;
-        let (etcd_client, etcd_peer, api_port) = (free_port()?, free_port()?, free_port()?);
+        let [etcd_client, etcd_peer, api_port] = free_ports()?;
         self.url = format!("https://127.0.0.1:{api_port}");
         let etcd_url = format!("http://127.0.0.1:{etcd_client}");
         let peer_url = format!("http://127.0.0.1:{etcd_peer}");
@@ -311,10 +311,25 @@ fn kubeconfig_yaml(server: &str, user: &str, token: &str) -> String {
     serde_json::to_string_pretty(&config).expect("a kubeconfig")
 }
 
-/// A loopback port free right now.
-fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding a loopback port")?;
-    Ok(listener.local_addr()?.port())
+/// `N` distinct loopback ports, free right now and never handed out before in this process.
+/// Their listeners are held until all are chosen (a port released at once may come back from the
+/// next bind: etcd and kube-apiserver of one plane were once given the same), and planes starting
+/// at the same time never share one.
+fn free_ports<const N: usize>() -> anyhow::Result<[u16; N]> {
+    static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut held = Vec::new();
+    let mut ports = Vec::new();
+    while ports.len() < N {
+        let listener = TcpListener::bind("127.0.0.1:0").context("binding a loopback port")?;
+        let port = listener.local_addr()?.port();
+        if !handed_out.contains(&port) {
+            ports.push(port);
+            handed_out.push(port);
+        }
+        held.push(listener);
+    }
+    Ok(ports.try_into().expect("N ports"))
 }
 
 fn path_str(path: &Path) -> String {
@@ -328,4 +343,17 @@ fn run(command: &mut Command) -> anyhow::Result<()> {
         bail!("{command:?} failed ({}): {}", output.status, String::from_utf8_lossy(&output.stderr));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ports_are_distinct_within_and_across_planes() {
+        let [a, b, c] = super::free_ports().unwrap();
+        let [d, e, f] = super::free_ports().unwrap();
+        let mut all = vec![a, b, c, d, e, f];
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 6, "{all:?}");
+    }
 }
