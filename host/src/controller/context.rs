@@ -115,11 +115,11 @@ impl Context {
     }
 
     /// Whether the host is ready to serve (for `/readyz`): [`prepare`] is done and no watch
-    /// fails (an AdapterPlugin CRD that is not installed is fine: the built-in default serves);
-    /// else what is missing.
+    /// fails, but for a CRD other than k0rdent's that is not installed (see
+    /// [`WatchHealth::blocking`]); else what is missing.
     pub fn readiness(&self) -> Result<(), String> {
-        let mut problems =
-            self.caches.health.problems(|kind, failure| kind == AdapterPlugin::kind(&()) && failure.absent);
+        let k0rdent = [ServiceSet::kind(&()), StateManagementProvider::kind(&()), ServiceTemplate::kind(&())];
+        let mut problems = self.caches.health.blocking(&k0rdent.iter().map(|k| k.as_ref()).collect::<Vec<_>>());
         if !*self.ready.borrow() {
             problems.insert(0, "caches not listed or plugins not loaded yet".into());
         }

@@ -48,11 +48,14 @@ impl WatchHealth {
         self.lock().get(kind).cloned()
     }
 
-    /// The failing watches, `kind: message` each, skipping those `optional` says may be absent.
-    pub fn problems(&self, optional: impl Fn(&str, &Failure) -> bool) -> Vec<String> {
+    /// The failing watches that keep the host from being ready, `kind: message` each: all but
+    /// those of kinds the API server does not serve (404) other than `required`. A CD tool whose
+    /// CRDs are not installed (the built-in Flux plugin's, on a cluster without Flux) or the
+    /// AdapterPlugin CRD leaves the rest of the host working.
+    pub fn blocking(&self, required: &[&str]) -> Vec<String> {
         self.lock()
             .iter()
-            .filter(|(kind, f)| !optional(kind, f))
+            .filter(|(kind, f)| !f.absent || required.contains(&kind.as_str()))
             .map(|(kind, f)| format!("{kind}: {}", f.message))
             .collect()
     }
@@ -101,10 +104,13 @@ mod tests {
         health.observe("HelmRelease", &refused(403));
         let absent = health.failure("AdapterPlugin").unwrap();
         assert!(absent.absent && absent.message.contains("is its CRD installed?"), "{absent:?}");
-        let problems = health.problems(|_, _| false);
-        assert_eq!(problems.len(), 2);
-        assert!(problems[1].starts_with("HelmRelease: ") && problems[1].contains("RBAC"), "{problems:?}");
-        assert_eq!(health.problems(|kind, f| kind == "AdapterPlugin" && f.absent).len(), 1);
+        health.observe("ServiceSet", &refused(404));
+        health.observe("Kustomization", &refused(404));
+        // Only a 403, or a k0rdent kind that is not served, keeps the host from being ready.
+        let blocking = health.blocking(&["ServiceSet"]);
+        assert_eq!(blocking.len(), 2, "{blocking:?}");
+        assert!(blocking[0].starts_with("HelmRelease: ") && blocking[0].contains("RBAC"), "{blocking:?}");
+        assert!(blocking[1].starts_with("ServiceSet: ") && blocking[1].contains("CRD installed"), "{blocking:?}");
         health.observe("HelmRelease", &Ok(watcher::Event::<()>::InitDone));
         assert_eq!(health.failure("HelmRelease"), None);
     }
