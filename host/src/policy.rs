@@ -144,45 +144,51 @@ impl Policy {
                 self.objects_per_service
             ));
         }
+        let (target, accounts) = (target_value(facts.target), json!(self.service_account_names));
         objects
             .iter()
             .map(|text| {
                 let object = check_object(plugin, self, facts.namespace, text)?;
-                self.validate(plugin, facts, &object).map(|()| object)
+                self.validate(plugin, facts, (&target, &accounts), &object).map(|()| object)
             })
             .collect()
     }
 
-    /// Runs the rules that apply to `object`; the first it fails refuses it, naming the rule.
-    fn validate(&self, plugin: &PluginMetadata, facts: &Facts, object: &Value) -> Result<(), String> {
+    /// Runs the rules that apply to `object`, with the service's `target` and `accounts` (as
+    /// CEL variables, made once per service); the first it fails refuses it, naming the rule.
+    fn validate(
+        &self,
+        plugin: &PluginMetadata,
+        facts: &Facts,
+        (target, accounts): (&Value, &Value),
+        object: &Value,
+    ) -> Result<(), String> {
         let group = object["apiVersion"].as_str().unwrap_or_default().split_once('/').map_or("", |(g, _)| g);
-        let flux =
-            FLUX_RULES.iter().filter(|_| FLUX_GROUPS.contains(&group)).map(|(name, expression, message)| Validation {
-                origin: format!("the built-in Flux rule {name:?}"),
-                expression: expression.to_string(),
-                message: message.to_string(),
-            });
-        let target = target_value(facts.target);
-        let accounts = json!(self.service_account_names);
+        let flux: &[_] = if FLUX_GROUPS.contains(&group) { &FLUX_RULES } else { &[] };
+        let expressions = flux
+            .iter()
+            .map(|(_, expression, _)| *expression)
+            .chain(self.validations.iter().map(|v| v.expression.as_str()));
         let variables = [
             ("object", object),
             ("serviceSet", facts.service_set),
-            ("target", &target),
-            ("serviceAccountNames", &accounts),
+            ("target", target),
+            ("serviceAccountNames", accounts),
         ];
-        for rule in flux.chain(self.validations.iter().cloned()) {
-            let refused = match RULES.evaluate_with(&rule.expression, &variables) {
-                Ok(true) => continue,
-                Ok(false) => rule.message,
-                Err(e) => format!("{} ({e})", rule.message),
-            };
-            let (kind, name) = (object["kind"].as_str().unwrap_or_default(), &object["metadata"]["name"]);
-            return Err(format!(
-                "plugin {:?} returned {kind} {name}: refused by {}: {refused}",
-                plugin.name, rule.origin
-            ));
-        }
-        Ok(())
+        let Some((i, error)) = RULES.first_failing(expressions, &variables) else { return Ok(()) };
+        let (origin, message) = match flux.get(i) {
+            Some((name, _, message)) => (format!("the built-in Flux rule {name:?}"), *message),
+            None => {
+                let rule = &self.validations[i - flux.len()];
+                (rule.origin.clone(), rule.message.as_str())
+            }
+        };
+        let refused = match error {
+            None => message.to_string(),
+            Some(e) => format!("{message} ({e})"),
+        };
+        let (kind, name) = (object["kind"].as_str().unwrap_or_default(), &object["metadata"]["name"]);
+        Err(format!("plugin {:?} returned {kind} {name}: refused by {origin}: {refused}", plugin.name))
     }
 }
 

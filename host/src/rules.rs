@@ -70,21 +70,41 @@ impl RuleCache {
     /// Evaluates `rule` with `self` = `object`. An empty or blank rule is ready (`Ok(true)`);
     /// a missing field is an [`RuleError::Evaluate`], not `false`.
     pub fn evaluate(&self, rule: &str, object: &Value) -> Result<bool, RuleError> {
-        self.evaluate_with(rule, &[("self", object)])
+        self.run(rule, &self.context(&[("self", object)]))
     }
 
-    /// Evaluates `rule` with `variables` bound; an empty or blank rule holds.
-    pub fn evaluate_with(&self, rule: &str, variables: &[(&str, &Value)]) -> Result<bool, RuleError> {
-        if rule.trim().is_empty() {
-            return Ok(true);
-        }
-        let program = self.program(rule).map_err(|message| RuleError::Compile { rule: rule.to_owned(), message })?;
+    /// The first of `rules` that does not hold with `variables` bound (converted to CEL once,
+    /// for all of them): its index, and CEL's error when it gave no verdict. A blank rule holds.
+    pub fn first_failing<'r>(
+        &self,
+        rules: impl IntoIterator<Item = &'r str>,
+        variables: &[(&str, &Value)],
+    ) -> Option<(usize, Option<RuleError>)> {
+        let context = self.context(variables);
+        rules.into_iter().enumerate().find_map(|(i, rule)| match self.run(rule, &context) {
+            Ok(true) => None,
+            Ok(false) => Some((i, None)),
+            Err(e) => Some((i, Some(e))),
+        })
+    }
+
+    /// A context over the standard environment with `variables` bound.
+    fn context(&self, variables: &[(&str, &Value)]) -> Context<'static, 'static> {
         let mut context = Context::with_env(Arc::clone(&self.env));
         for (name, value) in variables {
             context.add_variable_from_value(*name, to_cel(value));
         }
-        match program.execute(&context) {
-            Ok(cel::Value::Bool(ready)) => Ok(ready),
+        context
+    }
+
+    /// Runs `rule` in `context`; an empty or blank rule holds.
+    fn run(&self, rule: &str, context: &Context) -> Result<bool, RuleError> {
+        if rule.trim().is_empty() {
+            return Ok(true);
+        }
+        let program = self.program(rule).map_err(|message| RuleError::Compile { rule: rule.to_owned(), message })?;
+        match program.execute(context) {
+            Ok(cel::Value::Bool(holds)) => Ok(holds),
             Ok(value) => Err(RuleError::NotBool { rule: rule.to_owned(), value: format!("{value:?}") }),
             Err(e) => Err(RuleError::Evaluate { rule: rule.to_owned(), message: e.to_string() }),
         }
