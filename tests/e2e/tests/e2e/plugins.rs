@@ -221,19 +221,24 @@ async fn smp_without_plugin(t: &Scenario, suffix: &str, crds: Value) -> String {
     name
 }
 
+/// Creates ServiceSet `name` of `provider` and waits until it says no AdapterPlugin serves it.
+async fn assert_unserved(t: &Scenario, name: &str, provider: &str) {
+    t.create(fixtures::service_set(t.namespace(), name, provider, json!([ingress_service()]))).await;
+    let ss = t
+        .wait_service_set(name, "PluginNotReady", |ss| {
+            condition_is(ss, "ServicesTranslated", "False", "PluginNotReady")
+        })
+        .await;
+    assert!(condition_message(&ss, "ServicesTranslated").contains("no AdapterPlugin serves"), "{ss:#}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_provider_without_a_plugin_or_with_two_is_reported() {
     let t = Scenario::start("no-plugin", Mode::Observe).await;
     // An SMP for another CD tool never falls back to the built-in Flux plugin.
     let argo = json!([{"group": "argoproj.io", "version": "v1alpha1", "resources": ["applications"]}]);
     let name = smp_without_plugin(&t, "orphan", argo).await;
-    t.create(fixtures::service_set(t.namespace(), "orphan", &name, json!([ingress_service()]))).await;
-    let ss = t
-        .wait_service_set("orphan", "PluginNotReady", |ss| {
-            condition_is(ss, "ServicesTranslated", "False", "PluginNotReady")
-        })
-        .await;
-    assert!(condition_message(&ss, "ServicesTranslated").contains("no AdapterPlugin serves"), "{ss:#}");
+    assert_unserved(&t, "orphan", &name).await;
 
     // The Flux SMP's AdapterPlugin and a second one naming the same provider.
     let flux = t.smp_name().to_string();
@@ -316,13 +321,7 @@ async fn a_flux_provider_no_adapter_plugin_names_is_served_by_the_built_in_plugi
     // Turned off, the same SMP needs an AdapterPlugin.
     let off = Scenario::start_with("no-default", Mode::Observe, &["--default-plugin", "none"]).await;
     let provider = smp_without_plugin(&off, "plain-flux", flux_crds()).await;
-    off.create(fixtures::service_set(off.namespace(), "no-default", &provider, json!([ingress_service()]))).await;
-    let ss = off
-        .wait_service_set("no-default", "PluginNotReady", |ss| {
-            condition_is(ss, "ServicesTranslated", "False", "PluginNotReady")
-        })
-        .await;
-    assert!(condition_message(&ss, "ServicesTranslated").contains("no AdapterPlugin serves"), "{ss:#}");
+    assert_unserved(&off, "no-default", &provider).await;
 }
 
 /// Started where the AdapterPlugin CRD is not installed, the host still serves: the built-in
