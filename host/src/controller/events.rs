@@ -191,11 +191,7 @@ fn truncate(message: &str) -> String {
     if message.len() <= 1024 {
         return message.to_string();
     }
-    let mut end = 1020;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &message[..end])
+    format!("{}...", &message[..message.floor_char_boundary(1020)])
 }
 
 #[cfg(test)]

@@ -43,10 +43,7 @@ pub fn bounded(message: &str) -> String {
     if message.len() <= MAX_MESSAGE {
         return message.to_string();
     }
-    let mut end = MAX_MESSAGE - CUT.len();
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = message.floor_char_boundary(MAX_MESSAGE - CUT.len());
     format!("{}{CUT}", &message[..end])
 }
 
