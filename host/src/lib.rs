@@ -16,6 +16,7 @@
 //! - [`metrics`]: Prometheus metrics and the /metrics, /healthz, /readyz endpoint;
 //! - [`controller`]: the Kubernetes I/O of `ksm-adapter run` (watches, apply, status);
 //! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions);
+//! - [`retry`]: the one retry policy (exponential backoff), named per use;
 //! - [`rules`]: CEL rules (SMP readiness, output policy), compiled once and cached.
 
 pub mod adapter_plugin;
@@ -28,6 +29,7 @@ pub mod oci;
 pub mod plan;
 pub mod plugin;
 pub mod policy;
+pub mod retry;
 pub mod rules;
 pub mod runtime;
 pub mod serving;

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use crate::retry;
 use base64::Engine as _;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
@@ -41,8 +42,6 @@ impl Default for PullBounds {
     }
 }
 
-/// Waits between attempts of a registry operation failing transiently (so 3 attempts in all).
-const BACKOFF: [Duration; 2] = [Duration::from_millis(200), Duration::from_millis(800)];
 /// Registries reached over plain HTTP.
 const PLAIN_HTTP_HOSTS: [&str; 2] = ["localhost", "127.0.0.1"];
 
@@ -379,31 +378,19 @@ fn check_sha256(reference: &str, what: &'static str, expected: &str, actual: &st
     })
 }
 
-/// Runs `op` until it succeeds, fails permanently, or [`BACKOFF`] is exhausted.
-async fn with_retry<T, F, Fut>(reference: &str, mut op: F) -> Result<T, OciError>
+/// Runs `op` until it succeeds, fails permanently, or the [`retry::REGISTRY`] retries run out.
+async fn with_retry<T, F, Fut>(reference: &str, op: F) -> Result<T, OciError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, OciError>>,
 {
-    let mut waits = BACKOFF.iter();
-    loop {
-        match op().await {
-            Err(error) if error.is_transient() => match waits.next() {
-                Some(wait) => {
-                    tracing::debug!(reference, %error, ?wait, "retrying a registry operation");
-                    tokio::time::sleep(*wait).await;
-                }
-                None => {
-                    return Err(match error {
-                        OciError::Unavailable { reference, message, .. } => {
-                            OciError::Unavailable { reference, attempts: BACKOFF.len() + 1, message }
-                        }
-                        other => other,
-                    });
-                }
-            },
-            result => return result,
+    let notify = |error: &OciError, wait| tracing::debug!(reference, %error, ?wait, "retrying a registry operation");
+    match retry::REGISTRY.retry(op, OciError::is_transient, notify).await {
+        Err(OciError::Unavailable { reference, message, .. }) => {
+            let attempts = retry::REGISTRY.retries().unwrap_or_default() + 1;
+            Err(OciError::Unavailable { reference, attempts, message })
         }
+        result => result,
     }
 }
 

@@ -1,17 +1,13 @@
 //! Consecutive failed rounds per object (ServiceSet, AdapterPlugin), for the retry backoff. An
 //! entry leaves when a round succeeds or the object is gone, so the map holds only live, failing
-//! objects.
+//! objects. The waits are [`retry::ROUNDS`].
 
+use crate::retry;
 use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
-
-/// Retries of an object that keeps failing start here and double up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-/// The longest wait between retries of a failing object.
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Failed rounds by object.
 pub struct Failures<K: Lookup<DynamicType = ()>>(Mutex<HashMap<ObjectRef<K>, u32>>);
@@ -29,7 +25,7 @@ impl<K: Lookup<DynamicType = ()> + Clone> Failures<K> {
         let mut map = self.lock();
         let count = map.entry(key.clone()).or_insert(0);
         *count += 1;
-        (*count, delay(*count))
+        (*count, retry::ROUNDS.after(*count))
     }
 
     /// Forgets `key`'s failures after a round that succeeded.
@@ -58,11 +54,6 @@ impl<K: Lookup<DynamicType = ()> + Clone> Failures<K> {
     }
 }
 
-/// The wait after `failures` consecutive failed rounds.
-fn delay(failures: u32) -> Duration {
-    FIRST_BACKOFF.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(MAX_BACKOFF)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,14 +70,6 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_from_half_a_second_up_to_five_minutes() {
-        let delays: Vec<u64> = (1..=4).map(|n| delay(n).as_millis() as u64).collect();
-        assert_eq!(delays, [500, 1000, 2000, 4000]);
-        assert_eq!(delay(20), MAX_BACKOFF);
-        assert_eq!(delay(u32::MAX), MAX_BACKOFF);
-    }
-
-    #[test]
     fn entries_of_deleted_service_sets_leave_the_map() {
         let (store, mut writer) = reflector::store();
         let failures = Failures::<ServiceSet>::default();
@@ -95,7 +78,7 @@ mod tests {
             writer.apply_watcher_event(&watcher::Event::Apply(ss.clone()));
             failures.failed(&ObjectRef::from_obj(ss));
         }
-        assert_eq!(failures.failed(&ObjectRef::from_obj(&a)), (2, FIRST_BACKOFF * 2));
+        assert_eq!(failures.failed(&ObjectRef::from_obj(&a)), (2, retry::ROUNDS.after(2)));
         // Deleted while watched.
         failures.forget_gone(&store, &watcher::Event::Delete(b.clone()));
         assert_eq!(failures.len(), 2);

@@ -29,6 +29,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::retry;
 use anyhow::{Context as _, bail};
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -45,9 +46,6 @@ pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 
 /// The shortest lease duration (the crate counts whole seconds and renews before expiry).
 pub const MIN_LEASE_DURATION: Duration = Duration::from_secs(2);
-
-/// The longest wait between two attempts while acquiring fails (API server unreachable, RBAC).
-const MAX_RETRY: Duration = Duration::from_secs(5);
 
 /// Settings of leader election.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,7 +236,8 @@ pub async fn acquire(client: Client, election: Election) -> anyhow::Result<Leade
                 Ok(built) => built,
                 Err(e) => {
                     tracing::warn!(lease = %election.lease_name, error = %e, "preparing the leader-election lease failed; retrying");
-                    tokio::time::sleep(backoff(&mut failures)).await;
+                    failures += 1;
+                    tokio::time::sleep(retry::LEASE.after(failures)).await;
                     continue;
                 }
             },
@@ -255,7 +254,8 @@ pub async fn acquire(client: Client, election: Election) -> anyhow::Result<Leade
             Some(Ok(false)) => manager = Some(current),
             Some(Err(e)) => {
                 tracing::warn!(lease = %election.lease_name, error = %e, "contending for the leader-election lease failed; retrying");
-                tokio::time::sleep(backoff(&mut failures)).await;
+                failures += 1;
+                tokio::time::sleep(retry::LEASE.after(failures)).await;
                 manager = Some(current);
             }
             // Free: a fresh manager reads the Lease at once (the crate would wait for the
@@ -280,13 +280,6 @@ async fn until_free(lease: &mut LeaseWatch, election: &Election, holder: &mut Op
             return;
         }
     }
-}
-
-/// Doubles from half a second to [`MAX_RETRY`].
-fn backoff(failures: &mut u32) -> Duration {
-    let wait = Duration::from_millis(500).saturating_mul(1 << (*failures).min(4)).min(MAX_RETRY);
-    *failures += 1;
-    wait
 }
 
 /// `at` (on the system clock) as an [`Instant`].
@@ -527,12 +520,5 @@ mod tests {
         let (first, second) = (unique_identity("pod-a"), unique_identity("pod-a"));
         assert!(first.starts_with("pod-a_") && first.len() == "pod-a_".len() + 16, "{first}");
         assert_ne!(first, second);
-    }
-
-    #[test]
-    fn retries_back_off_to_five_seconds() {
-        let mut failures = 0;
-        let waits: Vec<_> = (0..6).map(|_| backoff(&mut failures).as_millis()).collect();
-        assert_eq!(waits, [500, 1000, 2000, 4000, 5000, 5000]);
     }
 }
