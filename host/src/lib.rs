@@ -8,6 +8,7 @@
 //! - [`runtime`]: the wasmtime implementation of it;
 //! - [`serving`]: which plugin serves a provider, under which rules;
 //! - [`builtin`]: plugins embedded in the binary (Flux);
+//! - [`conditions`]: conditions as the host writes them (typed status, bounded message);
 //! - [`k0rdent`]: the k0rdent API types and their CRDs;
 //! - [`plan`]: the pure core deciding desired objects and service states, with [`policy`]
 //!   checking everything a plugin returns;
@@ -21,6 +22,7 @@
 
 pub mod adapter_plugin;
 pub mod builtin;
+pub mod conditions;
 pub mod controller;
 pub mod k0rdent;
 pub mod manifests;

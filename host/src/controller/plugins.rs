@@ -8,11 +8,11 @@ use super::DefaultPlugin;
 use super::context::Context;
 use crate::adapter_plugin::{AdapterPlugin, AdapterPluginStatus, PluginInfo, PullPolicy, Source};
 use crate::builtin;
+use crate::conditions::{self, Status};
 use crate::k0rdent::StateManagementProvider;
 use crate::metrics::Metered;
 use crate::oci::{self, Credentials};
 use crate::plan::events::adapter_plugin_events;
-use crate::plan::status::{condition, set_condition};
 use crate::policy::Policy;
 use crate::runtime::{Limits, Runtime};
 use crate::serving::{Assignment, ServingPlugin, assignment, limits, validate};
@@ -447,13 +447,15 @@ fn status(
     for step in Step::ALL {
         let (type_, ok, bad) = step.condition();
         let c = match (failed, attempt) {
-            (Some(at), Err((_, message))) if at == step => condition(type_, "False", bad, message, generation, now),
-            (Some(at), _) if (at as u8) < (step as u8) => {
-                condition(type_, "Unknown", "NotReached", "an earlier step failed", generation, now)
+            (Some(at), Err((_, message))) if at == step => {
+                conditions::new(type_, Status::False, bad, message, generation, now)
             }
-            _ => condition(type_, "True", ok, "", generation, now),
+            (Some(at), _) if (at as u8) < (step as u8) => {
+                conditions::new(type_, Status::Unknown, "NotReached", "an earlier step failed", generation, now)
+            }
+            _ => conditions::new(type_, Status::True, ok, "", generation, now),
         };
-        set_condition(&mut status.conditions, c);
+        conditions::set(&mut status.conditions, c);
     }
     let specs = ctx.caches.adapter_plugins.state();
     let contested: Vec<String> = plugin

@@ -5,6 +5,7 @@
 
 use super::access::{self, Permission};
 use super::context::Context;
+use crate::conditions;
 use crate::k0rdent::{ResourceReference, StateManagementProvider, StateManagementProviderStatus};
 use crate::smp::{self, RbacCheck, SmpEvaluation, SmpObservation};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -136,7 +137,7 @@ async fn manage_one(ctx: &Context, smp: &StateManagementProvider) -> anyhow::Res
     let old = smp.status.clone().unwrap_or_default();
     let status = StateManagementProviderStatus {
         ready: evaluation.ready,
-        conditions: smp::merge_conditions(&old.conditions, evaluation.conditions),
+        conditions: conditions::merge(&old.conditions, evaluation.conditions),
     };
     if smp.status.as_ref() == Some(&status) {
         return Ok(());

@@ -4,11 +4,11 @@
 use super::context::Context;
 use super::status::{self, Written};
 use super::{finalizer, provider};
+use crate::conditions::{self, Status};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::plan::claims::{Key, ServiceClaims};
 use crate::plan::events;
 use crate::plan::reconcile::{ChildRef, Observed, Plan, TRANSLATED, deletion, foreign_objects, reconcile as decide};
-use crate::plan::status::{condition, remove_condition, set_condition};
 use crate::plugin::{CallError, call_blocking};
 use crate::serving::ServingPlugin;
 use crate::smp;
@@ -221,12 +221,12 @@ async fn carry_out(
     let mut status = plan.status;
     let refused = (!refused.is_empty()).then(|| refused.join("; "));
     match &refused {
-        None => remove_condition(&mut status.conditions, APPLIED),
+        None => conditions::remove(&mut status.conditions, APPLIED),
         Some(message) => {
             let generation = service_set.meta().generation;
-            set_condition(
+            conditions::set(
                 &mut status.conditions,
-                condition(APPLIED, "False", "ApplyFailed", message, generation, &now()),
+                conditions::new(APPLIED, Status::False, "ApplyFailed", message, generation, &now()),
             );
         }
     }
@@ -285,7 +285,10 @@ async fn write_status(
 async fn report(ctx: &Context, api: &Api<ServiceSet>, service_set: &ServiceSet, reason: &str, message: &str) {
     let mut status = service_set.status.clone().unwrap_or_default();
     let generation = service_set.meta().generation;
-    set_condition(&mut status.conditions, condition(TRANSLATED, "False", reason, message, generation, &now()));
+    conditions::set(
+        &mut status.conditions,
+        conditions::new(TRANSLATED, Status::False, reason, message, generation, &now()),
+    );
     if let Err(e) = write_status(ctx, api, service_set, status).await {
         tracing::warn!("writing {reason} to the status: {e}");
     }

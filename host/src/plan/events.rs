@@ -77,11 +77,11 @@ pub fn adapter_plugin_events(old: Option<&AdapterPluginStatus>, new: &AdapterPlu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conditions::{self, Status};
     use crate::k0rdent::{ServiceState, ServiceType};
-    use crate::plan::status::condition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn status(state: State, translated: &str, deployed: bool) -> ServiceSetStatus {
+    fn status(state: State, translated: Status, deployed: bool) -> ServiceSetStatus {
         let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         ServiceSetStatus {
             deployed,
@@ -96,21 +96,21 @@ mod tests {
                 failure_message: (state == State::Failed).then(|| "chart not found".into()),
                 conditions: vec![],
             }],
-            conditions: vec![condition("ServicesTranslated", translated, "Why", "the reason", Some(1), &now)],
+            conditions: vec![conditions::new("ServicesTranslated", translated, "Why", "the reason", Some(1), &now)],
             ..Default::default()
         }
     }
 
     #[test]
     fn transitions_make_events_and_an_unchanged_status_none() {
-        let provisioning = status(State::Provisioning, "True", false);
+        let provisioning = status(State::Provisioning, Status::True, false);
         assert_eq!(service_set_events(Some(&provisioning), &provisioning), vec![]);
-        let failed = status(State::Failed, "False", false);
+        let failed = status(State::Failed, Status::False, false);
         let notes = service_set_events(Some(&provisioning), &failed);
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[0].warning && notes[0].message.contains("Provisioning → Failed: chart not found"));
         assert_eq!((notes[1].reason.as_str(), notes[1].message.as_str()), ("Why", "ServicesTranslated: the reason"));
-        let deployed = status(State::Deployed, "True", true);
+        let deployed = status(State::Deployed, Status::True, true);
         let notes = service_set_events(Some(&failed), &deployed);
         let reasons: Vec<&str> = notes.iter().map(|n| n.reason.as_str()).collect();
         assert_eq!(reasons, ["Why", "Deployed"], "recovery of the condition, and deployed");
@@ -120,9 +120,10 @@ mod tests {
     #[test]
     fn progress_makes_no_events() {
         let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        let pending = status(State::Pending, "True", false);
-        let mut provisioning = status(State::Provisioning, "True", false);
-        let progress = |n: &str| condition("ServicesInReadyState", "False", "NotAllReady", n, Some(1), &now);
+        let pending = status(State::Pending, Status::True, false);
+        let mut provisioning = status(State::Provisioning, Status::True, false);
+        let progress =
+            |n: &str| conditions::new("ServicesInReadyState", Status::False, "NotAllReady", n, Some(1), &now);
         let mut before = pending.clone();
         before.conditions.push(progress("0/1"));
         provisioning.conditions.push(progress("1/2"));
@@ -140,7 +141,7 @@ mod tests {
         assert_eq!(adapter_plugin_events(None, &serving)[0].reason, "PluginLoaded");
         let failing = AdapterPluginStatus {
             error: "not a WASM component".into(),
-            conditions: vec![condition("Compiled", "False", "CompileFailed", "x", Some(2), &now)],
+            conditions: vec![conditions::new("Compiled", Status::False, "CompileFailed", "x", Some(2), &now)],
             ..serving.clone()
         };
         let notes = adapter_plugin_events(Some(&serving), &failing);

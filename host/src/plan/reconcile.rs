@@ -4,8 +4,9 @@
 
 use super::children::{self, Owner};
 use super::claims::{Arbitration, ServiceClaims, stops_on_conflict};
-use super::status::{self, condition, set_condition};
+use super::status;
 use super::{ServiceOutcome, TranslateFailure, service_status, translate};
+use crate::conditions::{self, Status};
 use crate::k0rdent::{ProviderState, ServiceSet, ServiceSetStatus, ServiceType, State, StateManagementProvider};
 use crate::plugin::CallError;
 use crate::serving::ServingPlugin;
@@ -97,10 +98,16 @@ pub fn reconcile(
     status.cluster = Some(status::cluster_reference(service_set));
     let generation = service_set.metadata.generation;
     if let Err((reason, message)) = provider_gate(service_set, observed, &mut status) {
-        set_condition(&mut status.conditions, condition(PROVIDER_READY, "False", reason, &message, generation, now));
+        conditions::set(
+            &mut status.conditions,
+            conditions::new(PROVIDER_READY, Status::False, reason, &message, generation, now),
+        );
         return Ok(Plan::status_only(status));
     }
-    set_condition(&mut status.conditions, condition(PROVIDER_READY, "True", "ProviderReady", "", generation, now));
+    conditions::set(
+        &mut status.conditions,
+        conditions::new(PROVIDER_READY, Status::True, "ProviderReady", "", generation, now),
+    );
     let serving = &serving.session();
 
     // As the plugin sees it: the AdapterPlugin's default config merged in (translate does the
@@ -111,9 +118,9 @@ pub fn reconcile(
         Err(TranslateFailure::Call(e)) => return Err(e),
         Err(failure) => {
             let message = failure.to_string();
-            set_condition(
+            conditions::set(
                 &mut status.conditions,
-                condition(TRANSLATED, "False", failure_reason(&failure), &message, generation, now),
+                conditions::new(TRANSLATED, Status::False, failure_reason(&failure), &message, generation, now),
             );
             return Ok(Plan::status_only(status));
         }
@@ -202,10 +209,10 @@ pub fn reconcile(
     let delete = ours.iter().map(|c| ChildRef::of(c)).filter(|r| !keep.contains(r)).collect();
     status::set_services(&mut status, states, generation, now);
     let translated_condition = match errors.is_empty() {
-        true => condition(TRANSLATED, "True", "Succeeded", "", generation, now),
-        false => condition(TRANSLATED, "False", "ServiceErrors", &errors.join("; "), generation, now),
+        true => conditions::new(TRANSLATED, Status::True, "Succeeded", "", generation, now),
+        false => conditions::new(TRANSLATED, Status::False, "ServiceErrors", &errors.join("; "), generation, now),
     };
-    set_condition(&mut status.conditions, translated_condition);
+    conditions::set(&mut status.conditions, translated_condition);
     let refused = translated.iter().filter(|t| matches!(t.outcome, ServiceOutcome::Refused(_))).count();
     Ok(Plan { apply, delete, unseen, status, refused })
 }

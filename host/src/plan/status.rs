@@ -1,9 +1,10 @@
 //! The ServiceSet status the host writes: computed from the previous status and this round's
 //! service states, so that an unchanged world gives an identical status (and no write).
 
+use crate::conditions::{self, Status, bounded};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State};
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ksm_plugin_sdk::contract::{ServiceState as PluginState, ServiceStatus, ServiceType as PluginType};
 use ksm_plugin_sdk::k0rdent::Service;
 
@@ -11,13 +12,6 @@ use ksm_plugin_sdk::k0rdent::Service;
 pub const SERVICES_READY: &str = "ServicesInReadyState";
 /// Condition type on a service that is neither Deployed nor Failed, saying why.
 pub const SERVICE_READY: &str = "Ready";
-/// The longest message the host writes, in bytes: `metav1.Condition.message`'s `maxLength`. A
-/// longer one (built from plugin or API-server text) would make the API server refuse the whole
-/// status write, again on every retry.
-pub const MAX_MESSAGE: usize = 32_768;
-/// What ends a message cut at [`MAX_MESSAGE`].
-const CUT: &str = " … (cut)";
-
 /// `status.cluster` as kcm's own adapter writes it; kcm's MultiClusterService controller skips a
 /// ServiceSet without it. The ServiceSet's ClusterDeployment, or for self-management (the
 /// `selfManagement` flag, or no cluster named) kcm's pseudo-target `SveltosCluster mgmt/mgmt`.
@@ -36,15 +30,6 @@ pub fn cluster_reference(service_set: &ServiceSet) -> ObjectReference {
         let namespace = service_set.metadata.namespace.as_deref().unwrap_or_default();
         reference("k0rdent.mirantis.com/v1beta1", "ClusterDeployment", namespace, &spec.cluster)
     }
-}
-
-/// `message` cut to at most [`MAX_MESSAGE`] bytes, on a character boundary, marked as cut.
-pub fn bounded(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE {
-        return message.to_string();
-    }
-    let end = message.floor_char_boundary(MAX_MESSAGE - CUT.len());
-    format!("{}{CUT}", &message[..end])
 }
 
 /// The status entry of one spec service, given its status this round. The transition time is
@@ -77,7 +62,10 @@ pub fn service_state(
                 let mut conditions = previous.map(|p| p.conditions.clone()).unwrap_or_default();
                 conditions.retain(|c| c.type_ == SERVICE_READY);
                 let reason = format!("{state:?}");
-                set_condition(&mut conditions, condition(SERVICE_READY, "False", &reason, note, None, now));
+                conditions::set(
+                    &mut conditions,
+                    conditions::new(SERVICE_READY, Status::False, &reason, note, None, now),
+                );
                 conditions
             }
             _ => Vec::new(),
@@ -118,49 +106,10 @@ pub fn set_services(status: &mut ServiceSetStatus, services: Vec<ServiceState>, 
     let total = services.len();
     status.deployed = ready == total;
     status.services = services;
-    let (value, reason) = if ready == total { ("True", "Succeeded") } else { ("False", "ServicesNotReady") };
-    set_condition(
-        &mut status.conditions,
-        condition(SERVICES_READY, value, reason, &format!("{ready}/{total}"), generation, now),
-    );
-}
-
-/// A condition with `lastTransitionTime = now` (kept by [`set_condition`] when nothing changed).
-pub fn condition(
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-    generation: Option<i64>,
-    now: &Time,
-) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message: bounded(message),
-        observed_generation: generation,
-        last_transition_time: now.clone(),
-    }
-}
-
-/// Puts `new` into `conditions` (a list keyed by type), keeping the old transition time when the
-/// condition's status did not change.
-pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
-    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
-        Some(old) => {
-            if old.status == new.status {
-                new.last_transition_time = old.last_transition_time.clone();
-            }
-            *old = new;
-        }
-        None => conditions.push(new),
-    }
-}
-
-/// Removes the condition of `type_`, if any.
-pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
-    conditions.retain(|c| c.type_ != type_);
+    let reason = if ready == total { "Succeeded" } else { "ServicesNotReady" };
+    let message = format!("{ready}/{total}");
+    let condition = conditions::new(SERVICES_READY, Status::of(ready == total), reason, &message, generation, now);
+    conditions::set(&mut status.conditions, condition);
 }
 
 fn state(s: PluginState) -> State {
@@ -185,6 +134,7 @@ pub fn service_type(t: PluginType) -> ServiceType {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conditions::MAX_MESSAGE;
     use k8s_openapi::jiff::Timestamp;
 
     fn at(seconds: i64) -> Time {
@@ -216,13 +166,8 @@ mod tests {
     }
 
     #[test]
-    fn messages_are_bounded_on_a_character_boundary() {
-        assert_eq!(bounded("short"), "short");
-        let long = "é".repeat(MAX_MESSAGE); // two bytes each
-        let cut = bounded(&long);
-        assert!(cut.len() <= MAX_MESSAGE && cut.ends_with(CUT), "{} bytes", cut.len());
-        let c = condition("T", "False", "R", &long, None, &at(0));
-        assert!(c.message.len() <= MAX_MESSAGE);
+    fn a_failure_message_is_bounded() {
+        let long = "é".repeat(MAX_MESSAGE);
         let failed = ServiceStatus { failure_message: Some(long), ..status(PluginState::Failed) };
         let entry = service_state(&service(None), &failed, None, &at(0));
         assert!(entry.failure_message.unwrap().len() <= MAX_MESSAGE);

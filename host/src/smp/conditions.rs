@@ -1,5 +1,6 @@
-//! SMP condition types and reasons (kcm's, to the letter), and carrying over transition times.
+//! SMP condition types and reasons (kcm's, to the letter), and the checks that state them.
 
+use crate::conditions::{self, Status};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// Condition type: the adapter can read what the SMP references.
@@ -37,14 +38,6 @@ pub mod reason {
     pub const FAILED_TO_EVALUATE_READINESS: &str = "FailedToEvaluateReadiness";
 }
 
-/// A condition status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Status {
-    True,
-    False,
-    Unknown,
-}
-
 /// The outcome of one check, before it becomes a [`Condition`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Check {
@@ -71,29 +64,8 @@ impl Check {
 
     /// The condition of type `type_` stating this check.
     pub fn into_condition(self, type_: &str, now: &Time, generation: Option<i64>) -> Condition {
-        Condition {
-            type_: type_.to_owned(),
-            status: format!("{:?}", self.status),
-            reason: self.reason.to_owned(),
-            message: self.message,
-            last_transition_time: now.clone(),
-            observed_generation: generation,
-        }
+        conditions::new(type_, self.status, self.reason, &self.message, generation, now)
     }
-}
-
-/// `new`, each keeping the `lastTransitionTime` of the `old` condition of the same type when its
-/// status is unchanged, so that an unchanged status serializes identically.
-pub fn merge_conditions(old: &[Condition], new: Vec<Condition>) -> Vec<Condition> {
-    new.into_iter()
-        .map(|mut condition| {
-            let same = old.iter().find(|o| o.type_ == condition.type_ && o.status == condition.status);
-            if let Some(previous) = same {
-                condition.last_transition_time = previous.last_transition_time.clone();
-            }
-            condition
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -105,38 +77,12 @@ mod tests {
         Time(Timestamp::from_second(seconds).unwrap())
     }
 
-    fn condition(type_: &str, status: &str, time: i64) -> Condition {
-        Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: "R".into(),
-            message: "m".into(),
-            last_transition_time: at(time),
-            observed_generation: Some(1),
-        }
-    }
-
     #[test]
-    fn status_strings_are_kubernetes_ones() {
+    fn checks_state_their_status() {
         for (check, status) in
             [(Check::passed("R", ""), "True"), (Check::failed("R", ""), "False"), (Check::unknown("R", ""), "Unknown")]
         {
             assert_eq!(check.into_condition(RBAC_READY, &at(0), Some(3)).status, status);
         }
-    }
-
-    #[test]
-    fn merge_keeps_time_only_for_unchanged_status() {
-        let old = vec![condition(RBAC_READY, "True", 10), condition(ADAPTER_READY, "True", 10)];
-        let new = vec![
-            condition(RBAC_READY, "True", 99),
-            condition(ADAPTER_READY, "False", 99),
-            condition(PROVISIONER_READY, "True", 99),
-        ];
-        let merged = merge_conditions(&old, new);
-        let times: Vec<_> = merged.iter().map(|c| c.last_transition_time.clone()).collect();
-        assert_eq!(times, vec![at(10), at(99), at(99)]);
-        assert_eq!(merged[1].status, "False");
-        assert_eq!(merge_conditions(&old, old.clone()), old, "no change, identical conditions");
     }
 }

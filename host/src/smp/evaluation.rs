@@ -4,8 +4,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
-use super::conditions::{ADAPTER_READY, Check, PROVISIONER_CRDS_READY, PROVISIONER_READY, RBAC_READY, Status, reason};
+use super::conditions::{ADAPTER_READY, Check, PROVISIONER_CRDS_READY, PROVISIONER_READY, RBAC_READY, reason};
 use super::observed::observed_fields;
+use crate::conditions::Status;
 use crate::k0rdent::{ProvisionerCrd, ResourceReference, StateManagementProvider};
 use crate::rules::RuleCache;
 

@@ -4,7 +4,7 @@
 //! - [`selector`]: Kubernetes label-selector matching;
 //! - [`serving`]: which ServiceSets this host serves (its SMPs' adapter and selector);
 //! - [`evaluation`]: kcm's SMP conditions and a one-line diagnosis;
-//! - [`conditions`]: condition types, reasons and carrying over transition times.
+//! - [`conditions`]: kcm's SMP condition types and reasons.
 
 pub mod conditions;
 pub mod evaluation;
@@ -13,7 +13,6 @@ pub mod selector;
 pub mod serving;
 
 pub use crate::rules::{RuleCache, RuleError};
-pub use conditions::merge_conditions;
 pub use evaluation::{RbacCheck, SmpEvaluation, SmpObservation, evaluate};
 pub use selector::selector_matches;
 pub use serving::{AdapterIdentity, serves};
