@@ -2,8 +2,9 @@
 //! host embeds it, and against its native build: both must give the same answers.
 
 use ksm_adapter::builtin;
+use ksm_adapter::plugin::Limits;
 use ksm_adapter::plugin::{NativePlugin, Plugin};
-use ksm_adapter::runtime::{Limits, Runtime};
+use ksm_adapter::runtime::Runtime;
 use ksm_flux_plugin::{FluxPlugin, testdata};
 
 fn flux() -> impl Plugin {

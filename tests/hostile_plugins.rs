@@ -3,8 +3,9 @@
 //! call ends in a typed error naming the plugin and the function, and the next call works.
 
 use ksm_adapter::builtin;
+use ksm_adapter::plugin::Limits;
 use ksm_adapter::plugin::{CallError, CallErrorKind, Function, Plugin};
-use ksm_adapter::runtime::{Limits, LoadError, Runtime, WasmPlugin};
+use ksm_adapter::runtime::{LoadError, Runtime, WasmPlugin};
 use ksm_plugin_sdk::contract::{Target, TranslateInput};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

@@ -10,8 +10,9 @@
 use ksm_adapter::builtin;
 use ksm_adapter::manifests::Manifests;
 use ksm_adapter::plan::{self, TranslatedService};
+use ksm_adapter::plugin::Limits;
 use ksm_adapter::plugin::NativePlugin;
-use ksm_adapter::runtime::{Limits, Runtime};
+use ksm_adapter::runtime::Runtime;
 use ksm_adapter::serving::ServingPlugin;
 use ksm_flux_plugin::FluxPlugin;
 use serde_json::Value;

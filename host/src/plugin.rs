@@ -14,6 +14,23 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Per-call limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall time of one call.
+    pub timeout: Duration,
+    /// Linear memory of one instance, in bytes.
+    pub memory: usize,
+    /// Bytes of text one call may return.
+    pub output: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { timeout: Duration::from_secs(1), memory: 64 << 20, output: 4 << 20 }
+    }
+}
+
 /// The plugin functions, for error messages and metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Function {

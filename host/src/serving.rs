@@ -4,9 +4,9 @@
 //! [`ServingPlugin`].
 
 use crate::adapter_plugin::AdapterPluginSpec;
+use crate::plugin::Limits;
 use crate::plugin::Plugin;
 use crate::policy::{DEFAULT_OBJECTS_PER_SERVICE, Policy, Validation};
-use crate::runtime::Limits;
 use ksm_plugin_sdk::contract::PluginMetadata;
 use serde_json::Value;
 use std::sync::Arc;

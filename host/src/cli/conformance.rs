@@ -17,25 +17,26 @@
 //! `map-status` with nothing observed is not Deployed, and both it and `map-status` of the objects
 //! as just created answer without error, twice identically; then the case's own expectations.
 
-use super::plugin_cmd::{LimitArgs, load};
+use super::json_diff::differences_summary;
+use super::plugin_args::{LimitArgs, load};
 use anyhow::{Context, bail};
 use clap::Args;
 use ksm_adapter::plan::{self, ServiceOutcome};
+use ksm_adapter::plugin::Limits;
 use ksm_adapter::plugin::Plugin;
 use ksm_adapter::policy::DEFAULT_OBJECTS_PER_SERVICE;
-use ksm_adapter::runtime::{Limits, LoadError, Runtime, WasmPlugin};
+use ksm_adapter::runtime::{LoadError, Runtime, WasmPlugin};
 use ksm_adapter::serving::ServingPlugin;
 use ksm_plugin_sdk::contract::{
     CONTRACT_VERSION, ConfigError, ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceTranslation,
     StatusError, StatusInput, TranslateError,
 };
-use ksm_plugin_sdk::names::{MAX_LABEL_LEN, is_dns1123_label, is_dns1123_subdomain};
+use ksm_plugin_sdk::names::{MAX_LABEL_LEN, is_dns1123_label, is_dns1123_subdomain, is_label_key, is_label_value};
 use ksm_plugin_sdk::status_table::StatusCase;
 use ksm_plugin_sdk::{inputs, k0rdent, report};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -852,23 +853,6 @@ fn check_names(service_set: &Value, services: &[ServiceTranslation]) -> Result<S
     Ok(format!("{} (all distinct), valid names of at most {longest} characters", count(seen.len(), "object")))
 }
 
-/// A label key: an optional DNS-1123 subdomain prefix and `/`, then a name of at most 63
-/// alphanumerics, `-`, `_`, `.`, starting and ending with an alphanumeric.
-fn is_label_key(key: &str) -> bool {
-    let (prefix, name) = key.rsplit_once('/').map_or((None, key), |(p, n)| (Some(p), n));
-    prefix.is_none_or(is_dns1123_subdomain) && !name.is_empty() && is_label_value(name)
-}
-
-/// A label value: empty, or at most 63 alphanumerics, `-`, `_`, `.`, starting and ending with
-/// an alphanumeric.
-fn is_label_value(value: &str) -> bool {
-    let edge = |b: Option<u8>| b.is_none_or(|b| b.is_ascii_alphanumeric());
-    value.len() <= MAX_LABEL_LEN
-        && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-        && edge(value.bytes().next())
-        && edge(value.bytes().last())
-}
-
 /// Services whose template is missing get `TemplateNotFound`.
 fn missing_templates(
     service_set: &Value,
@@ -994,59 +978,6 @@ fn compare(expected: &Value, actual: &Value, file: &str) -> Result<String, Strin
     Err(format!("differs from {file}: {}", differences_summary(expected, actual)))
 }
 
-/// At most five differences between `expected` and `actual`, as `path: expected X, got Y`.
-fn differences_summary(expected: &Value, actual: &Value) -> String {
-    let mut found = Vec::new();
-    differences("", expected, actual, &mut found);
-    let mut summary = found.iter().take(5).cloned().collect::<Vec<_>>().join("; ");
-    if found.len() > 5 {
-        let _ = write!(summary, "; and {} more", found.len() - 5);
-    }
-    summary
-}
-
-/// Collects the differences between `expected` and `actual` under `path`. Array items that name
-/// a service are shown by that name (`services[cert-manager]`).
-fn differences(path: &str, expected: &Value, actual: &Value, found: &mut Vec<String>) {
-    let at = |key: &str| if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
-    match (expected, actual) {
-        (Value::Object(e), Value::Object(a)) => {
-            for (key, value) in e {
-                match a.get(key) {
-                    Some(other) => differences(&at(key), value, other, found),
-                    None => found.push(format!("{}: expected {}, missing", at(key), short(value))),
-                }
-            }
-            for (key, value) in a.iter().filter(|(key, _)| !e.contains_key(*key)) {
-                found.push(format!("{}: not expected, got {}", at(key), short(value)));
-            }
-        }
-        (Value::Array(e), Value::Array(a)) => {
-            for i in 0..e.len().max(a.len()) {
-                let item =
-                    e.get(i).or(a.get(i)).and_then(|v| v["service"].as_str()).map_or(i.to_string(), String::from);
-                let path = format!("{path}[{item}]");
-                match (e.get(i), a.get(i)) {
-                    (Some(e), Some(a)) => differences(&path, e, a, found),
-                    (Some(e), None) => found.push(format!("{path}: expected {}, missing", short(e))),
-                    (None, Some(a)) => found.push(format!("{path}: not expected, got {}", short(a))),
-                    (None, None) => {}
-                }
-            }
-        }
-        (e, a) if e == a => {}
-        (e, a) => {
-            found.push(format!("{}: expected {}, got {}", if path.is_empty() { "." } else { path }, short(e), short(a)))
-        }
-    }
-}
-
-/// Compact JSON, cut at 80 characters.
-fn short(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() <= 80 { text } else { format!("{}…", text.chars().take(79).collect::<String>()) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1058,16 +989,6 @@ mod tests {
             assert!(case.invariants.is_some(), "{name}");
             assert!(!case.templates.is_empty(), "{name}");
         }
-    }
-
-    #[test]
-    fn differences_name_the_path_and_both_values() {
-        let expected = json!({"services": [{"service": "a", "objects": [{"spec": {"interval": "10m"}}]}]});
-        let actual = json!({"services": [{"service": "a", "objects": [{"spec": {"interval": "5m", "x": 1}}]}]});
-        assert_eq!(
-            differences_summary(&expected, &actual),
-            r#"services[a].objects[0].spec.interval: expected "10m", got "5m"; services[a].objects[0].spec.x: not expected, got 1"#
-        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 
 mod conformance;
 mod identity;
+mod json_diff;
 mod offline_plugins;
+mod plugin_args;
 mod plugin_cmd;
 mod render_cmd;
 mod run_cmd;

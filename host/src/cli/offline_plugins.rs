@@ -2,13 +2,14 @@
 //! configured as the controller does (built-in and ConfigMap sources; OCI is not pulled
 //! offline), or `--plugin` for every ServiceSet when the files declare none.
 
-use super::plugin_cmd::{PluginArgs, load};
+use super::plugin_args::{PluginArgs, load};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::ConfigMap;
 use ksm_adapter::adapter_plugin::{AdapterPlugin, Source};
 use ksm_adapter::builtin;
 use ksm_adapter::manifests::Manifests;
-use ksm_adapter::runtime::{Limits, Runtime};
+use ksm_adapter::plugin::Limits;
+use ksm_adapter::runtime::Runtime;
 use ksm_adapter::serving::{Assignment, ServingPlugin, assignment, limits, validate};
 use std::sync::Arc;
 

@@ -1,21 +1,21 @@
 //! `ksm-adapter plugin ...`: run a plugin offline on YAML files; push and pull plugins to and
 //! from OCI registries.
 
+use super::plugin_args::{LimitArgs, PluginArgs, load, plugin_bytes};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use ksm_adapter::builtin;
 use ksm_adapter::manifests::{Document, Manifests};
 use ksm_adapter::oci::{self, Credentials};
 use ksm_adapter::plan::{self, ServiceOutcome, TranslateFailure, TranslatedService};
+use ksm_adapter::plugin::Limits;
 use ksm_adapter::plugin::Plugin;
-use ksm_adapter::runtime::{Limits, Runtime, WasmPlugin};
+use ksm_adapter::runtime::Runtime;
 use ksm_adapter::serving::ServingPlugin;
 use ksm_plugin_sdk::{k0rdent, report};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
@@ -121,44 +121,6 @@ pub struct RunArgs {
     plugin: PluginArgs,
 }
 
-/// Which plugin to run, where, and under which limits.
-#[derive(Debug, Args)]
-pub struct PluginArgs {
-    /// `builtin:flux` or the path of a `.wasm` component.
-    #[arg(long, short = 'p', default_value = "builtin:flux")]
-    pub plugin: String,
-    /// The namespace k0rdent runs in.
-    #[arg(long, default_value = "kcm-system")]
-    pub system_namespace: String,
-    #[command(flatten)]
-    pub limits: LimitArgs,
-}
-
-/// Per-call limits of the sandbox.
-#[derive(Debug, Args)]
-pub struct LimitArgs {
-    /// Wall-time limit of one plugin call, in milliseconds.
-    #[arg(long, default_value_t = 1000)]
-    timeout_ms: u64,
-    /// Linear-memory limit of one plugin instance, in MiB.
-    #[arg(long, default_value_t = 64)]
-    memory_limit_mib: usize,
-    /// Limit on the text one plugin call may return, in KiB.
-    #[arg(long, default_value_t = 4096)]
-    output_limit_kib: usize,
-}
-
-impl LimitArgs {
-    /// The limits these flags set.
-    pub fn limits(&self) -> Limits {
-        Limits {
-            timeout: Duration::from_millis(self.timeout_ms),
-            memory: self.memory_limit_mib << 20,
-            output: self.output_limit_kib << 10,
-        }
-    }
-}
-
 pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
     let runtime = Runtime::new()?;
     match command {
@@ -240,23 +202,6 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
 fn block_on<T>(operation: impl Future<Output = Result<T, oci::OciError>>) -> anyhow::Result<T> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     Ok(runtime.block_on(operation)?)
-}
-
-/// Loads `builtin:<name>` or a `.wasm` file.
-pub fn load(runtime: &Runtime, spec: &str, limits: Limits) -> anyhow::Result<WasmPlugin> {
-    let bytes = plugin_bytes(spec)?;
-    runtime.load(&bytes, limits).with_context(|| format!("loading plugin {spec}"))
-}
-
-/// The bytes of `builtin:<name>` or of a `.wasm` file.
-fn plugin_bytes(spec: &str) -> anyhow::Result<Vec<u8>> {
-    Ok(match spec.strip_prefix("builtin:") {
-        Some(name) => match builtin::get(name) {
-            Some(bytes) => bytes.to_vec(),
-            None => bail!("no built-in plugin {name:?}; built-in plugins: {}", builtin::NAMES.join(", ")),
-        },
-        None => std::fs::read(spec).with_context(|| format!("reading plugin {spec}"))?,
-    })
 }
 
 /// Translates every ServiceSet in the files and prints what `report` makes of each, as a YAML

@@ -27,7 +27,7 @@ pub struct RenderArgs {
     #[command(flatten)]
     identity: super::identity::IdentityArgs,
     #[command(flatten)]
-    plugin: super::plugin_cmd::PluginArgs,
+    plugin: super::plugin_args::PluginArgs,
 }
 
 pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {

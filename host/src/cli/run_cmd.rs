@@ -1,7 +1,7 @@
 //! `ksm-adapter run`: the controller, against a cluster.
 
 use super::identity::IdentityArgs;
-use super::plugin_cmd::LimitArgs;
+use super::plugin_args::LimitArgs;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use ksm_adapter::controller::leader::{self, Election};

@@ -14,28 +14,28 @@
 //! [`CallError`]: crate::plugin::CallError
 
 mod bindings;
+mod component;
+mod epoch;
 mod guest_log;
 mod precompiled;
 mod sandbox;
 mod wasm_plugin;
 
+pub use component::{ComponentInfo, LoadError, MAX_COMPONENT_BYTES};
 pub use precompiled::{DiskCache, Origin};
 pub use wasm_plugin::WasmPlugin;
 
-use bindings::{AdapterPluginPre, PLUGIN_EXPORT};
+use crate::plugin::Limits;
+use bindings::AdapterPluginPre;
+use component::{check_exports, check_header, check_imports};
+use epoch::EpochTicker;
 use ksm_plugin_sdk::contract::CONTRACT_VERSION;
 use sandbox::CallState;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
-
-/// How often the epoch advances: the granularity of call timeouts.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Plugin instances that may exist at once with [`Runtime::new`] (commands that call plugins
 /// one at a time).
@@ -46,79 +46,9 @@ const DEFAULT_INSTANCES: u32 = 16;
 /// `madvise`. A bound on the resident memory each warm pool slot keeps.
 const KEEP_RESIDENT: usize = 2 << 20;
 
-/// Largest component the host compiles: compiling takes time and memory in proportion to the
-/// size, and cannot be interrupted, so a bound on the size is the bound on both.
-pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
-
 /// Compiled components kept in memory (the least recently used go first); a plugin that serves
 /// keeps its own, so this only decides what a reload of the same bytes may reuse.
 const COMPILED_IN_MEMORY: usize = 16;
-
-/// Per-call limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Wall time of one call.
-    pub timeout: Duration,
-    /// Linear memory of one instance, in bytes.
-    pub memory: usize,
-    /// Bytes of text one call may return.
-    pub output: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self { timeout: Duration::from_secs(1), memory: 64 << 20, output: 4 << 20 }
-    }
-}
-
-/// Why a component could not be loaded as a plugin.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The component is larger than the host compiles.
-    #[error("the component is {0} bytes, over the limit of {MAX_COMPONENT_BYTES} bytes")]
-    TooLarge(usize),
-    /// The bytes are a core module or not WASM at all.
-    #[error("not a WASM component ({0}); build plugins with wasm-component-ld, componentize-py or componentize-js")]
-    NotAComponent(&'static str),
-    /// wasmtime could not compile the component.
-    #[error("the component does not compile: {0}")]
-    Compile(String),
-    /// The component imports something the host does not provide.
-    #[error("the component imports {0:?}; plugins may import only ksm:adapter/host and WASI")]
-    UnsupportedImport(String),
-    /// The component targets another contract version.
-    #[error("the plugin targets contract {found}; this host supports {supported}")]
-    UnsupportedContract {
-        /// The version the plugin declares.
-        found: String,
-        /// The version this host supports.
-        supported: &'static str,
-    },
-    /// The component does not export the plugin interface.
-    #[error("the component does not export {PLUGIN_EXPORT}")]
-    MissingExport,
-    /// The component could not be linked.
-    #[error("the component cannot be linked: {0}")]
-    Link(String),
-    /// Calling `metadata` failed.
-    #[error(transparent)]
-    Metadata(#[from] crate::plugin::CallError),
-}
-
-/// Facts about a loaded component.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ComponentInfo {
-    /// Size in bytes.
-    pub size: usize,
-    /// Hex sha256 of the bytes.
-    pub sha256: String,
-    /// Names of the component's imports.
-    pub imports: Vec<String>,
-    /// Names of the component's exports.
-    pub exports: Vec<String>,
-    /// Whether it was compiled now, in this process before, or read precompiled from disk.
-    pub origin: Origin,
-}
 
 /// The runtime shared by all plugins.
 pub struct Runtime {
@@ -184,11 +114,6 @@ impl Runtime {
             return Err(LoadError::UnsupportedContract { found: found.clone(), supported: CONTRACT_VERSION });
         }
         Ok(plugin)
-    }
-
-    /// Epoch ticks that make up `timeout` (rounded up, plus one for the tick in progress).
-    fn deadline_ticks(timeout: Duration) -> u64 {
-        (timeout.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64).max(1) + 1
     }
 
     fn compile(&self, sha256: &str, bytes: &[u8]) -> Result<(Component, Origin), LoadError> {
@@ -258,72 +183,6 @@ fn pool(instances: u32) -> PoolingAllocationConfig {
     pool
 }
 
-/// Tells components from core modules and non-WASM bytes before compiling.
-fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
-    match bytes.get(..8) {
-        Some([0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00]) => Ok(()),
-        Some([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]) => Err(LoadError::NotAComponent("a core module")),
-        _ => Err(LoadError::NotAComponent("no WASM header")),
-    }
-}
-
-/// Accepts only the contract's own interfaces and WASI; returns whether WASI is imported.
-fn check_imports(imports: &[String]) -> Result<bool, LoadError> {
-    let mut wasi = false;
-    for name in imports {
-        if name.starts_with("wasi:") {
-            wasi = true;
-        } else if !name.starts_with("ksm:adapter/host@") {
-            return Err(LoadError::UnsupportedImport(name.clone()));
-        }
-    }
-    Ok(wasi)
-}
-
-/// Requires the plugin interface of the supported contract version.
-fn check_exports(exports: &[String]) -> Result<(), LoadError> {
-    if exports.iter().any(|e| e == PLUGIN_EXPORT) {
-        return Ok(());
-    }
-    match exports.iter().find_map(|e| e.strip_prefix("ksm:adapter/plugin@")) {
-        Some(found) => Err(LoadError::UnsupportedContract { found: found.to_string(), supported: CONTRACT_VERSION }),
-        None => Err(LoadError::MissingExport),
-    }
-}
-
-/// A thread that advances the engine's epoch every [`EPOCH_TICK`], so stores with an epoch
-/// deadline trap when their call runs too long. Stops when the last owner drops it.
-pub(crate) struct EpochTicker {
-    stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl EpochTicker {
-    fn start(engine: Engine) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = thread::Builder::new()
-            .name("wasm-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
-                }
-            })
-            .expect("spawning the epoch thread");
-        Self { stop, thread: Some(thread) }
-    }
-}
-
-impl Drop for EpochTicker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,11 +249,5 @@ mod tests {
         assert_eq!(compiled.components.len(), COMPILED_IN_MEMORY);
         assert!(compiled.get("1").is_none(), "the least recently used went");
         assert!(compiled.get("0").is_some() && compiled.get("new").is_some());
-    }
-
-    #[test]
-    fn deadline_covers_the_whole_timeout() {
-        assert_eq!(Runtime::deadline_ticks(Duration::from_secs(1)), 101);
-        assert_eq!(Runtime::deadline_ticks(Duration::from_millis(1)), 2);
     }
 }

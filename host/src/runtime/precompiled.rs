@@ -149,7 +149,8 @@ fn write_atomically(path: &Path, code: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{Limits, Runtime};
+    use crate::plugin::Limits;
+    use crate::runtime::Runtime;
     use std::os::unix::fs::PermissionsExt;
 
     fn fresh_dir(test: &str) -> PathBuf {

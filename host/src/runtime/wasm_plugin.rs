@@ -4,9 +4,11 @@
 //! and its errors are classified; an instance whose call failed is never called again.
 
 use super::bindings::{self, AdapterPlugin, AdapterPluginPre, Guest};
+use super::component::{ComponentInfo, LoadError};
+use super::epoch::{EpochTicker, deadline_ticks};
 use super::guest_log::GuestLog;
 use super::sandbox::CallState;
-use super::{ComponentInfo, EpochTicker, Limits, LoadError, Runtime};
+use crate::plugin::Limits;
 use crate::plugin::{CallError, CallErrorKind, Function, Plugin};
 use ksm_plugin_sdk::contract::{
     ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
@@ -72,7 +74,7 @@ impl WasmPlugin {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         store.set_hostcall_fuel(copy_bound(self.limits.output));
-        store.set_epoch_deadline(Runtime::deadline_ticks(self.limits.timeout));
+        store.set_epoch_deadline(deadline_ticks(self.limits.timeout));
         match self.pre.instantiate(&mut store) {
             Ok(bindings) => Ok(Instance { store, bindings }),
             Err(e) => Err(match self.classify(&store, e) {
@@ -97,7 +99,7 @@ impl WasmPlugin {
             Some(instance) => instance,
             None => slot.insert(self.instantiate().map_err(error)?),
         };
-        instance.store.set_epoch_deadline(Runtime::deadline_ticks(self.limits.timeout));
+        instance.store.set_epoch_deadline(deadline_ticks(self.limits.timeout));
         let result = f(instance.bindings.ksm_adapter_plugin(), &mut instance.store)
             .map_err(|e| self.classify(&instance.store, e));
         instance.store.data().flush_output();

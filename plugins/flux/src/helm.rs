@@ -6,7 +6,7 @@
 
 use crate::flux::{FluxObject, KubeConfigReference, SourceReference, helm_release_kind};
 use crate::helm_options::{HelmOptions, Install, Uninstall, Upgrade};
-use crate::translate::{Common, ResolvedTemplate, to_json};
+use crate::service::{Common, ResolvedTemplate, to_json};
 use ksm_plugin_sdk::contract::ServiceError;
 use ksm_plugin_sdk::k0rdent::Service;
 use serde::Serialize;

@@ -2,7 +2,7 @@
 //! using the source kcm created or found for the template (`status.sourceStatus`).
 
 use crate::flux::{FluxObject, KubeConfigReference, SourceReference, kustomization_kind};
-use crate::translate::{Common, ResolvedTemplate, to_json};
+use crate::service::{Common, ResolvedTemplate, to_json};
 use ksm_plugin_sdk::contract::ServiceError;
 use ksm_plugin_sdk::k0rdent::SourceSpec;
 use serde::Serialize;

@@ -11,6 +11,7 @@ mod flux;
 mod helm;
 mod helm_options;
 mod kustomize;
+mod service;
 mod status;
 pub mod testdata;
 mod translate;

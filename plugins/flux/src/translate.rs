@@ -6,15 +6,13 @@
 
 use crate::config::FluxConfig;
 use crate::flux::{KubeConfigReference, ObjectMeta, SecretKeyReference};
+use crate::service::{Common, ResolvedTemplate};
 use crate::{helm, kustomize};
 use ksm_plugin_sdk::contract::{
     Claim, ServiceError, ServiceTranslation, Target, Template, TranslateError, TranslateInput,
 };
-use ksm_plugin_sdk::k0rdent::{
-    PAUSE_ANNOTATION, Service, ServiceSet, ServiceTemplate, ServiceTemplateSpec, ServiceTemplateStatus,
-};
+use ksm_plugin_sdk::k0rdent::{PAUSE_ANNOTATION, Service, ServiceSet, ServiceTemplate};
 use ksm_plugin_sdk::names;
-use serde::Serialize;
 use serde_json::Value;
 
 /// `helmAction` of a service whose objects are to be removed.
@@ -89,32 +87,6 @@ struct Context<'a> {
     config: &'a FluxConfig,
     target: &'a Target,
     templates: &'a [Template],
-}
-
-/// A service's ServiceTemplate, found, readable and valid.
-pub struct ResolvedTemplate {
-    /// `ServiceTemplate "<namespace>/<name>"`, for messages.
-    pub id: String,
-    /// Its spec.
-    pub spec: ServiceTemplateSpec,
-    /// Its status.
-    pub status: ServiceTemplateStatus,
-}
-
-/// What every Flux object of a service shares.
-pub struct Common<'a> {
-    /// The service.
-    pub service: &'a Service,
-    /// The provider config.
-    pub config: &'a FluxConfig,
-    /// Object name and namespace.
-    pub metadata: ObjectMeta,
-    /// Where the service's resources go: its namespace, else the config's `targetNamespace`.
-    pub target_namespace: Option<String>,
-    /// The remote cluster's kubeconfig; none for self-management.
-    pub kube_config: Option<KubeConfigReference>,
-    /// `Some(true)` when the ServiceSet is paused or the config suspends; else omitted.
-    pub suspend: Option<bool>,
 }
 
 impl Context<'_> {
@@ -196,12 +168,6 @@ impl Context<'_> {
             suspend: (self.paused || self.config.suspend).then_some(true),
         }
     }
-}
-
-/// Serializes a created object to JSON text.
-pub fn to_json(object: &impl Serialize) -> Result<String, ServiceError> {
-    serde_json::to_string(object)
-        .map_err(|e| ServiceError::InvalidService(format!("the object cannot be serialized: {e}")))
 }
 
 #[cfg(test)]

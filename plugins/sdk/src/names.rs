@@ -20,6 +20,23 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= MAX_SUBDOMAIN_LEN && s.split('.').all(is_dns1123_label)
 }
 
+/// A label key: an optional DNS-1123 subdomain prefix and `/`, then a name of at most 63
+/// alphanumerics, `-`, `_`, `.`, starting and ending with an alphanumeric.
+pub fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = key.rsplit_once('/').map_or((None, key), |(p, n)| (Some(p), n));
+    prefix.is_none_or(is_dns1123_subdomain) && !name.is_empty() && is_label_value(name)
+}
+
+/// A label value: empty, or at most 63 alphanumerics, `-`, `_`, `.`, starting and ending with
+/// an alphanumeric.
+pub fn is_label_value(value: &str) -> bool {
+    let edge = |b: Option<u8>| b.is_none_or(|b| b.is_ascii_alphanumeric());
+    value.len() <= MAX_LABEL_LEN
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        && edge(value.bytes().next())
+        && edge(value.bytes().last())
+}
+
 /// Joins `parts` with `-` into a name of at most `max` characters. A name that fits is returned
 /// as is; a longer one is cut and ends in `-` plus 8 hex characters of a stable hash of the
 /// whole name, so distinct long names stay distinct and the result never changes between runs.
@@ -58,6 +75,22 @@ fn fnv1a32(bytes: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_keys_and_values_follow_kubernetes() {
+        for good in ["app", "app.kubernetes.io/name", "k0rdent.mirantis.com/service", "a_b.c-d"] {
+            assert!(is_label_key(good), "{good}");
+        }
+        for bad in ["", "-app", "app-", "Example.com/app", "a/b/c", "app.kubernetes.io/", &"a".repeat(64)] {
+            assert!(!is_label_key(bad), "{bad}");
+        }
+        for good in ["", "v1.2.3", "prod_eu-1", &"a".repeat(63)] {
+            assert!(is_label_value(good), "{good}");
+        }
+        for bad in ["-v1", "v1.", "a b", &"a".repeat(64)] {
+            assert!(!is_label_value(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn short_names_are_kept() {
