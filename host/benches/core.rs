@@ -1,6 +1,6 @@
 //! The host's pure core, each against a baseline measured in the same run: a CEL readiness rule
 //! evaluated through the rule cache (compiled once) against compiling it every time; planning one
-//! ServiceSet (`plan::reconcile`, native Flux plugin) when nothing changed against when every
+//! ServiceSet (`plan::decide`, native Flux plugin) when nothing changed against when every
 //! child must be applied; the status decision (equality and the Events diff) for an unchanged
 //! status against a changed one.
 //!
@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ksm_adapter::k0rdent::{ServiceSet, State, StateManagementProvider};
 use ksm_adapter::manifests::Manifests;
 use ksm_adapter::plan::claims::Arbitration;
+use ksm_adapter::plan::decide::{Inputs, decide};
 use ksm_adapter::plan::events::service_set_events;
-use ksm_adapter::plan::reconcile::{Observed, reconcile};
 use ksm_adapter::plugin::NativePlugin;
 use ksm_adapter::serving::ServingPlugin;
 use ksm_adapter::smp::RuleCache;
@@ -52,7 +52,7 @@ fn main() {
     let template = |name: &str| manifests.template("kcm-system", name).map(|d| d.object.clone());
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let plan = |children: &[Value]| {
-        let observed = Observed {
+        let observed = Inputs {
             smp: Some(&smp),
             smp_diagnosis: None,
             template: &template,
@@ -60,7 +60,7 @@ fn main() {
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
         };
-        reconcile(&serving, &service_set, &observed, "kcm-system", &now).expect("a plan")
+        decide(&serving, &service_set, &observed, "kcm-system", &now).expect("a plan")
     };
     let first = plan(&[]);
     let applied: Vec<Value> = first.apply.clone();

@@ -78,7 +78,7 @@ fn main() {
         ("wasm, fresh instance per call", &wasm, false),
         ("wasm, one instance per ServiceSet", &wasm, true),
     ];
-    // A session per ServiceSet, as `plan::reconcile` opens; without one, every call is fresh.
+    // A session per ServiceSet, as `plan::decide` opens; without one, every call is fresh.
     let session = |plugin: &ServingPlugin, per_service_set: bool| {
         if per_service_set { plugin.session() } else { plugin.clone() }
     };

@@ -4,8 +4,9 @@
 
 pub mod children;
 pub mod claims;
+pub mod decide;
 pub mod events;
-pub mod reconcile;
+pub mod gate;
 pub mod status;
 
 use crate::plugin::{CallError, Plugin};
@@ -45,6 +46,13 @@ pub struct TranslatedService {
     pub outcome: ServiceOutcome,
     /// What the service claims on its target (empty unless its objects passed the checks).
     pub claims: Vec<Claim>,
+}
+
+impl TranslatedService {
+    /// What the service claims, for arbitration.
+    pub fn service_claims(&self) -> claims::ServiceClaims {
+        claims::ServiceClaims { service: self.service.clone(), claims: self.claims.clone() }
+    }
 }
 
 /// Why a whole ServiceSet could not be translated.

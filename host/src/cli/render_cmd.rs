@@ -4,12 +4,13 @@ use super::offline_plugins::OfflinePlugins;
 use anyhow::{Context, bail};
 use clap::Args;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use ksm_adapter::k0rdent::NamespacedName;
 use ksm_adapter::k0rdent::{ServiceSet, StateManagementProvider};
 use ksm_adapter::manifests::{Document, Manifests};
-use ksm_adapter::plan;
 use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, recorded};
-use ksm_adapter::plan::claims::{ClaimIndex, Contender, Key, ServiceClaims, arbitrate, key_of};
-use ksm_adapter::plan::reconcile::{Observed, foreign_objects, reconcile};
+use ksm_adapter::plan::claims::{ClaimIndex, Contender, ServiceClaims, arbitrate, key_of};
+use ksm_adapter::plan::decide::{Inputs, decide, foreign_objects};
+use ksm_adapter::plan::{self, TranslatedService};
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, RuleCache, SmpObservation};
 use kube::ResourceExt;
@@ -70,7 +71,7 @@ fn claim_index(
         let Ok(plugin) = plugins.for_provider(&service_set.spec.provider.name) else { continue };
         let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
         if let Ok(translated) = plan::translate(&plugin, &doc.object, template, system_namespace) {
-            let claims: Vec<_> = translated.into_iter().map(|t| (t.service, t.claims)).collect();
+            let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
             index.record(&Contender::of(&service_set), &claims);
         }
     }
@@ -124,7 +125,7 @@ fn render_one(
         .collect();
     let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
     let key = key_of(&service_set);
-    let has_objects = |(namespace, name): &Key, service: &str| {
+    let has_objects = |NamespacedName { namespace, name }: &NamespacedName, service: &str| {
         manifests.documents.iter().any(|d| {
             d.namespace() == namespace
                 && recorded(&d.object, SERVICE_SET_LABEL) == Some(name.as_str())
@@ -132,7 +133,7 @@ fn render_one(
         })
     };
     let arbitrate = |_: &[ServiceClaims]| arbitrate(claims, &key, has_objects);
-    let mut observed = Observed {
+    let mut observed = Inputs {
         smp: smp.as_ref(),
         smp_diagnosis: diagnosis,
         template: &template,
@@ -140,7 +141,7 @@ fn render_one(
         foreign: &BTreeMap::new(),
         arbitrate: &arbitrate,
     };
-    let mut plan = reconcile(&plugin, &service_set, &observed, system_namespace, now)?;
+    let mut plan = decide(&plugin, &service_set, &observed, system_namespace, now)?;
     // As the controller does: an object in the files with the name of a first apply that is not
     // this ServiceSet's is never taken over.
     let foreign = foreign_objects(&service_set, &plan.unseen, |r| {
@@ -148,7 +149,7 @@ fn render_one(
     });
     if !foreign.is_empty() {
         observed.foreign = &foreign;
-        plan = reconcile(&plugin, &service_set, &observed, system_namespace, now)?;
+        plan = decide(&plugin, &service_set, &observed, system_namespace, now)?;
     }
     Ok(json!({
         "serviceSet": doc.key(),

@@ -3,8 +3,9 @@
 //! reconcile, and waking the ServiceSets whose outcome a change may have turned.
 
 use super::children::Waker;
+use crate::k0rdent::NamespacedName;
 use crate::k0rdent::ServiceSet;
-use crate::plan::claims::{Arbitration, ClaimIndex, Contender, Key, ServiceClaims, arbitrate, key_of};
+use crate::plan::claims::{Arbitration, ClaimIndex, Contender, ServiceClaims, arbitrate, key_of};
 use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -28,7 +29,7 @@ impl Arbiter {
         &self,
         service_set: &ServiceSet,
         claims: &[ServiceClaims],
-        has_objects: impl Fn(&Key, &str) -> bool,
+        has_objects: impl Fn(&NamespacedName, &str) -> bool,
     ) -> Arbitration {
         let contender = Contender::of(service_set);
         let (touched, arbitration) = {
@@ -52,8 +53,8 @@ impl Arbiter {
         self.wake_all(touched);
     }
 
-    fn wake_all(&self, keys: BTreeSet<Key>) {
-        for (namespace, name) in keys {
+    fn wake_all(&self, keys: BTreeSet<NamespacedName>) {
+        for NamespacedName { namespace, name } in keys {
             let _ = self.wake.unbounded_send(ObjectRef::new(&name).within(&namespace));
         }
     }

@@ -5,20 +5,18 @@
 //! Filled from the watches of [`children`](super::children); the index is exact: a child
 //! whose ServiceSet labels change moves to its new ServiceSet.
 
+use crate::k0rdent::NamespacedName;
 use crate::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL};
-use crate::plan::reconcile::ChildRef;
+use crate::plan::decide::ChildRef;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// A ServiceSet's (namespace, name).
-pub type Owner = (String, String);
-
 /// What the cache keeps of one child.
 struct Entry {
-    owner: Owner,
+    owner: NamespacedName,
     /// Its `ksm.k0rdent.mirantis.com/service` label.
     service: Option<String>,
     /// Whether its deletion has started.
@@ -34,14 +32,14 @@ struct Entry {
 pub struct ChildCache {
     objects: HashMap<Arc<ChildRef>, Entry>,
     /// Each ServiceSet's children, in reference order.
-    by_owner: HashMap<Owner, Vec<Arc<ChildRef>>>,
+    by_owner: HashMap<NamespacedName, Vec<Arc<ChildRef>>>,
 }
 
 impl ChildCache {
     /// Stores `object` as `child`; returns the ServiceSets whose children changed (its owner,
     /// and its former owner if its labels moved it). A child without ServiceSet labels is not
     /// the host's to track: it is dropped (and its former owner returned).
-    pub fn apply(&mut self, child: ChildRef, object: &DynamicObject) -> Vec<Owner> {
+    pub fn apply(&mut self, child: ChildRef, object: &DynamicObject) -> Vec<NamespacedName> {
         let mut changed = self.delete(&child).into_iter().collect::<Vec<_>>();
         let Some(owner) = owner_of(object) else { return changed };
         let Ok(json) = serde_json::to_string(object) else { return changed };
@@ -64,7 +62,7 @@ impl ChildCache {
     }
 
     /// Forgets `child`; returns the ServiceSet it belonged to.
-    pub fn delete(&mut self, child: &ChildRef) -> Option<Owner> {
+    pub fn delete(&mut self, child: &ChildRef) -> Option<NamespacedName> {
         let entry = self.objects.remove(child)?;
         if let Some(children) = self.by_owner.get_mut(&entry.owner) {
             children.retain(|c| **c != *child);
@@ -77,7 +75,7 @@ impl ChildCache {
 
     /// After a (re)list of kind `api_version`/`kind` that returned `listed`: forgets the
     /// children of that kind the list no longer holds; returns their ServiceSets.
-    pub fn keep_listed(&mut self, api_version: &str, kind: &str, listed: &HashSet<ChildRef>) -> Vec<Owner> {
+    pub fn keep_listed(&mut self, api_version: &str, kind: &str, listed: &HashSet<ChildRef>) -> Vec<NamespacedName> {
         let gone: Vec<ChildRef> = self
             .objects
             .keys()
@@ -88,7 +86,7 @@ impl ChildCache {
     }
 
     /// The children of ServiceSet `owner`, as JSON, in reference order.
-    pub fn children_of(&self, owner: &Owner) -> Vec<Value> {
+    pub fn children_of(&self, owner: &NamespacedName) -> Vec<Value> {
         self.by_owner
             .get(owner)
             .into_iter()
@@ -98,7 +96,7 @@ impl ChildCache {
     }
 
     /// Whether service `service` of ServiceSet `owner` has any cached child.
-    pub fn any(&self, owner: &Owner, service: &str) -> bool {
+    pub fn any(&self, owner: &NamespacedName, service: &str) -> bool {
         self.by_owner
             .get(owner)
             .into_iter()
@@ -113,8 +111,11 @@ impl ChildCache {
 }
 
 /// The ServiceSet a child belongs to, by its labels.
-fn owner_of(object: &DynamicObject) -> Option<Owner> {
-    Some((object.labels().get(SERVICE_SET_NAMESPACE_LABEL)?.clone(), recorded(object, SERVICE_SET_LABEL)?.clone()))
+fn owner_of(object: &DynamicObject) -> Option<NamespacedName> {
+    Some(NamespacedName::new(
+        object.labels().get(SERVICE_SET_NAMESPACE_LABEL)?.clone(),
+        recorded(object, SERVICE_SET_LABEL)?.clone(),
+    ))
 }
 
 /// The whole value the host recorded under `key`: the annotation when the label value had to be
@@ -139,8 +140,8 @@ mod tests {
         (ChildRef::of(&object), serde_json::from_value(object).unwrap())
     }
 
-    fn owner(name: &str) -> Owner {
-        ("team".into(), name.into())
+    fn owner(name: &str) -> NamespacedName {
+        NamespacedName::new("team", name)
     }
 
     #[test]
@@ -184,7 +185,7 @@ mod tests {
         assert!(cache.is_deleting(&kept));
         let listed = HashSet::from([kept.clone()]);
         assert_eq!(cache.keep_listed("helm.toolkit.fluxcd.io/v2", "HelmRelease", &listed), vec![owner("b")]);
-        assert_eq!(cache.keep_listed("other/v1", "HelmRelease", &HashSet::new()), Vec::<Owner>::new());
+        assert_eq!(cache.keep_listed("other/v1", "HelmRelease", &HashSet::new()), Vec::<NamespacedName>::new());
         assert_eq!(cache.delete(&kept), Some(owner("a")));
         assert_eq!(cache.delete(&kept), None);
         assert!(cache.children_of(&owner("a")).is_empty());

@@ -1,14 +1,14 @@
 //! The kinds the plugins create: one cache per kind of the objects the host manages (by label),
 //! and the writes — server-side apply under the field manager `ksm-adapter`, and delete.
 
-use super::child_cache::{ChildCache, Owner};
+use super::child_cache::ChildCache;
 use super::watches::WatchHealth;
-use crate::k0rdent::ServiceSet;
+use crate::k0rdent::{NamespacedName, ServiceSet};
 use crate::plan::children::{
     APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, SERVICE_SET_UID_LABEL,
     label_value, recorded,
 };
-use crate::plan::reconcile::ChildRef;
+use crate::plan::decide::ChildRef;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use ksm_plugin_sdk::contract::ObjectKind;
@@ -87,7 +87,7 @@ impl ChildKinds {
     /// Waits until the caches of `kinds` hold a complete list.
     pub async fn listed<'a>(&self, kinds: impl IntoIterator<Item = &'a ObjectKind>) {
         for flag in self.ensure(kinds) {
-            super::wait_listed(flag).await;
+            super::watches::wait_listed(flag).await;
         }
     }
 
@@ -102,7 +102,7 @@ impl ChildKinds {
             .default_backoff()
             .modify(|object| object.managed_fields_mut().clear());
         tokio::spawn(events.for_each(move |event| {
-            super::observe(&health, &kind.kind, &is_listed, &event);
+            super::watches::observe(&health, &kind.kind, &is_listed, &event);
             let Ok(event) = event else { return futures::future::ready(()) };
             if let watcher::Event::InitApply(object) = &event {
                 relisted.insert(child_ref(&kind, object));
@@ -127,7 +127,7 @@ impl ChildKinds {
                     cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &listed)
                 }
             };
-            for (namespace, name) in changed {
+            for NamespacedName { namespace, name } in changed {
                 let _ = wake.unbounded_send(ObjectRef::new(&name).within(&namespace));
             }
             futures::future::ready(())
@@ -139,7 +139,7 @@ impl ChildKinds {
     /// Children the host applied but the caches do not show yet are taken from the apply's
     /// answer.
     pub fn cached(&self, service_set: &ServiceSet) -> Vec<Value> {
-        let owner = (service_set.namespace().unwrap_or_default(), service_set.name_any());
+        let owner = NamespacedName::new(service_set.namespace().unwrap_or_default(), service_set.name_any());
         let mut children = self.cache.lock().unwrap().children_of(&owner);
         let mut applied = self.applied.lock().unwrap();
         applied.retain(|key, (at, answer)| {
@@ -147,7 +147,7 @@ impl ChildKinds {
                 return false;
             }
             let namespace = &answer["metadata"]["labels"][SERVICE_SET_NAMESPACE_LABEL];
-            if namespace != owner.0.as_str() || recorded(answer, SERVICE_SET_LABEL) != Some(owner.1.as_str()) {
+            if namespace != owner.namespace.as_str() || recorded(answer, SERVICE_SET_LABEL) != Some(owner.name.as_str()) {
                 return true;
             }
             match children.iter_mut().find(|c| ChildRef::of(c) == *key) {
@@ -168,7 +168,7 @@ impl ChildKinds {
 
     /// Whether service `service` of ServiceSet `namespace/name` has any cached child.
     pub fn any(&self, namespace: &str, name: &str, service: &str) -> bool {
-        let owner: Owner = (namespace.to_string(), name.to_string());
+        let owner = NamespacedName::new(namespace, name);
         self.cache.lock().unwrap().any(&owner, service)
     }
 

@@ -4,6 +4,7 @@
 //! cluster. A change wakes the AdapterPlugins reading it.
 
 use crate::adapter_plugin::AdapterPlugin;
+use crate::k0rdent::NamespacedName;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -14,16 +15,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use tokio::task::AbortHandle;
 
-/// A ConfigMap by namespace and name.
-type Named = (String, String);
-
 /// The watches of the ConfigMaps named by AdapterPlugins.
 pub struct ConfigMapWatches {
     client: Client,
     plugins: Store<AdapterPlugin>,
     /// Wakes an AdapterPlugin's reconcile.
     wake: UnboundedSender<ObjectRef<AdapterPlugin>>,
-    running: Mutex<HashMap<Named, AbortHandle>>,
+    running: Mutex<HashMap<NamespacedName, AbortHandle>>,
 }
 
 impl ConfigMapWatches {
@@ -34,7 +32,7 @@ impl ConfigMapWatches {
 
     /// Starts a watch for every ConfigMap an AdapterPlugin names and stops those none names.
     pub fn sync(&self) {
-        let named: BTreeSet<Named> = self.plugins.state().iter().filter_map(|p| named(p)).collect();
+        let named: BTreeSet<NamespacedName> = self.plugins.state().iter().filter_map(|p| named(p)).collect();
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         running.retain(|config_map, watch| {
             let keep = named.contains(config_map);
@@ -51,10 +49,10 @@ impl ConfigMapWatches {
         }
     }
 
-    fn watch(&self, (namespace, name): &Named) -> AbortHandle {
-        let api = Api::<ConfigMap>::namespaced(self.client.clone(), namespace);
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let (plugins, wake, watched) = (self.plugins.clone(), self.wake.clone(), (namespace.clone(), name.clone()));
+    fn watch(&self, watched: &NamespacedName) -> AbortHandle {
+        let api = Api::<ConfigMap>::namespaced(self.client.clone(), &watched.namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", watched.name));
+        let (plugins, wake, watched) = (self.plugins.clone(), self.wake.clone(), watched.clone());
         let events = watcher(api, config).default_backoff().touched_objects();
         tokio::spawn(events.for_each(move |changed| {
             if changed.is_ok() {
@@ -69,6 +67,6 @@ impl ConfigMapWatches {
 }
 
 /// The ConfigMap `plugin` loads from, if any.
-fn named(plugin: &AdapterPlugin) -> Option<Named> {
-    plugin.spec.source.config_map.as_ref().map(|c| (c.namespace.clone(), c.name.clone()))
+fn named(plugin: &AdapterPlugin) -> Option<NamespacedName> {
+    plugin.spec.source.config_map.as_ref().map(|c| NamespacedName::new(c.namespace.clone(), c.name.clone()))
 }

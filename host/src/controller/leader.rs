@@ -139,7 +139,7 @@ impl Timing {
 
 /// The Lease as last seen by the watch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Observed {
+struct LeaseSnapshot {
     /// `spec.holderIdentity`; `None` when empty, absent, or the Lease does not exist.
     holder: Option<String>,
     /// `spec.renewTime`.
@@ -148,7 +148,7 @@ struct Observed {
     duration: Option<Duration>,
 }
 
-impl Observed {
+impl LeaseSnapshot {
     fn of(lease: &Lease) -> Self {
         let Some(spec) = &lease.spec else { return Self::default() };
         Self {
@@ -163,30 +163,30 @@ impl Observed {
 struct LeaseWatch {
     events: BoxStream<'static, Result<watcher::Event<Lease>, watcher::Error>>,
     /// While (re)listing: the Lease found so far (`Some(default)`: none yet).
-    listing: Option<Observed>,
+    listing: Option<LeaseSnapshot>,
     /// What [`next`](Self::next) returned last.
-    last: Observed,
+    last: LeaseSnapshot,
 }
 
 impl LeaseWatch {
     fn new(client: Client, election: &Election) -> Self {
         let api = Api::<Lease>::namespaced(client, &election.namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", election.lease_name));
-        Self { events: watcher(api, config).default_backoff().boxed(), listing: None, last: Observed::default() }
+        Self { events: watcher(api, config).default_backoff().boxed(), listing: None, last: LeaseSnapshot::default() }
     }
 
     /// The next state of the Lease. Cancel-safe; pending forever if the watch ends.
-    async fn next(&mut self) -> Observed {
+    async fn next(&mut self) -> LeaseSnapshot {
         loop {
             let observed = match self.events.next().await {
-                Some(Ok(watcher::Event::Apply(lease))) => Observed::of(&lease),
-                Some(Ok(watcher::Event::Delete(_))) => Observed::default(),
+                Some(Ok(watcher::Event::Apply(lease))) => LeaseSnapshot::of(&lease),
+                Some(Ok(watcher::Event::Delete(_))) => LeaseSnapshot::default(),
                 Some(Ok(watcher::Event::Init)) => {
-                    self.listing = Some(Observed::default());
+                    self.listing = Some(LeaseSnapshot::default());
                     continue;
                 }
                 Some(Ok(watcher::Event::InitApply(lease))) => {
-                    self.listing = Some(Observed::of(&lease));
+                    self.listing = Some(LeaseSnapshot::of(&lease));
                     continue;
                 }
                 Some(Ok(watcher::Event::InitDone)) => match self.listing.take() {
@@ -311,7 +311,7 @@ impl Term {
     }
 
     /// Takes in a state of the Lease; `Err` with the reason when it shows the lease lost.
-    fn see(&mut self, observed: &Observed) -> Result<(), String> {
+    fn see(&mut self, observed: &LeaseSnapshot) -> Result<(), String> {
         match observed.holder.as_deref() {
             Some(holder) if holder == self.identity => {
                 if let Some(renewed) = observed.renewed.filter(|renewed| *renewed >= self.started) {
@@ -506,13 +506,13 @@ mod tests {
             }),
             ..Lease::default()
         };
-        assert_eq!(Observed::of(&lease("")).holder, None);
-        let held = Observed::of(&lease("me"));
+        assert_eq!(LeaseSnapshot::of(&lease("")).holder, None);
+        let held = LeaseSnapshot::of(&lease("me"));
         assert_eq!(
             held,
-            Observed { holder: Some("me".into()), renewed: Some(at), duration: Some(Duration::from_secs(15)) }
+            LeaseSnapshot { holder: Some("me".into()), renewed: Some(at), duration: Some(Duration::from_secs(15)) }
         );
-        assert_eq!(Observed::of(&Lease::default()), Observed::default());
+        assert_eq!(LeaseSnapshot::of(&Lease::default()), LeaseSnapshot::default());
     }
 
     #[test]

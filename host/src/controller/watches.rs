@@ -5,6 +5,7 @@
 use kube::runtime::watcher;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use tokio::sync::watch;
 
 /// Watches failing now: kind, and their latest error with what to do about it.
 #[derive(Default)]
@@ -85,6 +86,31 @@ fn explain(kind: &str, error: &watcher::Error) -> Failure {
         _ => String::new(),
     };
     Failure { message: format!("{error}{hint}"), absent }
+}
+
+/// Records what a watch of `kind` delivered: its health, and whether its cache holds a complete
+/// list: at the end of a list, and also when the API server does not serve the kind at all
+/// (404), which has no objects to list; the watch keeps retrying and lists the kind once its
+/// CRD is installed.
+pub fn observe<K>(
+    health: &WatchHealth,
+    kind: &str,
+    listed: &watch::Sender<bool>,
+    event: &Result<watcher::Event<K>, watcher::Error>,
+) {
+    health.observe(kind, event);
+    let complete = match event {
+        Ok(event) => matches!(event, watcher::Event::InitDone),
+        Err(error) => status_code(error) == Some(404),
+    };
+    if complete {
+        listed.send_replace(true);
+    }
+}
+
+/// Waits until a cache's `listed` flag turns true (or its sender is gone).
+pub async fn wait_listed(mut listed: watch::Receiver<bool>) {
+    let _ = listed.wait_for(|listed| *listed).await;
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! ServiceSet created first, then namespace, name and service name, so that the outcome never
 //! depends on the order in which ServiceSets were seen. Losers apply nothing for that service.
 
-use crate::k0rdent::ServiceSet;
+use crate::k0rdent::{NamespacedName, ServiceSet};
 use k8s_openapi::jiff::Timestamp;
 use ksm_plugin_sdk::contract::Claim;
 use std::cmp::Reverse;
@@ -15,17 +15,20 @@ use std::sync::Arc;
 /// kcm's default priority of a ServiceSet's services.
 pub const DEFAULT_PRIORITY: i64 = 100;
 
-/// A ServiceSet's namespace and name.
-pub type Key = (String, String);
-
-/// A service's name and what it claims.
-pub type ServiceClaims = (String, Vec<Claim>);
+/// A service and what it claims.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceClaims {
+    /// The service's name.
+    pub service: String,
+    /// What it claims on its target.
+    pub claims: Vec<Claim>,
+}
 
 /// A ServiceSet as a contender for claims.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Contender {
     /// Namespace and name.
-    pub key: Key,
+    pub key: NamespacedName,
     /// `spec.provider.config.priority`, or [`DEFAULT_PRIORITY`].
     pub priority: i64,
     /// `metadata.creationTimestamp` (none sorts last).
@@ -59,9 +62,12 @@ pub fn stops_on_conflict(service_set: &ServiceSet) -> bool {
     config.and_then(|c| c.get("stopOnConflict")).and_then(serde_json::Value::as_bool).unwrap_or(false)
 }
 
-/// A ServiceSet's key.
-pub fn key_of(service_set: &ServiceSet) -> Key {
-    (service_set.metadata.namespace.clone().unwrap_or_default(), service_set.metadata.name.clone().unwrap_or_default())
+/// A ServiceSet's namespace and name.
+pub fn key_of(service_set: &ServiceSet) -> NamespacedName {
+    NamespacedName::new(
+        service_set.metadata.namespace.clone().unwrap_or_default(),
+        service_set.metadata.name.clone().unwrap_or_default(),
+    )
 }
 
 /// Why a service may not apply: the claim it lost, and who holds it.
@@ -77,11 +83,10 @@ pub struct Loss {
 
 impl fmt::Display for Loss {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (namespace, name) = &self.winner.key;
         write!(
             f,
-            "conflicts with {namespace}/{name} service {:?} (priority {}) over {}",
-            self.winner_service, self.winner.priority, self.claim
+            "conflicts with {} service {:?} (priority {}) over {}",
+            self.winner.key, self.winner_service, self.winner.priority, self.claim
         )
     }
 }
@@ -99,14 +104,18 @@ pub struct Arbitration {
 
 /// Arbitrates for ServiceSet `key` over `index`; `has_objects(service_set, service)` tells
 /// whether a service of another ServiceSet still has live objects.
-pub fn arbitrate(index: &ClaimIndex, key: &Key, has_objects: impl Fn(&Key, &str) -> bool) -> Arbitration {
+pub fn arbitrate(
+    index: &ClaimIndex,
+    key: &NamespacedName,
+    has_objects: impl Fn(&NamespacedName, &str) -> bool,
+) -> Arbitration {
     let losses = index.losses(key);
     let mut waiting = BTreeMap::new();
     for (claim, winner, loser) in index.beaten(key) {
         if !losses.contains_key(&winner.service) && has_objects(&loser.contender.key, &loser.service) {
-            let (namespace, name) = &loser.contender.key;
+            let key = &loser.contender.key;
             waiting.entry(winner.service.clone()).or_insert_with(|| {
-                format!("waiting for {namespace}/{name} service {:?} to remove its objects for {claim}", loser.service)
+                format!("waiting for {key} service {:?} to remove its objects for {claim}", loser.service)
             });
         }
     }
@@ -138,17 +147,17 @@ fn winner(holders: &[Holder]) -> &Holder {
 #[derive(Debug, Default)]
 pub struct ClaimIndex {
     holders: BTreeMap<Arc<Claim>, Vec<Holder>>,
-    claimed: BTreeMap<Key, BTreeSet<Arc<Claim>>>,
+    claimed: BTreeMap<NamespacedName, BTreeSet<Arc<Claim>>>,
 }
 
 impl ClaimIndex {
-    /// Records what `contender`'s services claim now (`(service, claims)` pairs), replacing what
+    /// Records what `contender`'s services claim now (one [`ServiceClaims`] per service), replacing what
     /// it claimed before. Returns the other ServiceSets contending for any claim it held or
     /// holds: their outcome may have changed.
-    pub fn record(&mut self, contender: &Contender, claims: &[ServiceClaims]) -> BTreeSet<Key> {
+    pub fn record(&mut self, contender: &Contender, claims: &[ServiceClaims]) -> BTreeSet<NamespacedName> {
         let mut touched = self.forget(&contender.key);
         let shared = Arc::new(contender.clone());
-        for (service, service_claims) in claims {
+        for ServiceClaims { service, claims: service_claims } in claims {
             for claim in service_claims {
                 let claim = match self.holders.get_key_value(claim) {
                     Some((stored, _)) => stored.clone(),
@@ -165,13 +174,13 @@ impl ClaimIndex {
 
     /// Forgets a ServiceSet's claims (it is gone or no longer served). Returns the ServiceSets
     /// that contended for them.
-    pub fn release(&mut self, key: &Key) -> BTreeSet<Key> {
+    pub fn release(&mut self, key: &NamespacedName) -> BTreeSet<NamespacedName> {
         let released = self.forget(key);
         self.contenders_of(&released, key)
     }
 
     /// The services of ServiceSet `key` that lose a claim, each with the first claim it loses.
-    pub fn losses(&self, key: &Key) -> BTreeMap<String, Loss> {
+    pub fn losses(&self, key: &NamespacedName) -> BTreeMap<String, Loss> {
         let mut losses = BTreeMap::new();
         for claim in self.claimed.get(key).into_iter().flatten() {
             let holders = &self.holders[claim];
@@ -188,7 +197,7 @@ impl ClaimIndex {
     }
 
     /// For each claim a service of `key` wins, the other ServiceSets' holders it beats.
-    fn beaten(&self, key: &Key) -> Vec<(&Claim, &Holder, &Holder)> {
+    fn beaten(&self, key: &NamespacedName) -> Vec<(&Claim, &Holder, &Holder)> {
         let mut beaten = Vec::new();
         for claim in self.claimed.get(key).into_iter().flatten() {
             let holders = &self.holders[claim];
@@ -201,7 +210,7 @@ impl ClaimIndex {
     }
 
     /// Removes every claim of `key`; returns those claims.
-    fn forget(&mut self, key: &Key) -> BTreeSet<Arc<Claim>> {
+    fn forget(&mut self, key: &NamespacedName) -> BTreeSet<Arc<Claim>> {
         let claims = self.claimed.remove(key).unwrap_or_default();
         for claim in &claims {
             if let Some(holders) = self.holders.get_mut(claim) {
@@ -215,7 +224,7 @@ impl ClaimIndex {
     }
 
     /// The ServiceSets other than `except` holding any of `claims`.
-    fn contenders_of(&self, claims: &BTreeSet<Arc<Claim>>, except: &Key) -> BTreeSet<Key> {
+    fn contenders_of(&self, claims: &BTreeSet<Arc<Claim>>, except: &NamespacedName) -> BTreeSet<NamespacedName> {
         claims
             .iter()
             .filter_map(|claim| self.holders.get(claim))
@@ -241,20 +250,20 @@ mod tests {
 
     fn contender(name: &str, priority: i64, created: i64) -> Contender {
         Contender {
-            key: ("team-a".into(), name.into()),
+            key: NamespacedName::new("team-a", name),
             priority,
             created: Some(Timestamp::from_second(created).unwrap()),
         }
     }
 
-    fn claims(service: &str, claim: Claim) -> Vec<(String, Vec<Claim>)> {
-        vec![(service.into(), vec![claim])]
+    fn claims(service: &str, claim: Claim) -> Vec<ServiceClaims> {
+        vec![ServiceClaims { service: service.into(), claims: vec![claim] }]
     }
 
     fn losers(index: &ClaimIndex, names: &[&str]) -> Vec<String> {
         names
             .iter()
-            .filter(|n| !index.losses(&("team-a".into(), n.to_string())).is_empty())
+            .filter(|n| !index.losses(&NamespacedName::new("team-a", n.to_string())).is_empty())
             .map(|n| n.to_string())
             .collect()
     }
@@ -292,12 +301,17 @@ mod tests {
         let mut index = ClaimIndex::default();
         index.record(&contender("a", 50, 1), &claims("x", release("r")));
         index.record(&contender("b", 300, 2), &claims("x", release("r")));
-        index
-            .record(&contender("c", 200, 3), &[("x".into(), vec![release("r")]), ("y".into(), vec![release("other")])]);
+        index.record(
+            &contender("c", 200, 3),
+            &[
+                ServiceClaims { service: "x".into(), claims: vec![release("r")] },
+                ServiceClaims { service: "y".into(), claims: vec![release("other")] },
+            ],
+        );
         assert_eq!(losers(&index, &["a", "b", "c"]), ["a", "c"]);
-        let c = index.losses(&("team-a".into(), "c".into()));
+        let c = index.losses(&NamespacedName::new("team-a", "c"));
         assert_eq!(c.keys().collect::<Vec<_>>(), ["x"], "c's other service keeps its own release");
-        assert_eq!(c["x"].winner.key.1, "b");
+        assert_eq!(c["x"].winner.key.name, "b");
     }
 
     #[test]
@@ -340,7 +354,7 @@ mod tests {
         index.record(&contender("b", 100, 2), &claims("x", release("r")));
         assert_eq!(losers(&index, &["a", "b"]), ["b"]);
         let touched = index.record(&contender("b", 500, 2), &claims("x", release("r")));
-        assert_eq!(touched, BTreeSet::from([("team-a".to_string(), "a".to_string())]));
+        assert_eq!(touched, BTreeSet::from([NamespacedName::new("team-a", "a")]));
         assert_eq!(losers(&index, &["a", "b"]), ["a"]);
     }
 

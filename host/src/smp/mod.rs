@@ -2,7 +2,7 @@
 //! them in.
 //!
 //! - [`selector`]: Kubernetes label-selector matching;
-//! - [`serving`]: which ServiceSets this host serves (its SMPs' adapter and selector);
+//! - [`adapter`]: this host as an SMP's adapter, and which ServiceSets it serves;
 //! - [`evaluation`]: kcm's SMP conditions and a one-line diagnosis;
 //! - [`conditions`]: kcm's SMP condition types and reasons.
 
@@ -10,12 +10,12 @@ pub mod conditions;
 pub mod evaluation;
 mod observed;
 pub mod selector;
-pub mod serving;
+pub mod adapter;
 
 pub use crate::rules::{RuleCache, RuleError};
 pub use evaluation::{RbacCheck, SmpEvaluation, SmpObservation, evaluate};
 pub use selector::selector_matches;
-pub use serving::{AdapterIdentity, serves};
+pub use adapter::{AdapterIdentity, serves};
 
 /// The readiness rules kcm's Flux SMP uses, shared by the tests of this module.
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use super::children::{self, Owner};
 use super::claims::{Arbitration, ServiceClaims, stops_on_conflict};
 use super::status;
-use super::{ServiceOutcome, TranslateFailure, service_status, translate};
+use super::{ServiceOutcome, TranslateFailure, TranslatedService, service_status, translate};
 use crate::conditions::{self, Status};
 use crate::k0rdent::{ProviderState, ServiceSet, ServiceSetStatus, ServiceType, State, StateManagementProvider};
 use crate::plugin::CallError;
@@ -18,11 +18,15 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const PROVIDER_READY: &str = "ProviderReady";
 /// Condition type carrying translation and provider-config errors, with the plugin's message.
 pub const TRANSLATED: &str = "ServicesTranslated";
+/// Condition type set when the API server refused a child the plugin produced (e.g. the CD
+/// tool's CRD rejects a field) or an object of a child's name is someone else's; absent when
+/// every child was applied.
+pub const APPLIED: &str = "ObjectsApplied";
 /// `helmAction` of a service whose objects are to be removed while it stays listed.
 const UNINSTALL: &str = "Uninstall";
 
-/// What the controller observed for one ServiceSet.
-pub struct Observed<'a> {
+/// What the controller gathered for one ServiceSet.
+pub struct Inputs<'a> {
     /// The StateManagementProvider named by `spec.provider.name`, if it exists.
     pub smp: Option<&'a StateManagementProvider>,
     /// The host's own explanation of why the provider is not ready, when it is not.
@@ -74,7 +78,7 @@ pub struct Plan {
     /// Children to delete.
     pub delete: Vec<ChildRef>,
     /// The children in `apply` this ServiceSet has no object of yet: before their first apply
-    /// the controller checks that no one else's object has the name (see [`Observed::foreign`]).
+    /// the controller checks that no one else's object has the name (see [`Inputs::foreign`]).
     pub unseen: Vec<ChildRef>,
     /// The status to write (written only when it differs from the current one).
     pub status: ServiceSetStatus,
@@ -84,10 +88,10 @@ pub struct Plan {
 
 /// Decides what to do for `service_set`. A plugin call that fails (trap, timeout, limit) is
 /// returned as an error for the controller to retry; everything else ends in a plan.
-pub fn reconcile(
+pub fn decide(
     serving: &ServingPlugin,
     service_set: &ServiceSet,
-    observed: &Observed,
+    observed: &Inputs,
     system_namespace: &str,
     now: &Time,
 ) -> Result<Plan, CallError> {
@@ -143,7 +147,7 @@ pub fn reconcile(
         }
     }
 
-    let claims: Vec<ServiceClaims> = translated.iter().map(|t| (t.service.clone(), t.claims.clone())).collect();
+    let claims: Vec<ServiceClaims> = translated.iter().map(TranslatedService::service_claims).collect();
     let arbitration = (observed.arbitrate)(&claims);
     let mut stopped_by: Option<String> = None;
     for service in &mut translated {
@@ -246,7 +250,7 @@ impl Plan {
 /// Copies the provider's state into the status; says why reconciling must stop, if it must.
 fn provider_gate(
     service_set: &ServiceSet,
-    observed: &Observed,
+    observed: &Inputs,
     status: &mut ServiceSetStatus,
 ) -> Result<(), (&'static str, String)> {
     let name = &service_set.spec.provider.name;
@@ -295,6 +299,28 @@ pub fn deletion(service_set: &ServiceSet, children: &[Value], now: &Time) -> Pla
     Plan { delete, ..Plan::status_only(status) }
 }
 
+/// The status of a ServiceSet that cannot be planned now (no plugin serves its provider:
+/// `PluginNotReady`; the plugin failed outright: `PluginError`): its children stay as they
+/// are, and [`TRANSLATED`] says why.
+pub fn not_translated(service_set: &ServiceSet, reason: &str, message: &str, now: &Time) -> ServiceSetStatus {
+    let mut status = service_set.status.clone().unwrap_or_default();
+    let condition = conditions::new(TRANSLATED, Status::False, reason, message, service_set.metadata.generation, now);
+    conditions::set(&mut status.conditions, condition);
+    status
+}
+
+/// Records in a planned `status` how carrying the plan out went: `refused` lists the children
+/// the API server refused or someone else holds ([`APPLIED`] `False`), none removes the
+/// condition.
+pub fn applied(status: &mut ServiceSetStatus, refused: &[String], generation: Option<i64>, now: &Time) {
+    if refused.is_empty() {
+        conditions::remove(&mut status.conditions, APPLIED);
+    } else {
+        let condition = conditions::new(APPLIED, Status::False, "ApplyFailed", &refused.join("; "), generation, now);
+        conditions::set(&mut status.conditions, condition);
+    }
+}
+
 fn children_of<'a>(children: &'a [&'a Value], service: &'a str) -> impl Iterator<Item = ChildRef> + 'a {
     children.iter().filter(move |c| children::service_of(c) == Some(service)).map(|c| ChildRef::of(c))
 }
@@ -302,6 +328,7 @@ fn children_of<'a>(children: &'a [&'a Value], service: &'a str) -> impl Iterator
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k0rdent::NamespacedName;
     use crate::k0rdent::{ServiceSetSpec, StateManagementProviderSpec, StateManagementProviderStatus};
     use crate::plan::children::SERVICE_LABEL;
     use crate::plugin::NativePlugin;
@@ -350,7 +377,7 @@ mod tests {
     }
 
     fn plan(ss: &ServiceSet, smp: Option<&StateManagementProvider>, children: &[Value]) -> Plan {
-        let observed = Observed {
+        let observed = Inputs {
             smp,
             smp_diagnosis: Some("AdapterReady=False".into()),
             template: &template,
@@ -358,7 +385,7 @@ mod tests {
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
         };
-        reconcile(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
+        decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
     }
 
     fn condition<'a>(plan: &'a Plan, type_: &str) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
@@ -374,7 +401,7 @@ mod tests {
         let plugin = std::sync::Arc::new(NativePlugin::<FluxPlugin>::new());
         let serving = ServingPlugin::configured("flux", plugin, &spec);
         let ready = smp(true, false);
-        let observed = Observed {
+        let observed = Inputs {
             smp: Some(&ready),
             smp_diagnosis: None,
             template: &template,
@@ -384,7 +411,7 @@ mod tests {
         };
         let mut ss = service_set(ingress());
         ss.spec.provider.config = Some(json!({"timeout": "9m"}));
-        let p = reconcile(&serving, &ss, &observed, "kcm-system", &at(100)).unwrap();
+        let p = decide(&serving, &ss, &observed, "kcm-system", &at(100)).unwrap();
         assert_eq!(p.apply[0]["spec"]["interval"], "7m", "the AdapterPlugin's default");
         assert_eq!(p.apply[0]["spec"]["timeout"], "9m", "the ServiceSet's own value wins");
     }
@@ -419,14 +446,18 @@ mod tests {
             namespace: "ingress".into(),
             name: "ingress".into(),
         };
-        let winner = Contender { key: ("team-a".into(), "winner".into()), priority: 200, created: None };
+        let winner = Contender { key: NamespacedName::new("team-a", "winner"), priority: 200, created: None };
         let arbitrate = |claims: &[ServiceClaims]| {
-            assert_eq!(claims, [("ingress".to_string(), vec![release.clone()])], "the Flux plugin claims the release");
+            assert_eq!(
+                claims,
+                [ServiceClaims { service: "ingress".into(), claims: vec![release.clone()] }],
+                "the Flux plugin claims the release"
+            );
             let loss = Loss { claim: release.clone(), winner: winner.clone(), winner_service: "ingress".into() };
             Arbitration { losses: BTreeMap::from([("ingress".to_string(), loss)]), waiting: BTreeMap::new() }
         };
         let children = [own.clone(), foreign];
-        let observed = Observed {
+        let observed = Inputs {
             smp: Some(&ready),
             smp_diagnosis: None,
             template: &template,
@@ -434,7 +465,7 @@ mod tests {
             foreign: &BTreeMap::new(),
             arbitrate: &arbitrate,
         };
-        let p = reconcile(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
+        let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
         assert!(p.apply.is_empty(), "the loser applies nothing");
         assert_eq!(p.delete, [ChildRef::of(&own)], "only the loser's own object goes");
         let service = &p.status.services[0];
@@ -458,13 +489,13 @@ mod tests {
         let run = |ss: &ServiceSet| {
             let arbitrate = |claims: &[ServiceClaims]| {
                 let loss = Loss {
-                    claim: claims[1].1[0].clone(),
-                    winner: Contender { key: ("team-a".into(), "winner".into()), priority: 200, created: None },
+                    claim: claims[1].claims[0].clone(),
+                    winner: Contender { key: NamespacedName::new("team-a", "winner"), priority: 200, created: None },
                     winner_service: "loser".into(),
                 };
                 Arbitration { losses: BTreeMap::from([("loser".to_string(), loss)]), waiting: BTreeMap::new() }
             };
-            let observed = Observed {
+            let observed = Inputs {
                 smp: Some(&ready),
                 smp_diagnosis: None,
                 template: &template,
@@ -472,7 +503,7 @@ mod tests {
                 foreign: &BTreeMap::new(),
                 arbitrate: &arbitrate,
             };
-            reconcile(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
+            decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
         };
         let applied = |p: &Plan| -> Vec<String> {
             p.apply.iter().map(|c| c["metadata"]["labels"][SERVICE_LABEL].as_str().unwrap().to_string()).collect()
@@ -616,18 +647,18 @@ mod tests {
             "metadata": {"name": "prod-eu-1.ingress", "namespace": "kcm-system"}});
         let foreign = foreign_objects(&ss, &first.unseen, |r| (r.name == "prod-eu-1.ingress").then(|| users.clone()));
         assert_eq!(foreign.len(), 1);
-        let observed = Observed {
+        let observed = Inputs {
             smp: Some(&ready),
             smp_diagnosis: None,
             template: &template,
             children: &[],
             foreign: &foreign,
             arbitrate: &|claims| {
-                assert_eq!(claims.iter().filter(|(_, c)| !c.is_empty()).count(), 1, "no claim for a taken service");
+                assert_eq!(claims.iter().filter(|s| !s.claims.is_empty()).count(), 1, "no claim for a taken service");
                 Arbitration::default()
             },
         };
-        let p = reconcile(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
+        let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
         let applied: Vec<&str> = p.apply.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();
         assert_eq!(applied, ["prod-eu-1.other"], "the other service goes on");
         let taken = &p.status.services[0];
@@ -653,5 +684,26 @@ mod tests {
         let mut deleted = ss.clone();
         deleted.metadata.deletion_timestamp = Some(at(50));
         assert!(deletion(&deleted, std::slice::from_ref(&earlier), &at(100)).delete.is_empty());
+    }
+
+    #[test]
+    fn a_service_set_that_cannot_be_planned_keeps_its_status_and_says_why() {
+        let mut ss = service_set(json!([{"name": "a", "template": "t"}]));
+        ss.status = Some(ServiceSetStatus { deployed: true, ..Default::default() });
+        let status = not_translated(&ss, "PluginNotReady", "no AdapterPlugin serves \"ksm-flux\"", &at(5));
+        assert!(status.deployed, "nothing else changes");
+        let c = status.conditions.iter().find(|c| c.type_ == TRANSLATED).unwrap();
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "PluginNotReady"));
+    }
+
+    #[test]
+    fn refused_children_are_recorded_until_every_child_applies() {
+        let mut status = ServiceSetStatus::default();
+        applied(&mut status, &["HelmRelease a/b: spec.chart: Required value".into()], Some(2), &at(5));
+        let c = status.conditions.iter().find(|c| c.type_ == APPLIED).unwrap();
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "ApplyFailed"));
+        assert!(c.message.contains("spec.chart"));
+        applied(&mut status, &[], Some(2), &at(6));
+        assert!(status.conditions.iter().all(|c| c.type_ != APPLIED));
     }
 }

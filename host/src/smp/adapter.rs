@@ -14,6 +14,13 @@ pub struct AdapterIdentity {
     pub namespace: String,
 }
 
+impl AdapterIdentity {
+    /// Whether `smp` names this host as its adapter (`spec.adapter.{name,namespace}`).
+    pub fn is_adapter_of(&self, smp: &StateManagementProvider) -> bool {
+        smp.spec.adapter.name == self.name && smp.spec.adapter.namespace == self.namespace
+    }
+}
+
 /// Whether this host handles a ServiceSet with `service_set_labels` whose provider is `smp`:
 /// `spec.adapter.{name,namespace}` must equal `identity` and the labels must match
 /// `spec.selector`. An SMP naming another adapter is `Ok(false)` without looking at its selector;
@@ -23,8 +30,7 @@ pub fn serves(
     smp: &StateManagementProvider,
     service_set_labels: &BTreeMap<String, String>,
 ) -> Result<bool, String> {
-    let adapter = &smp.spec.adapter;
-    if adapter.name != identity.name || adapter.namespace != identity.namespace {
+    if !identity.is_adapter_of(smp) {
         return Ok(false);
     }
     selector_matches(&smp.spec.selector, service_set_labels).map_err(|e| {

@@ -1,17 +1,18 @@
-//! One ServiceSet, top to bottom: is it ours, is it going away, what does the plan say, carry
-//! it out, write the status. Plus the retry policy when a round fails.
+//! One ServiceSet, top to bottom: gather its inputs from the caches, let the pure core decide
+//! (whether it is this host's, the plan, the status), carry the decision out. Plus the retry
+//! policy when a round fails.
 
 use super::context::Context;
+use super::finalizer;
 use super::status::{self, Written};
-use super::{finalizer, provider};
-use crate::conditions::{self, Status};
+use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
-use crate::plan::claims::{Key, ServiceClaims};
+use crate::plan::claims::ServiceClaims;
+use crate::plan::decide::{self, ChildRef, Inputs, Plan, deletion, foreign_objects};
 use crate::plan::events;
-use crate::plan::reconcile::{ChildRef, Observed, Plan, TRANSLATED, deletion, foreign_objects, reconcile as decide};
+use crate::plan::gate::{Finalizers, Gate, gate};
 use crate::plugin::{CallError, call_blocking};
 use crate::serving::ServingPlugin;
-use crate::smp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -19,10 +20,6 @@ use kube::{Api, Resource, ResourceExt};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Condition type set when the API server refused a child the plugin produced (e.g. the CD
-/// tool's CRD rejects a field); absent when every child was applied.
-pub const APPLIED: &str = "ObjectsApplied";
 
 /// The wait before retrying a write that lost a race with another writer.
 const CONFLICT_RETRY: Duration = Duration::from_millis(200);
@@ -50,7 +47,7 @@ pub enum Error {
 
 /// Reconciles one ServiceSet.
 pub async fn reconcile(service_set: Arc<ServiceSet>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.ready().await;
+    super::watches::wait_listed(ctx.prepared.clone()).await;
     let started = std::time::Instant::now();
     let key = ObjectRef::from_obj(&*service_set);
     let _running = ctx.in_flight.enter(format!(
@@ -80,58 +77,64 @@ pub fn error_policy(service_set: Arc<ServiceSet>, error: &Error, ctx: Arc<Contex
     Action::requeue(delay)
 }
 
+/// Gathers, decides, carries out: first whether the ServiceSet is this host's, then its plan.
 async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Action, Error> {
     let api = Api::<ServiceSet>::namespaced(ctx.client.clone(), &service_set.namespace().unwrap_or_default());
     let smp = ctx.caches.providers.get(&ObjectRef::new(&service_set.spec.provider.name));
-    let mine = finalizer::has(service_set, &ctx.finalizer);
-    // Another installation's finalizer is never ours; the shared one of older hosts is the
-    // business of the host the SMP names.
-    let legacy = finalizer::has(service_set, finalizer::LEGACY)
-        && smp.as_ref().is_none_or(|smp| ctx.settings.is_adapter_of(smp));
-    let ours = mine || legacy;
-    if service_set.meta().deletion_timestamp.is_some() {
-        // Ours to clean up even if the SMP is gone or no longer names this host.
-        return if ours { clean_up(service_set, ctx, &api).await } else { Ok(Action::await_change()) };
+    let finalizers = Finalizers {
+        mine: finalizer::has(service_set, &ctx.finalizer),
+        legacy: finalizer::has(service_set, finalizer::LEGACY),
+    };
+    match gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers) {
+        Gate::Leave => Ok(Action::await_change()),
+        Gate::Release => {
+            ctx.arbiter.release(service_set);
+            Ok(Action::await_change())
+        }
+        Gate::Undecided(why) => {
+            tracing::warn!("cannot tell whether this host serves it: {why}");
+            Ok(Action::await_change())
+        }
+        Gate::CleanUp => clean_up(service_set, ctx, &api).await,
+        Gate::AddFinalizer => {
+            finalizer::add(&api, service_set, &ctx.finalizer).await.map_err(stale_or_api)?;
+            Ok(Action::await_change()) // the finalizer's write comes back through the watch
+        }
+        Gate::Plan => plan_and_carry_out(service_set, smp, ctx, &api).await,
     }
-    match &smp {
-        Some(smp) => match smp::serves(&ctx.settings.identity, smp, service_set.labels()) {
-            Ok(true) => {}
-            Ok(false) => {
-                ctx.arbiter.release(service_set);
-                return Ok(Action::await_change());
-            }
-            Err(e) => {
-                tracing::warn!("cannot tell whether this host serves it: {e}");
-                return Ok(Action::await_change());
-            }
-        },
-        // A ServiceSet this host served keeps being told that its provider is gone.
-        None if ours => {}
-        None => return Ok(Action::await_change()),
-    }
-    if !mine {
-        finalizer::add(&api, service_set, &ctx.finalizer).await.map_err(stale_or_api)?;
-        return Ok(Action::await_change()); // the finalizer's write comes back through the watch
-    }
+}
+
+/// A ServiceSet this host serves: the plugin serving its provider plans it, and the plan is
+/// carried out. Without a plugin, or when the plugin fails outright, its children stay as they
+/// are and the status says why (a plugin change wakes it again).
+async fn plan_and_carry_out(
+    service_set: &Arc<ServiceSet>,
+    smp: Option<Arc<StateManagementProvider>>,
+    ctx: &Arc<Context>,
+    api: &Api<ServiceSet>,
+) -> Result<Action, Error> {
     let serving = match ctx.serving(service_set) {
         Ok(serving) => serving,
         Err(problem) => {
-            // Nothing to translate with: the children stay; a plugin change wakes this again.
-            report(ctx, &api, service_set, "PluginNotReady", &problem).await;
+            let status = decide::not_translated(service_set, "PluginNotReady", &problem, &now());
+            write_status(ctx, api, service_set, status).await?;
             return Ok(Action::await_change());
         }
     };
     let (plan, taken) = match plan_owned(service_set, smp, &serving, ctx).await? {
         Ok(planned) => planned,
         Err(call) => {
-            report(ctx, &api, service_set, "PluginError", &call.to_string()).await;
+            let status = decide::not_translated(service_set, "PluginError", &call.to_string(), &now());
+            if let Err(e) = write_status(ctx, api, service_set, status).await {
+                tracing::warn!("writing PluginError to the status: {e}");
+            }
             return Err(call.into());
         }
     };
     if plan.refused > 0 {
         ctx.metrics.plugin_errors(&serving.name, "policy", plan.refused as u64);
     }
-    carry_out(plan, taken, service_set, ctx, &api).await
+    carry_out(plan, taken, service_set, ctx, api).await
 }
 
 /// Plans; then, before the first apply of any name, looks at the object of that name on the
@@ -172,7 +175,7 @@ async fn plan(
 ) -> Result<Plan, CallError> {
     let unready = smp.as_ref().filter(|s| !s.spec.suspend && !s.status.as_ref().is_some_and(|st| st.ready));
     let diagnosis = match unready {
-        Some(smp) => Some(provider::diagnosis(ctx, smp).await),
+        Some(smp) => Some(ctx.providers.diagnosis(smp).await),
         None => None,
     };
     ctx.caches.children.listed(serving.kinds()).await;
@@ -181,9 +184,11 @@ async fn plan(
     call_blocking(move || {
         let namespace = service_set.namespace().unwrap_or_default();
         let template = |name: &str| ctx.template(&namespace, name);
-        let has_objects = |(namespace, name): &Key, service: &str| ctx.caches.children.any(namespace, name, service);
+        let has_objects = |NamespacedName { namespace, name }: &NamespacedName, service: &str| {
+            ctx.caches.children.any(namespace, name, service)
+        };
         let arbitrate = |claims: &[ServiceClaims]| ctx.arbiter.arbitrate(&service_set, claims, has_objects);
-        let observed = Observed {
+        let inputs = Inputs {
             smp: smp.as_deref(),
             smp_diagnosis: diagnosis,
             template: &template,
@@ -191,14 +196,14 @@ async fn plan(
             foreign: &foreign,
             arbitrate: &arbitrate,
         };
-        decide(&serving, &service_set, &observed, &ctx.settings.system_namespace, &now())
+        decide::decide(&serving, &service_set, &inputs, &ctx.settings.system_namespace, &now())
     })
     .await
 }
 
 /// Applies and deletes what the plan says, then writes the status. A child the API server
 /// refuses, and an object of a child's name that is someone else's (`taken`: no watch tells
-/// when it goes), are reported in the status (condition [`APPLIED`]) and retried with backoff;
+/// when it goes), are reported in the status (condition [`APPLIED`](decide::APPLIED)) and retried with backoff;
 /// other API errors stop the round and retry it.
 async fn carry_out(
     plan: Plan,
@@ -219,21 +224,11 @@ async fn carry_out(
     }
     delete_children(&plan.delete, ctx).await?;
     let mut status = plan.status;
-    let refused = (!refused.is_empty()).then(|| refused.join("; "));
-    match &refused {
-        None => conditions::remove(&mut status.conditions, APPLIED),
-        Some(message) => {
-            let generation = service_set.meta().generation;
-            conditions::set(
-                &mut status.conditions,
-                conditions::new(APPLIED, Status::False, "ApplyFailed", message, generation, &now()),
-            );
-        }
-    }
+    decide::applied(&mut status, &refused, service_set.meta().generation, &now());
     write_status(ctx, api, service_set, status).await?;
-    match refused {
-        None => Ok(Action::requeue(ctx.settings.resync)),
-        Some(message) => Err(Error::Refused(message)),
+    match refused.is_empty() {
+        true => Ok(Action::requeue(ctx.settings.resync)),
+        false => Err(Error::Refused(refused.join("; "))),
     }
 }
 
@@ -279,19 +274,6 @@ async fn write_status(
         ctx.events.publish(service_set, "Reconcile", &notes).await;
     }
     Ok(())
-}
-
-/// No plugin, or one that fails outright: the children stay as they are; the status says why.
-async fn report(ctx: &Context, api: &Api<ServiceSet>, service_set: &ServiceSet, reason: &str, message: &str) {
-    let mut status = service_set.status.clone().unwrap_or_default();
-    let generation = service_set.meta().generation;
-    conditions::set(
-        &mut status.conditions,
-        conditions::new(TRANSLATED, Status::False, reason, message, generation, &now()),
-    );
-    if let Err(e) = write_status(ctx, api, service_set, status).await {
-        tracing::warn!("writing {reason} to the status: {e}");
-    }
 }
 
 /// Only 409 Conflict (a stale resourceVersion) means the ServiceSet changed since it was read.

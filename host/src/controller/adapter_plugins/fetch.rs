@@ -1,0 +1,98 @@
+//! A component's bytes, from where an AdapterPlugin's `spec.source` says: built into the binary,
+//! a ConfigMap, or an OCI registry. OCI `IfNotPresent` pulls a reference once; `Always` pulls
+//! again only when the tag moved.
+
+use crate::adapter_plugin::{AdapterPluginSpec, PullPolicy, Source};
+use crate::builtin;
+use crate::oci::{self, Credentials};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Client;
+use kube::api::Api;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+
+/// A component's bytes and where they came from.
+#[derive(Clone, Debug)]
+pub struct Fetched {
+    /// The component.
+    pub bytes: Arc<[u8]>,
+    /// Hex sha256 of `bytes`.
+    pub sha256: String,
+    /// From OCI: what was pulled.
+    pub pulled: Option<Pulled>,
+}
+
+/// An OCI reference and the manifest digest it resolved to when pulled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pulled {
+    /// The reference in the spec.
+    pub reference: String,
+    /// The manifest digest (`sha256:...`).
+    pub digest: String,
+}
+
+impl Fetched {
+    fn new(bytes: Arc<[u8]>, pulled: Option<Pulled>) -> Self {
+        Self { sha256: hex::encode(Sha256::digest(&bytes)), bytes, pulled }
+    }
+}
+
+/// Fetches the component `spec` names; `previous` is what the AdapterPlugin serves now, reused
+/// when an OCI reference has not moved. `namespace` is the host's: pull secrets live there.
+pub async fn fetch(
+    client: &Client,
+    namespace: &str,
+    spec: &AdapterPluginSpec,
+    previous: Option<&Fetched>,
+) -> Result<Fetched, String> {
+    match spec.source.get()? {
+        Source::Builtin(name) => builtin::lookup(name)
+            .map(|bytes| Fetched::new(Arc::from(bytes), None))
+            .map_err(|e| format!("spec.source.builtin: {e}")),
+        Source::ConfigMap(reference) => {
+            let api = Api::<ConfigMap>::namespaced(client.clone(), &reference.namespace);
+            let what = format!("ConfigMap {}/{}", reference.namespace, reference.name);
+            let config_map = api.get_opt(&reference.name).await.map_err(|e| format!("reading {what}: {e}"))?;
+            let config_map = config_map.ok_or_else(|| format!("spec.source.configMap: {what} not found"))?;
+            Ok(Fetched::new(Arc::from(reference.bytes_in(&config_map)?), None))
+        }
+        Source::Oci(source) => {
+            let credentials = credentials(client, namespace, &source.url, source.pull_secret.as_deref()).await?;
+            let same_reference = previous.filter(|p| p.pulled.as_ref().is_some_and(|p| p.reference == source.url));
+            if let Some(previous @ Fetched { pulled: Some(pulled), .. }) = same_reference {
+                let unchanged = match source.pull_policy {
+                    PullPolicy::IfNotPresent => true,
+                    PullPolicy::Always => {
+                        oci::resolve(&source.url, &credentials).await.map_err(|e| e.to_string())? == pulled.digest
+                    }
+                };
+                if unchanged && source.sha256.as_ref().is_none_or(|sha| *sha == previous.sha256) {
+                    return Ok(previous.clone());
+                }
+            }
+            let pulled = oci::pull(&source.url, &credentials, source.sha256.as_deref(), oci::PullBounds::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let reference = Pulled { reference: source.url.clone(), digest: pulled.manifest_digest };
+            Ok(Fetched::new(Arc::from(pulled.bytes), Some(reference)))
+        }
+    }
+}
+
+/// The registry credentials in the pull secret (a `kubernetes.io/dockerconfigjson` Secret in
+/// `namespace`), or none.
+async fn credentials(client: &Client, namespace: &str, url: &str, secret: Option<&str>) -> Result<Credentials, String> {
+    let Some(secret) = secret else { return Ok(Credentials::anonymous()) };
+    let what = format!("spec.source.oci.pullSecret: Secret {namespace}/{secret}");
+    let found = Api::<Secret>::namespaced(client.clone(), namespace)
+        .get_opt(secret)
+        .await
+        .map_err(|e| format!("reading {what}: {e}"))?
+        .ok_or_else(|| format!("{what} not found"))?;
+    let data = found.data.unwrap_or_default();
+    let ByteString(config) =
+        data.get(".dockerconfigjson").ok_or_else(|| format!("{what} has no .dockerconfigjson key"))?;
+    let registry = oci::registry(url).map_err(|e| e.to_string())?;
+    Credentials::from_dockerconfigjson(config, &registry).map_err(|e| format!("{what}: {e}"))
+}

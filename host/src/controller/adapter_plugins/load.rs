@@ -1,0 +1,168 @@
+//! Loading a fetched component: compiled off the async executor, then validated against its
+//! AdapterPlugin spec and against the API server (the kinds it creates are served as declared,
+//! and their caches list), so that a plugin serves only once the host can see what it made.
+
+use super::super::children::ChildKinds;
+use super::super::watches::WatchHealth;
+use crate::adapter_plugin::AdapterPlugin;
+use crate::builtin;
+use crate::metrics::{Metered, Metrics};
+use crate::plugin::{Limits, call_blocking};
+use crate::runtime::Runtime;
+use crate::serving::{ServingPlugin, limits, validate};
+use kube::Client;
+use kube::ResourceExt;
+use kube::core::GroupVersionKind;
+use kube::discovery::{Scope, pinned_kind};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a load waits for the caches of a plugin's kinds to list.
+const LIST_WAIT: Duration = Duration::from_secs(15);
+
+/// The name the built-in default plugin serves under (in messages and metrics).
+pub const DEFAULT_PLUGIN_NAME: &str = "builtin-flux";
+
+/// The step at which loading a version failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Getting the bytes.
+    Fetch,
+    /// Compiling them (includes reading the metadata and the contract version).
+    Compile,
+    /// The host's checks of the plugin's metadata against the AdapterPlugin.
+    Validate,
+}
+
+/// Why loading a version failed: the step and a message naming what to fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// Where it failed.
+    pub step: Step,
+    /// Why.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure at `step`.
+    pub fn at(step: Step, message: impl Into<String>) -> Self {
+        Self { step, message: message.into() }
+    }
+}
+
+/// What loading needs: the runtime and its default limits, the API server's discovery, and the
+/// caches of the kinds plugins create.
+pub struct Loader {
+    runtime: Arc<Runtime>,
+    /// Limits for AdapterPlugins that do not set their own.
+    defaults: Limits,
+    client: Client,
+    children: Arc<ChildKinds>,
+    health: Arc<WatchHealth>,
+    metrics: Arc<Metrics>,
+}
+
+impl Loader {
+    /// A loader compiling with `runtime`; `defaults` are the limits of AdapterPlugins that set
+    /// none.
+    pub fn new(
+        runtime: Runtime,
+        defaults: Limits,
+        client: Client,
+        (children, health): (Arc<ChildKinds>, Arc<WatchHealth>),
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self { runtime: Arc::new(runtime), defaults, client, children, health, metrics }
+    }
+
+    /// The built-in Flux plugin, once its kinds list.
+    pub async fn builtin_flux(&self) -> Result<ServingPlugin, String> {
+        let (runtime, limits) = (self.runtime.clone(), self.defaults);
+        let wasm = call_blocking(move || runtime.load(builtin::FLUX, limits))
+            .await
+            .map_err(|e| format!("the built-in Flux plugin does not load: {e}"))?;
+        let metered = Metered::new(Arc::new(wasm), DEFAULT_PLUGIN_NAME, self.metrics.clone());
+        let serving = ServingPlugin::configured(DEFAULT_PLUGIN_NAME, Arc::new(metered), &Default::default());
+        self.kinds_listed(&serving).await?;
+        Ok(serving)
+    }
+
+    /// The plugin in `bytes` under the rules of `plugin`'s spec: compiled, validated, and its
+    /// kinds served and listed.
+    pub async fn load(&self, plugin: &AdapterPlugin, bytes: Arc<[u8]>) -> Result<ServingPlugin, Failure> {
+        let name = plugin.name_any();
+        let runtime = self.runtime.clone();
+        let limits = limits(&plugin.spec, self.defaults);
+        let wasm = match tokio::task::spawn_blocking(move || runtime.load(&bytes, limits)).await {
+            Ok(Ok(wasm)) => wasm,
+            Ok(Err(e)) => return Err(Failure::at(Step::Compile, e.to_string())),
+            Err(e) => return Err(Failure::at(Step::Compile, format!("compiling failed: {e}"))),
+        };
+        let metered = Metered::new(Arc::new(wasm), &name, self.metrics.clone());
+        let serving = ServingPlugin::configured(&name, Arc::new(metered), &plugin.spec);
+        let validated = async {
+            validate(&serving, &plugin.spec)?;
+            self.check_kinds_served(&serving).await?;
+            self.kinds_listed(&serving).await
+        };
+        validated.await.map_err(|message| Failure::at(Step::Validate, message))?;
+        Ok(serving)
+    }
+
+    /// Waits, at most [`LIST_WAIT`], until the caches of the plugin's kinds hold a complete
+    /// list; a plugin must not serve before the host can see the objects it already made. A
+    /// watch that cannot list (e.g. 403) fails the load, naming the kind and the API server's
+    /// answer.
+    async fn kinds_listed(&self, serving: &ServingPlugin) -> Result<(), String> {
+        if tokio::time::timeout(LIST_WAIT, self.children.listed(serving.kinds())).await.is_ok() {
+            return Ok(());
+        }
+        let failing: Vec<String> = serving
+            .kinds()
+            .filter_map(|k| self.health.failure(&k.kind).map(|f| format!("{}: {}", k.kind, f.message)))
+            .collect();
+        let why = if failing.is_empty() { "no complete list yet".to_string() } else { failing.join("; ") };
+        Err(format!(
+            "cannot list the kinds plugin {:?} creates within {}s: {why}",
+            serving.metadata().name,
+            LIST_WAIT.as_secs()
+        ))
+    }
+
+    /// Checks the plugin's kinds against the API server's discovery: served, same plural, and
+    /// namespaced as declared (a plugin that calls a cluster-scoped kind namespaced would slip
+    /// past the namespace rule).
+    async fn check_kinds_served(&self, serving: &ServingPlugin) -> Result<(), String> {
+        let plugin = &serving.metadata().name;
+        for kind in serving.kinds() {
+            let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+            let what = format!("{} {}", gvk.api_version(), kind.kind);
+            let not_served = |detail: String| {
+                format!(
+                    "the API server does not serve {what}, which plugin {plugin:?} creates{detail}: is its CRD installed?"
+                )
+            };
+            let (resource, capabilities) = match pinned_kind(&self.client, &gvk).await {
+                Ok(found) => found,
+                Err(kube::Error::Api(e)) if e.is_not_found() => return Err(not_served(String::new())),
+                Err(kube::Error::Discovery(e)) => return Err(not_served(format!(" ({e})"))),
+                Err(e) => return Err(format!("discovering {what}: {e}")),
+            };
+            let namespaced = capabilities.scope == Scope::Namespaced;
+            if namespaced != kind.namespaced || resource.plural != kind.plural {
+                return Err(format!(
+                    "plugin {plugin:?} declares {what} as {} with plural {:?}; the API server says {} with plural {:?}",
+                    scope(kind.namespaced),
+                    kind.plural,
+                    scope(namespaced),
+                    resource.plural
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn scope(namespaced: bool) -> &'static str {
+    if namespaced { "namespaced" } else { "cluster-scoped" }
+}

@@ -1,0 +1,205 @@
+//! One AdapterPlugin: load its current spec when it is not what serves, write its status, and
+//! wake the ServiceSets (and the other AdapterPlugins) a change affects.
+
+use super::super::backoff::Failures;
+use super::super::children::Waker;
+use super::super::config_maps::ConfigMapWatches;
+use super::super::events::Events;
+use super::super::liveness::InFlight;
+use super::super::watches::wait_listed;
+use super::fetch::fetch;
+use super::load::{Failure, Loader, Step};
+use super::registry::{Loaded, Registry};
+use super::status;
+use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
+use crate::k0rdent::ServiceSet;
+use crate::metrics::Metrics;
+use crate::plan::events::adapter_plugin_events;
+use crate::serving::ServingPlugin;
+use futures::channel::mpsc::UnboundedSender;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What the AdapterPlugin reconcile works with.
+pub struct PluginContext {
+    /// For status writes and fetching.
+    pub client: Client,
+    /// The host's namespace: pull secrets live there.
+    pub namespace: String,
+    /// What serves now.
+    pub registry: Arc<Registry>,
+    /// Compiles and validates.
+    pub loader: Loader,
+    /// Every ServiceSet, to wake those a change affects.
+    pub service_sets: Store<ServiceSet>,
+    /// Wakes a ServiceSet's reconcile.
+    pub wake_service_sets: Waker,
+    /// Wakes an AdapterPlugin's reconcile.
+    pub wake_plugins: UnboundedSender<ObjectRef<AdapterPlugin>>,
+    /// The ConfigMaps AdapterPlugins load from, watched by name.
+    pub config_maps: ConfigMapWatches,
+    /// Kubernetes Events on transitions.
+    pub events: Arc<Events>,
+    /// The process's metrics.
+    pub metrics: Arc<Metrics>,
+    /// Consecutive failed loads per AdapterPlugin, for the retry backoff.
+    pub failures: Arc<Failures<AdapterPlugin>>,
+    /// The reconciles running now, for `/healthz`.
+    pub in_flight: Arc<InFlight>,
+    /// How often an OCI plugin with `pullPolicy: Always` checks whether its tag moved.
+    pub oci_poll: Duration,
+    /// Turns true once the controller is prepared (see `prepare`).
+    pub prepared: watch::Receiver<bool>,
+}
+
+/// What loading the current spec of an AdapterPlugin came to.
+pub type Attempt = Result<(), Failure>;
+
+impl PluginContext {
+    /// Loads the built-in default plugin when it is turned on, and waits for its kinds to list.
+    pub async fn load_default(&self) -> Result<(), String> {
+        if self.registry.default_plugin() != super::super::settings::DefaultPlugin::Flux {
+            return Ok(());
+        }
+        self.registry.serve_default(self.loader.builtin_flux().await?);
+        tracing::info!("the built-in Flux plugin serves SMPs for Flux that no AdapterPlugin names");
+        Ok(())
+    }
+
+    /// Loads the current spec of `plugin` unless it is what serves already; returns how that
+    /// went and, when what serves changed, the providers whose ServiceSets it affects. When the
+    /// spec fails to load, the previous version keeps serving, under the narrowest of its
+    /// policy and the new spec's: a narrowing never waits for the rest of the change.
+    pub async fn sync(&self, plugin: &AdapterPlugin) -> (Attempt, Option<BTreeSet<String>>) {
+        let name = plugin.name_any();
+        let previous = self.registry.current(&name);
+        let (attempt, affected) = self.load(plugin, previous.clone()).await;
+        let Some(previous) = previous.filter(|_| attempt.is_err()) else { return (attempt, affected) };
+        let new = ServingPlugin::configured(&name, previous.serving.plugin.clone(), &plugin.spec).policy;
+        let narrowest = previous.policy.narrowest(&new);
+        if narrowest == previous.serving.policy {
+            return (attempt, affected);
+        }
+        tracing::warn!(adapterplugin = %name, "the new spec did not load; the previous version serves under the narrowest of both policies");
+        let serving = Arc::new(ServingPlugin { policy: narrowest, ..(*previous.serving).clone() });
+        let providers = previous.providers.iter().cloned().collect();
+        self.registry.serve(name, Loaded { serving, ..previous });
+        (attempt, Some(providers))
+    }
+
+    /// Loads the current spec of `plugin` unless `previous` is it (see [`sync`](Self::sync)).
+    async fn load(&self, plugin: &AdapterPlugin, previous: Option<Loaded>) -> (Attempt, Option<BTreeSet<String>>) {
+        let name = plugin.name_any();
+        let fetched =
+            match fetch(&self.client, &self.namespace, &plugin.spec, previous.as_ref().map(|p| &p.fetched)).await {
+                Ok(fetched) => fetched,
+                Err(message) => return (Err(Failure::at(Step::Fetch, message)), None),
+            };
+        let generation = plugin.meta().generation;
+        if previous.as_ref().is_some_and(|p| p.fetched.sha256 == fetched.sha256 && p.generation == generation) {
+            return (Ok(()), None);
+        }
+        let serving = match self.loader.load(plugin, fetched.bytes.clone()).await {
+            Ok(serving) => serving,
+            Err(failure) => return (Err(failure), None),
+        };
+        let providers = plugin.spec.providers.clone();
+        let mut affected: BTreeSet<String> = providers.iter().cloned().collect();
+        affected.extend(previous.into_iter().flat_map(|p| p.providers));
+        let policy = serving.policy.clone();
+        self.registry
+            .serve(name.clone(), Loaded { serving: Arc::new(serving), policy, fetched, generation, providers });
+        tracing::info!(adapterplugin = %name, "plugin loaded and serving");
+        (Ok(()), Some(affected))
+    }
+
+    /// An AdapterPlugin is gone: its plugin stops serving, and what depended on it is woken.
+    pub fn forget(&self, name: &str) {
+        self.metrics.plugin_gone(name);
+        self.config_maps.sync();
+        let Some(gone) = self.registry.remove(name) else { return };
+        tracing::info!(adapterplugin = %name, "AdapterPlugin deleted; its plugin no longer serves");
+        self.wake(name, &gone.providers.into_iter().collect());
+    }
+
+    /// Wakes the ServiceSets of `providers`, and the other AdapterPlugins naming any of them
+    /// (whether a provider is contested shows in their status).
+    fn wake(&self, name: &str, providers: &BTreeSet<String>) {
+        for service_set in self.service_sets.state() {
+            if providers.contains(&service_set.spec.provider.name) {
+                let _ = self.wake_service_sets.unbounded_send(ObjectRef::from_obj(&*service_set));
+            }
+        }
+        for other in self.registry.specs() {
+            if other.name_any() != name && other.spec.providers.iter().any(|p| providers.contains(p)) {
+                let _ = self.wake_plugins.unbounded_send(ObjectRef::from_obj(&*other));
+            }
+        }
+    }
+
+    /// Writes the AdapterPlugin's status when it changed.
+    async fn write_status(&self, plugin: &AdapterPlugin, attempt: &Attempt) -> kube::Result<()> {
+        let name = plugin.name_any();
+        let loaded = self.registry.current(&name);
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let status = status::decide(plugin, loaded.as_ref(), attempt, self.registry.contested(plugin), &now);
+        self.metrics.plugin_ready(&name, status.ready);
+        if plugin.status.as_ref() == Some(&status) {
+            return Ok(());
+        }
+        let notes = adapter_plugin_events(plugin.status.as_ref(), &status);
+        let mut object = AdapterPlugin::new(&name, plugin.spec.clone());
+        object.meta_mut().resource_version = plugin.resource_version();
+        object.status = Some(status);
+        let api = Api::<AdapterPlugin>::all(self.client.clone());
+        match api.replace_status(&name, &PostParams::default(), &object).await {
+            // Changed meanwhile: the change comes back through the watch.
+            Err(kube::Error::Api(e)) if e.is_conflict() => Ok(()),
+            Err(e) => Err(e),
+            Ok(_) => {
+                self.events.publish(plugin, "Load", &notes).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Reconciles one AdapterPlugin: loads its current spec when needed, writes its status, wakes
+/// the ServiceSets (and the other AdapterPlugins) a change affects.
+pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> Result<Action, kube::Error> {
+    wait_listed(ctx.prepared.clone()).await;
+    let started = std::time::Instant::now();
+    let _running = ctx.in_flight.enter(format!("AdapterPlugin {}", plugin.name_any()));
+    ctx.config_maps.sync();
+    let (attempt, affected) = ctx.sync(&plugin).await;
+    if let Some(providers) = affected {
+        ctx.wake(&plugin.name_any(), &providers);
+    }
+    let written = ctx.write_status(&plugin, &attempt).await;
+    ctx.metrics.reconciled("AdapterPlugin", started, written.is_ok() && attempt.is_ok());
+    written?;
+    let polled = plugin.spec.source.oci.as_ref().is_some_and(|o| o.pull_policy == PullPolicy::Always);
+    let key = ObjectRef::from_obj(&*plugin);
+    Ok(match &attempt {
+        // Fetching, compiling (metadata included) and validating may all fail for a while: a
+        // registry down, a pool of instances busy, a CRD not installed yet.
+        Err(_) => Action::requeue(ctx.failures.failed(&key).1),
+        Ok(()) => {
+            ctx.failures.succeeded(&key);
+            if polled { Action::requeue(ctx.oci_poll) } else { Action::await_change() }
+        }
+    })
+}
+
+/// A status write that failed is tried again shortly.
+pub fn error_policy(error: &kube::Error) -> Action {
+    tracing::warn!("writing AdapterPlugin status: {error}");
+    Action::requeue(Duration::from_secs(5))
+}

@@ -1,0 +1,151 @@
+//! What serves for each AdapterPlugin now, and which plugin serves a StateManagementProvider:
+//! the one AdapterPlugin naming it, else the built-in default when it applies.
+
+use super::super::settings::DefaultPlugin;
+use super::fetch::Fetched;
+use crate::adapter_plugin::AdapterPlugin;
+use crate::k0rdent::StateManagementProvider;
+use crate::policy::Policy;
+use crate::serving::{Assignment, ServingPlugin, assignment};
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// The version of an AdapterPlugin that serves now.
+#[derive(Clone)]
+pub struct Loaded {
+    /// The plugin serving now, under `policy` or, while a later spec fails to load, under
+    /// the narrowest of `policy` and that spec's.
+    pub serving: Arc<ServingPlugin>,
+    /// The policy of the spec it was loaded for.
+    pub policy: Policy,
+    /// The component, for a spec change that keeps it (and OCI `IfNotPresent`).
+    pub fetched: Fetched,
+    /// The AdapterPlugin generation it was loaded for.
+    pub generation: Option<i64>,
+    /// The providers that generation named.
+    pub providers: Vec<String>,
+}
+
+/// Kinds whose CRDs in an SMP's `spec.provisionerCRDs` make it a Flux provider:
+/// (group, plural).
+const FLUX_CRDS: [(&str, &str); 2] =
+    [("helm.toolkit.fluxcd.io", "helmreleases"), ("kustomize.toolkit.fluxcd.io", "kustomizations")];
+
+/// Whether `smp` is for Flux: its `spec.provisionerCRDs` list HelmRelease's or Kustomization's.
+pub fn is_flux_provider(smp: &StateManagementProvider) -> bool {
+    smp.spec.provisioner_crds.iter().any(|crd| {
+        FLUX_CRDS.iter().any(|(group, plural)| crd.group == *group && crd.resources.iter().any(|r| r == plural))
+    })
+}
+
+/// The plugins loaded from AdapterPlugins, by AdapterPlugin name, and the built-in default.
+pub struct Registry {
+    loaded: RwLock<HashMap<String, Loaded>>,
+    /// The built-in default for SMPs no AdapterPlugin names, once loaded.
+    default: OnceLock<Arc<ServingPlugin>>,
+    default_plugin: DefaultPlugin,
+    /// Every AdapterPlugin.
+    specs: Store<AdapterPlugin>,
+    /// Every StateManagementProvider.
+    providers: Store<StateManagementProvider>,
+}
+
+impl Registry {
+    /// No plugins yet; `specs` and `providers` are the caches assignments are read from.
+    pub fn new(
+        default_plugin: DefaultPlugin,
+        specs: Store<AdapterPlugin>,
+        providers: Store<StateManagementProvider>,
+    ) -> Self {
+        Self { loaded: RwLock::default(), default: OnceLock::new(), default_plugin, specs, providers }
+    }
+
+    /// What serves for the AdapterPlugin `name` now, if anything loaded.
+    pub fn current(&self, name: &str) -> Option<Loaded> {
+        self.loaded.read().unwrap().get(name).cloned()
+    }
+
+    /// `loaded` serves for the AdapterPlugin `name` from now on.
+    pub fn serve(&self, name: String, loaded: Loaded) {
+        self.loaded.write().unwrap().insert(name, loaded);
+    }
+
+    /// The AdapterPlugin `name` is gone: what it loaded serves no more.
+    pub fn remove(&self, name: &str) -> Option<Loaded> {
+        self.loaded.write().unwrap().remove(name)
+    }
+
+    /// Whether the built-in default is turned on.
+    pub fn default_plugin(&self) -> DefaultPlugin {
+        self.default_plugin
+    }
+
+    /// The built-in default serves from now on.
+    pub fn serve_default(&self, serving: ServingPlugin) {
+        let _ = self.default.set(Arc::new(serving));
+    }
+
+    /// Every AdapterPlugin.
+    pub fn specs(&self) -> Vec<Arc<AdapterPlugin>> {
+        self.specs.state()
+    }
+
+    /// The plugin serving StateManagementProvider `provider`, or why there is none (for the
+    /// ServiceSet's condition).
+    pub fn serving_for(&self, provider: &str) -> Result<Arc<ServingPlugin>, String> {
+        let specs = self.specs.state();
+        let assigned = assign(&specs, provider);
+        if assigned == Assignment::Unserved
+            && let Some(default) = self.default_for(provider)
+        {
+            return default;
+        }
+        let Assignment::One(name) = &assigned else {
+            return Err(assigned.problem(provider).unwrap_or_default());
+        };
+        self.current(name).map(|l| l.serving).ok_or_else(|| {
+            let error = specs
+                .iter()
+                .find(|p| p.name_any() == *name)
+                .and_then(|p| p.status.as_ref())
+                .map(|s| s.error.clone())
+                .filter(|e| !e.is_empty())
+                .unwrap_or_else(|| "not loaded yet".into());
+            format!(
+                "AdapterPlugin {name:?} serves StateManagementProvider {provider:?} but has no plugin loaded: {error}"
+            )
+        })
+    }
+
+    /// Why the providers `plugin` names are contested by other AdapterPlugins, one line each.
+    pub fn contested(&self, plugin: &AdapterPlugin) -> Vec<String> {
+        let specs = self.specs.state();
+        plugin
+            .spec
+            .providers
+            .iter()
+            .filter_map(|provider| {
+                let assigned = assign(&specs, provider);
+                matches!(assigned, Assignment::Contested(_)).then(|| assigned.problem(provider).unwrap_or_default())
+            })
+            .collect()
+    }
+
+    /// The built-in default for `provider`, an SMP no AdapterPlugin names: `None` when the
+    /// default does not apply to it (turned off, or not a Flux provider).
+    fn default_for(&self, provider: &str) -> Option<Result<Arc<ServingPlugin>, String>> {
+        let smp = self.providers.get(&ObjectRef::new(provider))?;
+        if self.default_plugin != DefaultPlugin::Flux || !is_flux_provider(&smp) {
+            return None;
+        }
+        Some(self.default.get().cloned().ok_or_else(|| {
+            format!("StateManagementProvider {provider:?} is served by the built-in Flux plugin, which did not load (see the host's log)")
+        }))
+    }
+}
+
+fn assign(specs: &[Arc<AdapterPlugin>], provider: &str) -> Assignment {
+    assignment(specs.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec)), provider)
+}

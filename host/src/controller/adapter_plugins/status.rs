@@ -1,0 +1,80 @@
+//! An AdapterPlugin's status, decided from how loading its current spec went, what serves for
+//! it, and whether another AdapterPlugin contests a provider it names. Pure: the reconcile
+//! writes what this decides.
+
+use super::load::{Failure, Step};
+use super::registry::Loaded;
+use crate::adapter_plugin::{AdapterPlugin, AdapterPluginStatus, PluginInfo};
+use crate::conditions::{self, Status};
+use crate::serving::ServingPlugin;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Resource;
+
+/// The steps of a load, in order.
+const STEPS: [Step; 3] = [Step::Fetch, Step::Compile, Step::Validate];
+
+/// Condition type, reason when the step succeeded, reason when it failed.
+fn condition_of(step: Step) -> (&'static str, &'static str, &'static str) {
+    match step {
+        Step::Fetch => ("Fetched", "Fetched", "FetchFailed"),
+        Step::Compile => ("Compiled", "Compiled", "CompileFailed"),
+        Step::Validate => ("Validated", "Validated", "ValidationFailed"),
+    }
+}
+
+/// The status of `plugin`: ready only when its current spec serves and no provider it names is
+/// `contested`; one condition per step (those after a failed step `Unknown`); the error in
+/// words, saying when a previous version keeps serving.
+pub fn decide(
+    plugin: &AdapterPlugin,
+    loaded: Option<&Loaded>,
+    attempt: &Result<(), Failure>,
+    contested: Vec<String>,
+    now: &Time,
+) -> AdapterPluginStatus {
+    let generation = plugin.meta().generation;
+    let mut status = plugin.status.clone().unwrap_or_default();
+    let failed = attempt.as_ref().err();
+    for step in STEPS {
+        let (type_, ok, bad) = condition_of(step);
+        let condition = match failed {
+            Some(failure) if failure.step == step => {
+                conditions::new(type_, Status::False, bad, &failure.message, generation, now)
+            }
+            Some(failure) if (failure.step as u8) < (step as u8) => {
+                conditions::new(type_, Status::Unknown, "NotReached", "an earlier step failed", generation, now)
+            }
+            _ => conditions::new(type_, Status::True, ok, "", generation, now),
+        };
+        conditions::set(&mut status.conditions, condition);
+    }
+    let current = loaded.is_some_and(|l| l.generation == generation);
+    status.ready = attempt.is_ok() && current && contested.is_empty();
+    status.sha256 = loaded.map(|l| l.fetched.sha256.clone()).unwrap_or_default();
+    status.plugin = loaded.map(|l| info(&l.serving));
+    status.observed_generation = generation;
+    let mut errors = contested;
+    if let Some(failure) = failed {
+        errors.insert(
+            0,
+            match loaded {
+                Some(l) => {
+                    format!("{} (the previous version, sha256 {}, keeps serving)", failure.message, l.fetched.sha256)
+                }
+                None => failure.message.clone(),
+            },
+        );
+    }
+    status.error = errors.join("; ");
+    status
+}
+
+fn info(serving: &ServingPlugin) -> PluginInfo {
+    let metadata = serving.metadata();
+    PluginInfo {
+        name: metadata.name.clone(),
+        version: metadata.version.clone(),
+        contract_version: metadata.contract_version.clone(),
+        creates: serving.kinds().map(|k| format!("{}/{} {}", k.group, k.version, k.kind)).collect(),
+    }
+}

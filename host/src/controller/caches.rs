@@ -1,0 +1,57 @@
+//! The caches the controllers read: one reflector per kind, its watch's failures reported to
+//! [`WatchHealth`], and a flag that turns true once it holds a complete list.
+
+use super::watches::{WatchHealth, observe};
+use futures::{Stream, StreamExt};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Every object of a kind.
+pub fn all() -> watcher::Config {
+    watcher::Config::default()
+}
+
+/// A cache to start: of the objects `config` selects, its watch's failures reported to
+/// `health`.
+pub struct Cache<'a> {
+    /// The client watching.
+    pub client: &'a Client,
+    /// Which objects.
+    pub config: watcher::Config,
+    /// Where the watch reports its failures.
+    pub health: Arc<WatchHealth>,
+}
+
+impl Cache<'_> {
+    /// A cache of the objects of kind `K` (managedFields dropped: the host never reads them),
+    /// the stream of its changes (which fills the cache, so it must be polled), and a flag that
+    /// turns true once the cache holds a complete list (see [`observe`]). `on_event` sees every
+    /// event, after the cache took it in.
+    pub fn start<K>(
+        self,
+        on_event: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
+    ) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static, watch::Receiver<bool>)
+    where
+        K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    {
+        let (reader, writer) = reflector::store();
+        let store = reader.clone();
+        let (listed, is_listed) = watch::channel(false);
+        let (kind, health) = (K::kind(&()).into_owned(), self.health);
+        let events = watcher(Api::<K>::all(self.client.clone()), self.config)
+            .default_backoff()
+            .modify(|object| object.managed_fields_mut().clear())
+            .reflect(writer)
+            .inspect(move |event| {
+                observe(&health, &kind, &listed, event);
+                if let Ok(event) = event {
+                    on_event(&store, event);
+                }
+            })
+            .touched_objects();
+        (reader, events, is_listed)
+    }
+}

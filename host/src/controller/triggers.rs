@@ -1,0 +1,81 @@
+//! What wakes a ServiceSet's reconcile: a change of its own that matters, of its provider, or
+//! of a template it uses.
+
+use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+
+/// What of a ServiceSet calls for a reconcile when it changes: its spec (generation), labels
+/// (the SMP selector), annotations, finalizers and deletion. Status-only changes, i.e. the
+/// host's own status writes, do not: each used to cost a full round of plugin calls that
+/// decided nothing new. The cache still holds the latest status for the next round.
+pub fn reconcile_worthy(service_set: &ServiceSet) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let meta = service_set.meta();
+    let mut hasher = DefaultHasher::new();
+    (meta.generation, &meta.labels, &meta.annotations, &meta.finalizers).hash(&mut hasher);
+    meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// The ServiceSets whose `spec.provider.name` is `smp`.
+pub fn users_of_provider(
+    service_sets: &Store<ServiceSet>,
+    smp: &StateManagementProvider,
+) -> Vec<ObjectRef<ServiceSet>> {
+    let name = smp.name_any();
+    service_sets
+        .state()
+        .iter()
+        .filter(|ss| ss.spec.provider.name == name)
+        .map(|ss| ObjectRef::from_obj(&**ss))
+        .collect()
+}
+
+/// The ServiceSets in the template's namespace that use it.
+pub fn users_of_template(service_sets: &Store<ServiceSet>, template: &ServiceTemplate) -> Vec<ObjectRef<ServiceSet>> {
+    let (name, namespace) = (template.name_any(), template.namespace());
+    service_sets
+        .state()
+        .iter()
+        .filter(|ss| ss.namespace() == namespace && ss.spec.services.iter().any(|s| s.template == name))
+        .map(|ss| ObjectRef::from_obj(&**ss))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn service_set(patch: impl FnOnce(&mut serde_json::Value)) -> ServiceSet {
+        let mut object = json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": "a", "namespace": "team", "generation": 1, "labels": {"x": "1"}},
+            "spec": {"provider": {"name": "ksm-flux"}, "services": []},
+            "status": {"deployed": false},
+        });
+        patch(&mut object);
+        serde_json::from_value(object).unwrap()
+    }
+
+    #[test]
+    fn only_status_changes_do_not_call_for_a_reconcile() {
+        let base = reconcile_worthy(&service_set(|_| {}));
+        assert_eq!(base, reconcile_worthy(&service_set(|o| o["status"]["deployed"] = json!(true))));
+        for (what, change) in [
+            ("spec", json!({"metadata": {"generation": 2}})),
+            ("labels", json!({"metadata": {"labels": {"x": "2"}}})),
+            ("annotations", json!({"metadata": {"annotations": {"note": "retry"}}})),
+            ("finalizers", json!({"metadata": {"finalizers": ["ksm.k0rdent.mirantis.com/finalizer"]}})),
+            ("deletion", json!({"metadata": {"deletionTimestamp": "2026-11-22T10:00:00Z"}})),
+        ] {
+            let changed = service_set(|o| {
+                for (key, value) in change["metadata"].as_object().unwrap() {
+                    o["metadata"][key] = value.clone();
+                }
+            });
+            assert_ne!(base, reconcile_worthy(&changed), "a change of {what} calls for a reconcile");
+        }
+    }
+}
