@@ -2,6 +2,10 @@
 //! answers whose lists hold many entries that all point at one large string in the plugin's
 //! memory. Each entry costs the plugin 8 bytes; copied into the host, each costs the whole
 //! string. The core module is wrapped into a component of the contract by `wit-component`.
+//!
+//! The module is written against contract 0.1.0 and wrapped with that version's frozen WIT, so
+//! it stays a 0.1.0 plugin when newer versions come: with nothing amplified, it is the plugin
+//! that shows a host still runs plugins built against 0.1.0.
 
 use std::path::Path;
 
@@ -23,7 +27,7 @@ pub struct Amplify {
 pub fn component(amplify: &Amplify) -> Vec<u8> {
     let mut module = wat::parse_str(core_module(amplify)).expect("the WAT parses");
     let mut resolve = wit_parser::Resolve::default();
-    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/since_v0.1.0");
     let (package, _) = resolve.push_dir(&wit).expect("the contract's WIT parses");
     let world = resolve.select_world(&[package], Some("adapter-plugin")).expect("the world exists");
     wit_component::embed_component_metadata(&mut module, &resolve, world, wit_component::StringEncoding::UTF8)

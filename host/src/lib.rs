@@ -1,7 +1,7 @@
 //! ksm-adapter: a k0rdent service-manager adapter host.
 //!
 //! The host does everything generic (watches, SMP checks, apply, status); the CD-tool-specific
-//! translation lives in sandboxed WASM plugins behind the contract in `wit/adapter.wit`.
+//! translation lives in sandboxed WASM plugins behind the contract in `wit/since_v0.1.0/adapter.wit`.
 //!
 //! - [`adapter_plugin`]: the host's own API: which plugin serves which providers, from where;
 //! - [`plugin`]: the narrow interface the host calls plugins through;

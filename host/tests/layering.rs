@@ -26,7 +26,10 @@ fn modules(src: &Path) -> BTreeMap<Module, String> {
                     module.pop();
                 }
                 let text = std::fs::read_to_string(&path).unwrap();
-                let code = match text.find("#[cfg(test)]\nmod tests") {
+                let code = match text
+                    .find("#[cfg(test)]\nmod tests")
+                    .or_else(|| text.find("#[cfg(test)]\npub(super) mod tests"))
+                {
                     Some(at) => text[..at].to_string(),
                     None => text,
                 };
@@ -57,7 +60,7 @@ fn expand(tree: &str) -> Vec<String> {
         }
     }
     parts.push(&rest[start..]);
-    parts.into_iter().filter(|p| !p.trim().is_empty()).flat_map(|p| expand(p)).map(|p| format!("{prefix}{p}")).collect()
+    parts.into_iter().filter(|p| !p.trim().is_empty()).flat_map(expand).map(|p| format!("{prefix}{p}")).collect()
 }
 
 /// The paths `code` names: every `use` tree, expanded, and every path written inline.
@@ -71,7 +74,10 @@ fn paths(code: &str) -> Vec<String> {
             continue;
         }
         let end = rest.find(';').unwrap_or(rest.len());
-        found.extend(expand(&rest[..end].split_whitespace().collect::<String>()));
+        // Whitespace goes but for the one in `a as b`.
+        let tree = rest[..end].split_whitespace().collect::<Vec<_>>().join(" ");
+        let tree = tree.replace(" as ", "\u{0}").replace(' ', "").replace('\u{0}', " as ");
+        found.extend(expand(&tree));
     }
     // Paths written inline: `crate::a::f()`, `child::f()` (relative to the module).
     let inline = code.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).filter(|t| t.contains("::"));
@@ -157,6 +163,8 @@ fn source(crate_dir: &str) -> PathBuf {
 
 #[test]
 fn use_trees_expand() {
+    let found = paths("use super::b as c;\nuse crate::{\n    d,\n};");
+    assert!(found.contains(&"super::b as c".into()) && found.contains(&"crate::d".into()), "{found:?}");
     let mut paths = expand("crate::a::{b,c::{d,e},f as g}");
     paths.sort();
     assert_eq!(paths, ["crate::a::b", "crate::a::c::d", "crate::a::c::e", "crate::a::f as g"]);

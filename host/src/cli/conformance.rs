@@ -25,11 +25,11 @@ use ksm_adapter::plan::{self, ServiceOutcome};
 use ksm_adapter::plugin::Limits;
 use ksm_adapter::plugin::Plugin;
 use ksm_adapter::policy::DEFAULT_OBJECTS_PER_SERVICE;
-use ksm_adapter::runtime::{LoadError, Runtime, WasmPlugin};
+use ksm_adapter::runtime::{CONTRACT_VERSIONS, LoadError, Runtime, WasmPlugin, export_of};
 use ksm_adapter::serving::ServingPlugin;
 use ksm_plugin_sdk::contract::{
-    CONTRACT_VERSION, ConfigError, ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceTranslation,
-    StatusError, StatusInput, TranslateError,
+    ConfigError, ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceTranslation, StatusError,
+    StatusInput, TranslateError,
 };
 use ksm_plugin_sdk::names::{MAX_LABEL_LEN, is_dns1123_label, is_dns1123_subdomain, is_label_key, is_label_value};
 use ksm_plugin_sdk::status_table::StatusCase;
@@ -349,19 +349,17 @@ impl Suite {
     /// Checks of the plugin itself: contract version, metadata, `validate-config`.
     fn check_plugin(&self, report: &mut Report) {
         let metadata = self.plugin.metadata();
-        let export = format!("ksm:adapter/plugin@{CONTRACT_VERSION}");
+        let version = &metadata.contract_version;
+        let export = export_of(version);
         report.push(
             "plugin",
             "contract version",
-            if metadata.contract_version != CONTRACT_VERSION {
-                Err(format!(
-                    "metadata says contract {}, this host supports {CONTRACT_VERSION}",
-                    metadata.contract_version
-                ))
+            if !CONTRACT_VERSIONS.contains(&version.as_str()) {
+                Err(format!("metadata says contract {version}, this host supports {}", CONTRACT_VERSIONS.join(", ")))
             } else if !self.plugin.info().exports.contains(&export) {
                 Err(format!("the component does not export {export}"))
             } else {
-                Ok(format!("exports {export} and metadata says {CONTRACT_VERSION}: supported by this host"))
+                Ok(format!("exports {export} and metadata says {version}: supported by this host"))
             },
         );
         report.push("plugin", "metadata", check_metadata(metadata));

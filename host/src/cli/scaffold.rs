@@ -36,7 +36,7 @@ const JS: &[(&str, &str)] = &[
     ("build.sh", include_str!("scaffold/js/build.sh")),
     ("README.md", include_str!("scaffold/js/README.md")),
     (".gitignore", include_str!("scaffold/js/gitignore")),
-    ("wit/adapter.wit", include_str!("../../../wit/adapter.wit")),
+    ("wit/adapter.wit", include_str!("../../../wit/since_v0.1.0/adapter.wit")),
     ("testdata/translate/example/input.yaml", include_str!("scaffold/testdata/input.yaml")),
     ("testdata/translate/example/expected.yaml", include_str!("scaffold/testdata/expected.yaml")),
 ];
@@ -138,8 +138,7 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 /// The ksm-adapter checkout holding the SDK: `--sdk-path` (the checkout, or its `plugins/sdk`),
 /// else the checkout the current directory is in.
 fn checkout(sdk_path: Option<&Path>) -> anyhow::Result<PathBuf> {
-    let is_checkout =
-        |dir: &Path| dir.join("plugins/sdk/Cargo.toml").is_file() && dir.join("wit/adapter.wit").is_file();
+    let is_checkout = |dir: &Path| dir.join("plugins/sdk/Cargo.toml").is_file() && dir.join("wit").is_dir();
     if let Some(path) = sdk_path {
         let path = path.canonicalize().with_context(|| format!("--sdk-path {}", path.display()))?;
         if is_checkout(&path) {
@@ -148,10 +147,7 @@ fn checkout(sdk_path: Option<&Path>) -> anyhow::Result<PathBuf> {
         if let Some(root) = path.parent().and_then(Path::parent).filter(|root| is_checkout(root)) {
             return Ok(root.to_path_buf());
         }
-        bail!(
-            "--sdk-path {}: not a ksm-adapter checkout (no plugins/sdk/Cargo.toml and wit/adapter.wit)",
-            path.display()
-        );
+        bail!("--sdk-path {}: not a ksm-adapter checkout (no plugins/sdk/Cargo.toml and wit/)", path.display());
     }
     let cwd = std::env::current_dir()?;
     cwd.ancestors().find(|dir| is_checkout(dir)).map(Path::to_path_buf).ok_or_else(|| {

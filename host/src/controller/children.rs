@@ -147,7 +147,8 @@ impl ChildKinds {
                 return false;
             }
             let namespace = &answer["metadata"]["labels"][SERVICE_SET_NAMESPACE_LABEL];
-            if namespace != owner.namespace.as_str() || recorded(answer, SERVICE_SET_LABEL) != Some(owner.name.as_str()) {
+            if namespace != owner.namespace.as_str() || recorded(answer, SERVICE_SET_LABEL) != Some(owner.name.as_str())
+            {
                 return true;
             }
             match children.iter_mut().find(|c| ChildRef::of(c) == *key) {

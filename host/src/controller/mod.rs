@@ -38,6 +38,8 @@ pub mod events;
 pub mod finalizer;
 pub mod leader;
 pub mod liveness;
+#[cfg(test)]
+mod mock_api;
 pub mod prepare;
 pub mod providers;
 pub mod service_sets;

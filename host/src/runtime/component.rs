@@ -1,8 +1,7 @@
 //! What the host checks of a component before and after compiling it, and what it learns.
 
-use super::bindings::PLUGIN_EXPORT;
+use super::bindings::{CONTRACT_VERSIONS, export_of};
 use super::precompiled::Origin;
-use ksm_plugin_sdk::contract::CONTRACT_VERSION;
 
 /// Largest component the host compiles: compiling takes time and memory in proportion to the
 /// size, and cannot be interrupted, so a bound on the size is the bound on both.
@@ -24,15 +23,13 @@ pub enum LoadError {
     #[error("the component imports {0:?}; plugins may import only ksm:adapter/host and WASI")]
     UnsupportedImport(String),
     /// The component targets another contract version.
-    #[error("the plugin targets contract {found}; this host supports {supported}")]
+    #[error("the plugin targets contract {found}; this host supports {}", CONTRACT_VERSIONS.join(", "))]
     UnsupportedContract {
         /// The version the plugin declares.
         found: String,
-        /// The version this host supports.
-        supported: &'static str,
     },
     /// The component does not export the plugin interface.
-    #[error("the component does not export {PLUGIN_EXPORT}")]
+    #[error("the component does not export {}", CONTRACT_VERSIONS.iter().map(|v| export_of(v)).collect::<Vec<_>>().join(" or "))]
     MissingExport,
     /// The component could not be linked.
     #[error("the component cannot be linked: {0}")]
@@ -79,13 +76,13 @@ pub(super) fn check_imports(imports: &[String]) -> Result<bool, LoadError> {
     Ok(wasi)
 }
 
-/// Requires the plugin interface of the supported contract version.
-pub(super) fn check_exports(exports: &[String]) -> Result<(), LoadError> {
-    if exports.iter().any(|e| e == PLUGIN_EXPORT) {
-        return Ok(());
+/// The supported contract version whose plugin interface the component exports.
+pub(super) fn contract_version(exports: &[String]) -> Result<&'static str, LoadError> {
+    if let Some(version) = CONTRACT_VERSIONS.iter().find(|v| exports.contains(&export_of(v))) {
+        return Ok(version);
     }
     match exports.iter().find_map(|e| e.strip_prefix("ksm:adapter/plugin@")) {
-        Some(found) => Err(LoadError::UnsupportedContract { found: found.to_string(), supported: CONTRACT_VERSION }),
+        Some(found) => Err(LoadError::UnsupportedContract { found: found.to_string() }),
         None => Err(LoadError::MissingExport),
     }
 }

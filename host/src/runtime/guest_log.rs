@@ -2,9 +2,9 @@
 //! and rate-limited per plugin in lines and in bytes (token buckets), so a noisy plugin cannot
 //! flood the host's log with many lines or with a few huge ones.
 
-use super::bindings::LogLevel;
 use std::sync::Mutex;
 use std::time::Instant;
+use tracing::Level;
 
 /// Lines a plugin may log in a burst.
 const BURST_LINES: f64 = 50.0;
@@ -39,7 +39,7 @@ impl GuestLog {
 
     /// Logs `message`, cut to [`MAX_LINE`] bytes, unless the plugin is over its rate; says how
     /// many lines were suppressed once it may log again. Returns whether the line was written.
-    pub fn line(&self, level: LogLevel, message: &str) -> bool {
+    pub fn line(&self, level: Level, message: &str) -> bool {
         let message = cut(message);
         let suppressed = {
             let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
@@ -62,10 +62,10 @@ impl GuestLog {
             tracing::warn!(plugin, suppressed, "plugin log lines suppressed by the rate limit");
         }
         match level {
-            LogLevel::Debug => tracing::debug!(plugin, "{message}"),
-            LogLevel::Info => tracing::info!(plugin, "{message}"),
-            LogLevel::Warn => tracing::warn!(plugin, "{message}"),
-            LogLevel::Error => tracing::error!(plugin, "{message}"),
+            Level::ERROR => tracing::error!(plugin, "{message}"),
+            Level::WARN => tracing::warn!(plugin, "{message}"),
+            Level::INFO => tracing::info!(plugin, "{message}"),
+            _ => tracing::debug!(plugin, "{message}"),
         }
         true
     }
@@ -87,7 +87,7 @@ mod tests {
     #[test]
     fn a_burst_beyond_the_limit_is_suppressed() {
         let log = GuestLog::new("noisy");
-        let written = (0..200).filter(|i| log.line(LogLevel::Info, &format!("line {i}"))).count();
+        let written = (0..200).filter(|i| log.line(Level::INFO, &format!("line {i}"))).count();
         // The burst, plus what refilled while the loop ran (well under one more second).
         assert!((BURST_LINES as usize..BURST_LINES as usize + 10).contains(&written), "{written}");
     }
@@ -96,7 +96,7 @@ mod tests {
     fn a_few_huge_lines_are_cut_and_limited_in_bytes() {
         let log = GuestLog::new("verbose");
         let huge = "é".repeat(1 << 20);
-        let written = (0..40).filter(|_| log.line(LogLevel::Info, &huge)).count();
+        let written = (0..40).filter(|_| log.line(Level::INFO, &huge)).count();
         // Each line is cut to about 4 KiB, and 64 KiB may be logged in a burst: about 16 lines,
         // far fewer than the 50 the line limit allows.
         assert!((14..=18).contains(&written), "{written}");

@@ -21,15 +21,15 @@ mod precompiled;
 mod sandbox;
 mod wasm_plugin;
 
+pub use bindings::{CONTRACT_VERSIONS, export_of};
 pub use component::{ComponentInfo, LoadError, MAX_COMPONENT_BYTES};
 pub use precompiled::{DiskCache, Origin};
 pub use wasm_plugin::WasmPlugin;
 
 use crate::plugin::Limits;
-use bindings::AdapterPluginPre;
-use component::{check_exports, check_header, check_imports};
+use bindings::PluginPre;
+use component::{check_header, check_imports, contract_version};
 use epoch::EpochTicker;
-use ksm_plugin_sdk::contract::CONTRACT_VERSION;
 use sandbox::CallState;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -79,10 +79,7 @@ impl Runtime {
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool(instances)));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
-        bindings::AdapterPlugin::add_to_linker::<CallState, wasmtime::component::HasSelf<CallState>>(
-            &mut linker,
-            |state| state,
-        )?;
+        bindings::add_to_linker(&mut linker)?;
         let mut wasi_linker = linker.clone();
         wasmtime_wasi::p2::add_to_linker_sync(&mut wasi_linker)?;
         sandbox::never_block(&mut wasi_linker)?;
@@ -103,15 +100,16 @@ impl Runtime {
         let imports: Vec<String> = ty.imports(&self.engine).map(|(name, _)| name.to_string()).collect();
         let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
         let wasi = check_imports(&imports)?;
-        check_exports(&exports)?;
+        let version = contract_version(&exports)?;
         let linker = if wasi { &self.wasi_linker } else { &self.linker };
         let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::Link(format!("{e:#}")))?;
-        let pre = AdapterPluginPre::new(pre).map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let pre = PluginPre::new(version, pre).map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let info = ComponentInfo { size: bytes.len(), sha256, imports, exports, origin };
         let plugin = WasmPlugin::new(self.engine.clone(), self.ticker.clone(), pre, wasi, limits, info)?;
         let found = &crate::plugin::Plugin::metadata(&plugin).contract_version;
-        if found != CONTRACT_VERSION {
-            return Err(LoadError::UnsupportedContract { found: found.clone(), supported: CONTRACT_VERSION });
+        // The metadata must say the version the exports implement.
+        if found != version {
+            return Err(LoadError::UnsupportedContract { found: found.clone() });
         }
         Ok(plugin)
     }
@@ -203,9 +201,11 @@ mod tests {
 
     #[test]
     fn another_contract_version_is_named() {
-        let err = check_exports(&["ksm:adapter/plugin@0.2.0".into()]).unwrap_err();
+        assert_eq!(contract_version(&["ksm:adapter/plugin@0.1.0".into()]).unwrap(), "0.1.0");
+        let err = contract_version(&["ksm:adapter/plugin@0.2.0".into()]).unwrap_err();
         assert_eq!(err.to_string(), "the plugin targets contract 0.2.0; this host supports 0.1.0");
-        assert!(matches!(check_exports(&[]), Err(LoadError::MissingExport)));
+        let missing = contract_version(&[]).unwrap_err();
+        assert_eq!(missing.to_string(), "the component does not export ksm:adapter/plugin@0.1.0");
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! What a plugin call runs inside: the per-call store state, its memory limiter, a deny-all
 //! WASI context for components that import WASI, and captured stdout/stderr.
 
-use super::bindings::{LogLevel, ksm};
 use super::guest_log::GuestLog;
 use std::io;
 use std::pin::Pin;
@@ -45,15 +44,20 @@ impl CallState {
         Self { wasi: Some((ctx, ResourceTable::new())), output: Some(output), ..Self::new(memory_limit, log) }
     }
 
+    /// The plugin's log, for the contract's `host.log`.
+    pub fn guest_log(&self) -> &GuestLog {
+        &self.log
+    }
+
     /// Sends what the plugin printed to the host log.
     pub fn flush_output(&self) {
         if let Some(output) = &self.output {
             let (text, dropped) = output.take();
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                self.log.line(LogLevel::Info, line);
+                self.log.line(tracing::Level::INFO, line);
             }
             if dropped > 0 {
-                self.log.line(LogLevel::Warn, &format!("{dropped} more bytes of output dropped"));
+                self.log.line(tracing::Level::WARN, &format!("{dropped} more bytes of output dropped"));
             }
         }
     }
@@ -65,12 +69,6 @@ impl WasiView for CallState {
         // with `with_wasi`.
         let (ctx, table) = self.wasi.as_mut().expect("WASI is linked only for stores made with_wasi");
         WasiCtxView { ctx, table }
-    }
-}
-
-impl ksm::adapter::host::Host for CallState {
-    fn log(&mut self, level: LogLevel, message: String) {
-        self.log.line(level, &message);
     }
 }
 

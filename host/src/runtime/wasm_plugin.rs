@@ -3,7 +3,7 @@
 //! instance, so no state leaks between ServiceSets. Every call runs under the plugin's limits
 //! and its errors are classified; an instance whose call failed is never called again.
 
-use super::bindings::{self, AdapterPlugin, AdapterPluginPre, Guest};
+use super::bindings::{PluginInstance, PluginPre};
 use super::component::{ComponentInfo, LoadError};
 use super::epoch::{EpochTicker, deadline_ticks};
 use super::guest_log::GuestLog;
@@ -22,7 +22,7 @@ pub struct WasmPlugin {
     engine: Engine,
     /// Keeps the epoch advancing (and so timeouts working) even if the runtime is dropped.
     _ticker: Arc<EpochTicker>,
-    pre: AdapterPluginPre<CallState>,
+    pre: PluginPre,
     wasi: bool,
     limits: Limits,
     info: ComponentInfo,
@@ -34,7 +34,7 @@ impl WasmPlugin {
     pub(super) fn new(
         engine: Engine,
         ticker: Arc<EpochTicker>,
-        pre: AdapterPluginPre<CallState>,
+        pre: PluginPre,
         wasi: bool,
         limits: Limits,
         info: ComponentInfo,
@@ -48,9 +48,9 @@ impl WasmPlugin {
             reads: vec![],
         };
         let mut plugin = Self { engine, _ticker: ticker, pre, wasi, limits, info, metadata: placeholder, log };
-        let metadata = plugin.call(&mut None, Function::Metadata, |g, s| g.call_metadata(s), |m| m.name.len())?;
+        let metadata = plugin.call(&mut None, Function::Metadata, |p, s| p.metadata(s), |m| m.name.len())?;
         plugin.log = Arc::new(GuestLog::new(metadata.name.clone()));
-        plugin.metadata = bindings::metadata(metadata);
+        plugin.metadata = metadata;
         Ok(plugin)
     }
 
@@ -91,7 +91,7 @@ impl WasmPlugin {
         &self,
         slot: &mut Option<Instance>,
         function: Function,
-        f: impl FnOnce(&Guest, &mut Store<CallState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&PluginInstance, &mut Store<CallState>) -> wasmtime::Result<R>,
         size: impl FnOnce(&R) -> usize,
     ) -> Result<R, CallError> {
         let error = |kind| CallError { plugin: self.metadata.name.clone(), function, kind };
@@ -100,8 +100,7 @@ impl WasmPlugin {
             None => slot.insert(self.instantiate().map_err(error)?),
         };
         instance.store.set_epoch_deadline(deadline_ticks(self.limits.timeout));
-        let result = f(instance.bindings.ksm_adapter_plugin(), &mut instance.store)
-            .map_err(|e| self.classify(&instance.store, e));
+        let result = f(&instance.bindings, &mut instance.store).map_err(|e| self.classify(&instance.store, e));
         instance.store.data().flush_output();
         let answer = result.map_err(|kind| {
             *slot = None;
@@ -120,13 +119,12 @@ impl WasmPlugin {
         slot: &mut Option<Instance>,
         config: &str,
     ) -> Result<Result<(), Vec<ConfigError>>, CallError> {
-        let result = self.call(
+        self.call(
             slot,
             Function::ValidateConfig,
-            |g, s| g.call_validate_config(s, config),
-            |r| r.as_ref().err().map_or(0, |errors| errors.iter().map(|e| e.path.len() + e.message.len()).sum()),
-        )?;
-        Ok(result.map_err(bindings::config_errors))
+            |p, s| p.validate_config(s, config),
+            |r| r.as_ref().err().map_or(0, |errors| config_errors_size(errors)),
+        )
     }
 
     fn translate_on(
@@ -134,10 +132,7 @@ impl WasmPlugin {
         slot: &mut Option<Instance>,
         input: &TranslateInput,
     ) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
-        let input = bindings::translate_input(input);
-        let result =
-            self.call(slot, Function::Translate, |g, s| g.call_translate(s, &input), bindings::translation_size)?;
-        Ok(bindings::translation(result))
+        self.call(slot, Function::Translate, |p, s| p.translate(s, input), translation_size)
     }
 
     fn map_status_on(
@@ -145,17 +140,15 @@ impl WasmPlugin {
         slot: &mut Option<Instance>,
         input: &StatusInput,
     ) -> Result<Result<ServiceStatus, StatusError>, CallError> {
-        let input = bindings::status_input(input);
-        let result = self.call(
+        self.call(
             slot,
             Function::MapStatus,
-            |g, s| g.call_map_status(s, &input),
+            |p, s| p.map_status(s, input),
             |r| match r {
                 Ok(s) => s.version.as_ref().map_or(0, String::len) + s.failure_message.as_ref().map_or(0, String::len),
-                Err(bindings::exports::ksm::adapter::plugin::StatusError::InvalidInput(m)) => m.len(),
+                Err(StatusError::InvalidInput(m)) => m.len(),
             },
-        )?;
-        Ok(bindings::service_status(result))
+        )
     }
 
     /// Tells a timeout, a memory limit and an answer too large to copy from other traps.
@@ -175,6 +168,31 @@ impl WasmPlugin {
     }
 }
 
+/// Bytes of text in config errors (the output limit counts the text a plugin returns).
+fn config_errors_size(errors: &[ConfigError]) -> usize {
+    errors.iter().map(|e| e.path.len() + e.message.len()).sum()
+}
+
+/// Bytes of text in a translation.
+fn translation_size(result: &Result<Vec<ServiceTranslation>, TranslateError>) -> usize {
+    match result {
+        Ok(services) => services
+            .iter()
+            .map(|s| {
+                let outcome = match &s.outcome {
+                    Ok(objects) => objects.iter().map(String::len).sum(),
+                    Err(e) => e.message().len(),
+                };
+                let claims: usize =
+                    s.claims.iter().map(|c| c.target.len() + c.kind.len() + c.namespace.len() + c.name.len()).sum();
+                s.service.len() + outcome + claims
+            })
+            .sum(),
+        Err(TranslateError::InvalidConfig(errors)) => config_errors_size(errors),
+        Err(TranslateError::InvalidInput(m)) => m.len(),
+    }
+}
+
 /// How wasmtime's error for exhausted hostcall fuel begins.
 const FUEL_EXHAUSTED: &str = "too much data is being copied between the host and the guest";
 
@@ -190,7 +208,7 @@ fn copy_bound(output: usize) -> usize {
 /// A store and the plugin instantiated in it.
 struct Instance {
     store: Store<CallState>,
-    bindings: AdapterPlugin,
+    bindings: PluginInstance,
 }
 
 impl Plugin for WasmPlugin {

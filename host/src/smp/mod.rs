@@ -6,16 +6,16 @@
 //! - [`evaluation`]: kcm's SMP conditions and a one-line diagnosis;
 //! - [`conditions`]: kcm's SMP condition types and reasons.
 
+pub mod adapter;
 pub mod conditions;
 pub mod evaluation;
 mod observed;
 pub mod selector;
-pub mod adapter;
 
 pub use crate::rules::{RuleCache, RuleError};
+pub use adapter::{AdapterIdentity, serves};
 pub use evaluation::{RbacCheck, SmpEvaluation, SmpObservation, evaluate};
 pub use selector::selector_matches;
-pub use adapter::{AdapterIdentity, serves};
 
 /// The readiness rules kcm's Flux SMP uses, shared by the tests of this module.
 #[cfg(test)]

@@ -3,7 +3,7 @@
 // service's k0rdent state.
 //
 // This file is the component's entry point: it implements the `adapter-plugin` world of
-// wit/adapter.wit (`ksm:adapter@0.1.0`) as componentize-qjs maps it to JavaScript. The
+// wit/since_v0.1.0/adapter.wit (`ksm:adapter@0.1.0`) as componentize-qjs maps it to JavaScript. The
 // exported interface `ksm:adapter/plugin@0.1.0` is the `plugin` export; records have camelCase
 // fields, variants are `{tag, val}`, enums are strings, `option<T>` is `T` or `null`, and a
 // function returning `result<T, E>` returns `T` or throws `E`.

@@ -1,4 +1,4 @@
-//! The plugin contract (`ksm:adapter@0.1.0`, see `wit/adapter.wit`) as plain Rust types.
+//! The plugin contract (`ksm:adapter@0.1.0`, see `wit/since_v0.1.0/adapter.wit`) as plain Rust types.
 //!
 //! Each type mirrors the WIT item of the same name; the WIT file documents the semantics.
 

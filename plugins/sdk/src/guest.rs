@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "../../wit/since_v0.1.0",
         world: "adapter-plugin",
         pub_export_macro: true,
         export_macro_name: "export_bindings",

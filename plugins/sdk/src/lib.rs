@@ -1,6 +1,6 @@
 //! Rust SDK for ksm-adapter plugins.
 //!
-//! - [`contract`]: the types of the WIT contract (`wit/adapter.wit`) as plain Rust, shared by
+//! - [`contract`]: the types of the WIT contract (`wit/since_v0.1.0/adapter.wit`) as plain Rust, shared by
 //!   the host and by plugins compiled natively (for tests and benchmarks);
 //! - [`k0rdent`]: the parts of the k0rdent API (ServiceSet, ServiceTemplate) a plugin reads;
 //! - [`names`]: Kubernetes name rules and stable name shortening;

@@ -96,3 +96,66 @@ async fn credentials(client: &Client, namespace: &str, url: &str, secret: Option
     let registry = oci::registry(url).map_err(|e| e.to_string())?;
     Credentials::from_dockerconfigjson(config, &registry).map_err(|e| format!("{what}: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::mock_api;
+    use super::*;
+    use base64::Engine as _;
+    use serde_json::json;
+
+    fn spec(source: serde_json::Value) -> AdapterPluginSpec {
+        serde_json::from_value(json!({"source": source, "providers": ["ksm-flux"]})).unwrap()
+    }
+
+    fn config_map_source() -> serde_json::Value {
+        json!({"configMap": {"namespace": "plugins", "name": "argocd", "key": "plugin.wasm"}})
+    }
+
+    #[tokio::test]
+    async fn a_builtin_needs_no_api_server_and_is_hashed() {
+        let (client, asked) = mock_api::client(|_| None);
+        let fetched = fetch(&client, "kcm-system", &spec(json!({"builtin": "flux"})), None).await.unwrap();
+        assert_eq!(fetched.sha256, hex::encode(Sha256::digest(builtin::FLUX)));
+        assert!(fetched.pulled.is_none());
+        assert!(asked.lock().unwrap().is_empty());
+        let unknown = fetch(&client, "kcm-system", &spec(json!({"builtin": "argo"})), None).await.unwrap_err();
+        assert!(unknown.starts_with("spec.source.builtin: no built-in plugin \"argo\""), "{unknown}");
+    }
+
+    #[tokio::test]
+    async fn a_config_map_is_read_by_name_and_its_absence_named() {
+        let bytes = b"\0asm\x0d\0\x01\0component".to_vec();
+        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        let (client, asked) = mock_api::client(move |line| {
+            (line == "GET /api/v1/namespaces/plugins/configmaps/argocd").then(|| {
+                (200, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argocd", "namespace": "plugins"},
+                             "binaryData": {"plugin.wasm": data}}))
+            })
+        });
+        let fetched = fetch(&client, "kcm-system", &spec(config_map_source()), None).await.unwrap();
+        assert_eq!(&*fetched.bytes, &bytes[..]);
+        assert_eq!(*asked.lock().unwrap(), ["GET /api/v1/namespaces/plugins/configmaps/argocd"]);
+
+        let (client, _) = mock_api::client(|_| None);
+        let missing = fetch(&client, "kcm-system", &spec(config_map_source()), None).await.unwrap_err();
+        assert_eq!(missing, "spec.source.configMap: ConfigMap plugins/argocd not found");
+    }
+
+    #[tokio::test]
+    async fn a_pull_secret_is_read_in_the_hosts_namespace_before_any_pull() {
+        let oci = json!({"oci": {"url": "registry.example.com/plugins/argocd:1.0", "pullSecret": "registry"}});
+        let (client, asked) = mock_api::client(|_| None);
+        let missing = fetch(&client, "kcm-system", &spec(oci.clone()), None).await.unwrap_err();
+        assert_eq!(missing, "spec.source.oci.pullSecret: Secret kcm-system/registry not found");
+        assert_eq!(*asked.lock().unwrap(), ["GET /api/v1/namespaces/kcm-system/secrets/registry"]);
+
+        let (client, _) = mock_api::client(|line| {
+            line.ends_with("/secrets/registry").then(|| {
+                (200, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "registry"}, "data": {}}))
+            })
+        });
+        let no_key = fetch(&client, "kcm-system", &spec(oci), None).await.unwrap_err();
+        assert!(no_key.ends_with("has no .dockerconfigjson key"), "{no_key}");
+    }
+}

@@ -149,3 +149,102 @@ impl Registry {
 fn assign(specs: &[Arc<AdapterPlugin>], provider: &str) -> Assignment {
     assignment(specs.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec)), provider)
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::super::fetch::Fetched;
+    use super::*;
+    use crate::plugin::NativePlugin;
+    use ksm_flux_plugin::FluxPlugin;
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    /// An AdapterPlugin `name` naming `providers`, with `error` in its status.
+    pub fn adapter_plugin(name: &str, providers: &[&str], error: &str) -> AdapterPlugin {
+        serde_json::from_value(json!({
+            "apiVersion": "ksm.k0rdent.mirantis.com/v1alpha1", "kind": "AdapterPlugin",
+            "metadata": {"name": name, "generation": 1},
+            "spec": {"source": {"builtin": "flux"}, "providers": providers},
+            "status": {"error": error},
+        }))
+        .unwrap()
+    }
+
+    /// The Flux plugin, loaded for generation 1 of an AdapterPlugin naming `providers`.
+    pub fn loaded(providers: &[&str]) -> Loaded {
+        let serving = ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new()));
+        let fetched = Fetched { bytes: Arc::from(&b"component"[..]), sha256: "abc".into(), pulled: None };
+        Loaded {
+            policy: serving.policy.clone(),
+            serving: Arc::new(serving),
+            fetched,
+            generation: Some(1),
+            providers: providers.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    fn smp(name: &str, flux: bool) -> StateManagementProvider {
+        let crds = if flux {
+            json!([{"group": "helm.toolkit.fluxcd.io", "version": "v2", "resources": ["helmreleases"]}])
+        } else {
+            json!([{"group": "argoproj.io", "version": "v1alpha1", "resources": ["applications"]}])
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "StateManagementProvider",
+            "metadata": {"name": name}, "spec": {"selector": {}, "provisionerCRDs": crds},
+        }))
+        .unwrap()
+    }
+
+    fn fill<K: kube::Resource<DynamicType = ()> + Clone>(objects: Vec<K>) -> Store<K> {
+        let (store, mut writer): (Store<K>, Writer<K>) = reflector::store();
+        for object in objects {
+            writer.apply_watcher_event(&Event::Apply(object));
+        }
+        store
+    }
+
+    fn registry(default: DefaultPlugin, plugins: Vec<AdapterPlugin>) -> Registry {
+        Registry::new(default, fill(plugins), fill(vec![smp("ksm-flux", true), smp("ksm-argo", false)]))
+    }
+
+    #[test]
+    fn an_smp_no_adapter_plugin_names_gets_the_builtin_default_when_it_is_for_flux() {
+        let registry = registry(DefaultPlugin::Flux, vec![]);
+        let not_loaded = registry.serving_for("ksm-flux").err().unwrap();
+        assert!(not_loaded.contains("built-in Flux plugin, which did not load"), "{not_loaded}");
+        registry.serve_default(ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new())));
+        assert!(registry.serving_for("ksm-flux").is_ok());
+        let argo = registry.serving_for("ksm-argo").err().unwrap();
+        assert!(argo.starts_with("no AdapterPlugin serves StateManagementProvider \"ksm-argo\""), "{argo}");
+        let off = registry_with_default_off();
+        assert!(off.serving_for("ksm-flux").err().unwrap().starts_with("no AdapterPlugin serves"));
+    }
+
+    fn registry_with_default_off() -> Registry {
+        registry(DefaultPlugin::None, vec![])
+    }
+
+    #[test]
+    fn the_one_adapter_plugin_naming_an_smp_serves_it_once_loaded() {
+        let registry = registry(DefaultPlugin::Flux, vec![adapter_plugin("argo", &["ksm-argo"], "fetch failed")]);
+        let waiting = registry.serving_for("ksm-argo").err().unwrap();
+        assert!(waiting.ends_with("has no plugin loaded: fetch failed"), "{waiting}");
+        registry.serve("argo".into(), loaded(&["ksm-argo"]));
+        assert!(registry.serving_for("ksm-argo").is_ok());
+        assert!(registry.remove("argo").is_some());
+        assert!(registry.serving_for("ksm-argo").is_err(), "gone with its AdapterPlugin");
+    }
+
+    #[test]
+    fn two_adapter_plugins_naming_one_smp_serve_it_neither() {
+        let (a, b) = (adapter_plugin("a", &["ksm-flux"], ""), adapter_plugin("b", &["ksm-flux", "ksm-argo"], ""));
+        let registry = registry(DefaultPlugin::Flux, vec![a.clone(), b.clone()]);
+        registry.serve("a".into(), loaded(&["ksm-flux"]));
+        let contested = registry.serving_for("ksm-flux").err().unwrap();
+        assert!(contested.contains("none serves it until only one does"), "{contested}");
+        assert_eq!(registry.contested(&a).len(), 1);
+        assert_eq!(registry.contested(&b).len(), 1, "ksm-argo is b's alone");
+    }
+}

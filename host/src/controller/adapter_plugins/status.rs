@@ -78,3 +78,62 @@ fn info(serving: &ServingPlugin) -> PluginInfo {
         creates: serving.kinds().map(|k| format!("{}/{} {}", k.group, k.version, k.kind)).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::registry::tests::{adapter_plugin, loaded};
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn now() -> Time {
+        Time(Timestamp::from_second(100).unwrap())
+    }
+
+    fn condition(status: &AdapterPluginStatus, type_: &str) -> (String, String) {
+        let c = status.conditions.iter().find(|c| c.type_ == type_).unwrap();
+        (c.status.clone(), c.reason.clone())
+    }
+
+    #[test]
+    fn a_plugin_whose_spec_loaded_is_ready() {
+        let plugin = adapter_plugin("flux", &["ksm-flux"], "");
+        let status = decide(&plugin, Some(&loaded(&["ksm-flux"])), &Ok(()), vec![], &now());
+        assert!(status.ready);
+        assert_eq!(status.error, "");
+        assert_eq!(status.sha256, "abc");
+        assert_eq!(status.plugin.unwrap().name, "flux");
+        for type_ in ["Fetched", "Compiled", "Validated"] {
+            assert_eq!(condition(&decide(&plugin, None, &Ok(()), vec![], &now()), type_).0, "True");
+        }
+    }
+
+    #[test]
+    fn a_failed_step_is_false_the_later_ones_unknown_and_the_previous_version_named() {
+        let plugin = adapter_plugin("flux", &["ksm-flux"], "");
+        let failure = Err(Failure::at(Step::Compile, "the component does not compile: bad"));
+        let status = decide(&plugin, Some(&loaded(&["ksm-flux"])), &failure, vec![], &now());
+        assert!(!status.ready);
+        assert_eq!(condition(&status, "Fetched"), ("True".into(), "Fetched".into()));
+        assert_eq!(condition(&status, "Compiled"), ("False".into(), "CompileFailed".into()));
+        assert_eq!(condition(&status, "Validated"), ("Unknown".into(), "NotReached".into()));
+        assert_eq!(
+            status.error,
+            "the component does not compile: bad (the previous version, sha256 abc, keeps serving)"
+        );
+        assert_eq!(status.sha256, "abc", "what serves, not what failed");
+    }
+
+    #[test]
+    fn a_contested_provider_or_an_older_generation_is_not_ready() {
+        let plugin = adapter_plugin("flux", &["ksm-flux"], "");
+        let contested = decide(&plugin, Some(&loaded(&["ksm-flux"])), &Ok(()), vec!["two name it".into()], &now());
+        assert!(!contested.ready);
+        assert_eq!(contested.error, "two name it");
+        let mut newer = plugin.clone();
+        newer.metadata.generation = Some(2);
+        assert!(
+            !decide(&newer, Some(&loaded(&["ksm-flux"])), &Ok(()), vec![], &now()).ready,
+            "loaded for generation 1"
+        );
+    }
+}

@@ -1,21 +1,93 @@
-//! Host bindings of the `adapter-plugin` world (contract 0.1.0) and conversions to the SDK's
-//! contract types, so nothing outside this module sees generated types.
+//! The host's bindings of contract 0.1.0 (`wit/since_v0.1.0`, frozen): the plugin's calls and
+//! the `host` interface it may import, with conversions to and from the SDK's types, so that
+//! nothing outside this module sees the generated types.
 
+use super::super::sandbox::CallState;
 use ksm_plugin_sdk::contract as c;
+use wasmtime::Store;
+use wasmtime::component::{HasSelf, InstancePre, Linker};
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "../wit/since_v0.1.0",
     world: "adapter-plugin",
 });
 
 use exports::ksm::adapter::plugin as w;
-pub use exports::ksm::adapter::plugin::Guest;
-pub use ksm::adapter::host::LogLevel;
+use ksm::adapter::host::LogLevel;
 
-/// The exported interface name a plugin of this contract version exports.
-pub const PLUGIN_EXPORT: &str = "ksm:adapter/plugin@0.1.0";
+/// The contract version of these bindings.
+pub const VERSION: &str = "0.1.0";
 
-pub(super) fn metadata(m: w::PluginMetadata) -> c::PluginMetadata {
+/// Links the contract's `host` interface (the plugin's `log`).
+pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    AdapterPlugin::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)
+}
+
+impl ksm::adapter::host::Host for CallState {
+    fn log(&mut self, level: LogLevel, message: String) {
+        let level = match level {
+            LogLevel::Debug => tracing::Level::DEBUG,
+            LogLevel::Info => tracing::Level::INFO,
+            LogLevel::Warn => tracing::Level::WARN,
+            LogLevel::Error => tracing::Level::ERROR,
+        };
+        self.guest_log().line(level, &message);
+    }
+}
+
+/// A component of this version, linked and ready to instantiate.
+pub struct Pre(AdapterPluginPre<CallState>);
+
+impl Pre {
+    /// Checks that the linked component has this version's exports.
+    pub fn new(pre: InstancePre<CallState>) -> wasmtime::Result<Self> {
+        AdapterPluginPre::new(pre).map(Self)
+    }
+
+    /// An instance in `store`.
+    pub fn instantiate(&self, store: &mut Store<CallState>) -> wasmtime::Result<Instance> {
+        self.0.instantiate(store).map(Instance)
+    }
+}
+
+/// An instance of a component of this version.
+pub struct Instance(AdapterPlugin);
+
+impl Instance {
+    /// `metadata`.
+    pub fn metadata(&self, store: &mut Store<CallState>) -> wasmtime::Result<c::PluginMetadata> {
+        self.0.ksm_adapter_plugin().call_metadata(store).map(metadata)
+    }
+
+    /// `validate-config`.
+    pub fn validate_config(
+        &self,
+        store: &mut Store<CallState>,
+        config: &str,
+    ) -> wasmtime::Result<Result<(), Vec<c::ConfigError>>> {
+        Ok(self.0.ksm_adapter_plugin().call_validate_config(store, config)?.map_err(config_errors))
+    }
+
+    /// `translate`.
+    pub fn translate(
+        &self,
+        store: &mut Store<CallState>,
+        input: &c::TranslateInput,
+    ) -> wasmtime::Result<Result<Vec<c::ServiceTranslation>, c::TranslateError>> {
+        self.0.ksm_adapter_plugin().call_translate(store, &translate_input(input)).map(translation)
+    }
+
+    /// `map-status`.
+    pub fn map_status(
+        &self,
+        store: &mut Store<CallState>,
+        input: &c::StatusInput,
+    ) -> wasmtime::Result<Result<c::ServiceStatus, c::StatusError>> {
+        self.0.ksm_adapter_plugin().call_map_status(store, &status_input(input)).map(service_status)
+    }
+}
+
+fn metadata(m: w::PluginMetadata) -> c::PluginMetadata {
     let kinds = |kinds: Vec<w::ObjectKind>| {
         kinds
             .into_iter()
@@ -37,11 +109,11 @@ pub(super) fn metadata(m: w::PluginMetadata) -> c::PluginMetadata {
     }
 }
 
-pub(super) fn config_errors(errors: Vec<w::ConfigError>) -> Vec<c::ConfigError> {
+fn config_errors(errors: Vec<w::ConfigError>) -> Vec<c::ConfigError> {
     errors.into_iter().map(|e| c::ConfigError { path: e.path, message: e.message }).collect()
 }
 
-pub(super) fn translate_input(i: &c::TranslateInput) -> w::TranslateInput {
+fn translate_input(i: &c::TranslateInput) -> w::TranslateInput {
     w::TranslateInput {
         service_set: i.service_set.clone(),
         templates: i.templates.iter().map(|t| w::Template { name: t.name.clone(), object: t.object.clone() }).collect(),
@@ -56,7 +128,7 @@ pub(super) fn translate_input(i: &c::TranslateInput) -> w::TranslateInput {
     }
 }
 
-pub(super) fn translation(
+fn translation(
     result: Result<Vec<w::ServiceTranslation>, w::TranslateError>,
 ) -> Result<Vec<c::ServiceTranslation>, c::TranslateError> {
     match result {
@@ -83,7 +155,7 @@ pub(super) fn translation(
     }
 }
 
-pub(super) fn status_input(i: &c::StatusInput) -> w::StatusInput {
+fn status_input(i: &c::StatusInput) -> w::StatusInput {
     w::StatusInput {
         service_set: i.service_set.clone(),
         service: i.service.clone(),
@@ -102,9 +174,7 @@ pub(super) fn status_input(i: &c::StatusInput) -> w::StatusInput {
     }
 }
 
-pub(super) fn service_status(
-    result: Result<w::ServiceStatus, w::StatusError>,
-) -> Result<c::ServiceStatus, c::StatusError> {
+fn service_status(result: Result<w::ServiceStatus, w::StatusError>) -> Result<c::ServiceStatus, c::StatusError> {
     match result {
         Ok(s) => Ok(c::ServiceStatus {
             state: match s.state {
@@ -123,37 +193,5 @@ pub(super) fn service_status(
             failure_message: s.failure_message,
         }),
         Err(w::StatusError::InvalidInput(m)) => Err(c::StatusError::InvalidInput(m)),
-    }
-}
-
-/// Bytes of text in a translation (the output-size limit counts these).
-pub(super) fn translation_size(result: &Result<Vec<w::ServiceTranslation>, w::TranslateError>) -> usize {
-    match result {
-        Ok(services) => services
-            .iter()
-            .map(|s| {
-                s.service.len()
-                    + match &s.outcome {
-                        Ok(objects) => objects.iter().map(String::len).sum(),
-                        Err(e) => service_error_len(e),
-                    }
-                    + s.claims
-                        .iter()
-                        .map(|c| c.target.len() + c.kind.len() + c.namespace.len() + c.name.len())
-                        .sum::<usize>()
-            })
-            .sum(),
-        Err(w::TranslateError::InvalidConfig(errors)) => errors.iter().map(|e| e.path.len() + e.message.len()).sum(),
-        Err(w::TranslateError::InvalidInput(m)) => m.len(),
-    }
-}
-
-fn service_error_len(e: &w::ServiceError) -> usize {
-    match e {
-        w::ServiceError::TemplateNotFound(m)
-        | w::ServiceError::TemplateNotReady(m)
-        | w::ServiceError::UnsupportedSource(m)
-        | w::ServiceError::InvalidValues(m)
-        | w::ServiceError::InvalidService(m) => m.len(),
     }
 }

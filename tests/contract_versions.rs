@@ -1,0 +1,96 @@
+//! The contract's versions: every frozen WIT (`wit/since_v<version>/`) is a version the host
+//! runs, with its own bindings module; the version string agrees everywhere it is written (the
+//! WIT package, the SDK, the JavaScript plugin, the scaffolds); and a plugin built against each
+//! supported version — not only the newest — loads and answers every call.
+
+use ksm_adapter::plugin::{Limits, Plugin};
+use ksm_adapter::runtime::{CONTRACT_VERSIONS, Runtime};
+use ksm_plugin_sdk::contract::{CONTRACT_VERSION, ServiceState, StatusInput, Target, TranslateInput};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+#[allow(dead_code)]
+mod wat_plugin;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The versions frozen under `wit/`, oldest first.
+fn frozen() -> Vec<String> {
+    let mut versions: Vec<String> = std::fs::read_dir(repo().join("wit"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("since_v").map(String::from))
+        .collect();
+    versions.sort_by_key(|v| v.split('.').map(|n| n.parse::<u32>().unwrap()).collect::<Vec<_>>());
+    versions
+}
+
+/// The string literal assigned to `name` in `source` (`name = "x"`).
+fn literal<'a>(source: &'a str, name: &str) -> &'a str {
+    let at = source.find(&format!("{name} = \"")).unwrap_or_else(|| panic!("no {name} = \"...\""));
+    source[at..].split('"').nth(1).unwrap()
+}
+
+#[test]
+fn every_frozen_version_is_supported_with_its_own_bindings() {
+    let frozen = frozen();
+    assert_eq!(frozen, CONTRACT_VERSIONS, "wit/since_v*/ and the host's supported versions");
+    for version in &frozen {
+        let wit = read(&format!("wit/since_v{version}/adapter.wit"));
+        assert!(wit.contains(&format!("package ksm:adapter@{version};")), "wit/since_v{version} declares {version}");
+        let bindings = format!("host/src/runtime/bindings/since_v{}.rs", version.replace('.', "_"));
+        assert!(read(&bindings).contains(&format!("path: \"../wit/since_v{version}\"")), "{bindings}");
+    }
+}
+
+#[test]
+fn the_version_string_agrees_everywhere_it_is_written() {
+    let newest = CONTRACT_VERSIONS.last().unwrap();
+    assert_eq!(CONTRACT_VERSION, *newest, "the SDK builds the newest version");
+    for (file, name) in [
+        ("plugins/argocd-js/src/plugin.js", "CONTRACT_VERSION"),
+        ("host/src/cli/scaffold/js/plugin.js", "CONTRACT_VERSION"),
+    ] {
+        assert_eq!(literal(&read(file), name), CONTRACT_VERSION, "{file}");
+    }
+    let wit = format!("wit/since_v{CONTRACT_VERSION}");
+    for (file, reference) in [
+        ("plugins/sdk/src/guest.rs", format!("../../{wit}")),
+        ("plugins/argocd-js/build.sh", format!("../../{wit}/adapter.wit")),
+        ("host/src/cli/scaffold.rs", format!("../../../{wit}/adapter.wit")),
+    ] {
+        assert!(read(file).contains(&reference), "{file} builds against {reference}");
+    }
+}
+
+#[test]
+fn a_plugin_built_against_each_supported_version_answers_every_call() {
+    let runtime = Runtime::new().unwrap();
+    // Contract 0.1.0: a component written by hand against that version's frozen WIT.
+    let plain = wat_plugin::Amplify { kinds: 1, config_errors: 0, objects: 0 };
+    let built: Vec<(&str, Vec<u8>)> = vec![("0.1.0", wat_plugin::component(&plain))];
+    let versions: Vec<&str> = built.iter().map(|(v, _)| *v).collect();
+    assert_eq!(versions, CONTRACT_VERSIONS, "a plugin for every supported version");
+    for (version, component) in built {
+        let plugin = runtime.load(&component, Limits::default()).unwrap_or_else(|e| panic!("{version}: {e}"));
+        assert_eq!(plugin.metadata().contract_version, version);
+        assert!(plugin.info().exports.contains(&ksm_adapter::runtime::export_of(version)));
+        assert_eq!(plugin.validate_config("{}").unwrap(), Ok(()));
+        let input = TranslateInput {
+            service_set: json!({"metadata": {"name": "a"}}).to_string(),
+            templates: vec![],
+            target: Target::SelfManagement,
+            system_namespace: "kcm-system".into(),
+        };
+        let services = plugin.translate(&input).unwrap().unwrap();
+        assert_eq!(services.len(), 1, "{version}");
+        assert_eq!(services[0].outcome, Ok(vec![]));
+        let status = StatusInput { service_set: "{}".into(), service: "{}".into(), template: None, observed: vec![] };
+        assert_eq!(plugin.map_status(&status).unwrap().unwrap().state, ServiceState::Deployed, "{version}");
+    }
+}
