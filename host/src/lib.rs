@@ -1,10 +1,11 @@
 //! ksm-adapter: a k0rdent service-manager adapter host.
 //!
 //! The host does everything generic (watches, SMP checks, apply, status); the CD-tool-specific
-//! translation lives in sandboxed WASM plugins behind the contract in `wit/since_v0.1.0/adapter.wit`.
+//! translation lives in sandboxed WASM plugins behind the versioned contract in `wit/`.
+//! ARCHITECTURE.md draws the modules and the direction of their dependencies.
 //!
 //! - [`adapter_plugin`]: the host's own API: which plugin serves which providers, from where;
-//! - [`plugin`]: the narrow interface the host calls plugins through;
+//! - [`plugin`]: the narrow interface the host calls plugins through, and their limits;
 //! - [`runtime`]: the wasmtime implementation of it;
 //! - [`serving`]: which plugin serves a provider, under which rules;
 //! - [`builtin`]: plugins embedded in the binary (Flux);

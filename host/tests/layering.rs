@@ -117,18 +117,24 @@ fn resolve(module: &Module, path: &str, known: &BTreeSet<Module>) -> Option<Modu
     Some(at)
 }
 
-/// The cycles among the modules under `src`: each group of modules that reach one another.
-fn cycles(src: &Path) -> Vec<String> {
+/// Which modules each module under `src` reaches (test modules and comments left out).
+fn edges(src: &Path) -> (BTreeSet<Module>, BTreeMap<Module, BTreeSet<Module>>) {
     let modules = modules(src);
     let known: BTreeSet<Module> = modules.keys().cloned().collect();
-    let mut edges: BTreeMap<&Module, BTreeSet<Module>> = BTreeMap::new();
+    let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
     for (module, code) in &modules {
         for path in paths(code) {
             if let Some(target) = resolve(module, &path, &known).filter(|t| t != module && !t.is_empty()) {
-                edges.entry(module).or_default().insert(target);
+                edges.entry(module.clone()).or_default().insert(target);
             }
         }
     }
+    (known, edges)
+}
+
+/// The cycles among the modules under `src`: each group of modules that reach one another.
+fn cycles(src: &Path) -> Vec<String> {
+    let (known, edges) = edges(src);
     // Modules on a cycle together: those each reaches and is reached by (a strongly connected
     // component of more than one).
     let reach = |from: &Module| {
@@ -191,4 +197,19 @@ fn no_module_cycle() {
         all.extend(cycles(&source(crate_dir)).into_iter().map(|c| format!("{crate_dir}: {c}")));
     }
     assert!(all.is_empty(), "module cycles:\n{}", all.join("\n"));
+}
+
+#[test]
+fn the_pure_core_does_no_io() {
+    let core = ["plan", "smp", "policy", "serving", "conditions", "rules", "plugin", "k0rdent", "adapter_plugin"];
+    let io = ["controller", "runtime", "oci", "cli", "metrics", "manifests"];
+    let (_, edges) = edges(&source("host"));
+    let mut found = Vec::new();
+    for (from, to) in edges.iter().flat_map(|(from, to)| to.iter().map(move |t| (from, t))) {
+        let top = |m: &Module| m.first().cloned().unwrap_or_default();
+        if core.contains(&top(from).as_str()) && io.contains(&top(to).as_str()) {
+            found.push(format!("{} -> {}", from.join("::"), to.join("::")));
+        }
+    }
+    assert!(found.is_empty(), "the core reaches the I/O layer:\n{}", found.join("\n"));
 }

@@ -12,7 +12,6 @@ pub mod evaluation;
 mod observed;
 pub mod selector;
 
-pub use crate::rules::{RuleCache, RuleError};
 pub use adapter::{AdapterIdentity, serves};
 pub use evaluation::{RbacCheck, SmpEvaluation, SmpObservation, evaluate};
 pub use selector::selector_matches;
