@@ -1,6 +1,6 @@
 //! The cache of the children the host manages, of every kind: each object kept as compact JSON
-//! text (a `serde_json::Value` tree of a HelmRelease took ~10 KiB, its text ~2 KiB) and indexed
-//! by the ServiceSet it belongs to, so a reconcile reads its own children without a scan.
+//! text (a fraction of a `serde_json::Value` tree's memory: docs/performance.md) and indexed by
+//! the ServiceSet it belongs to, so a reconcile reads its own children without a scan.
 //!
 //! Filled from the watches of [`children`](super::children); the index is exact: a child
 //! whose ServiceSet labels change moves to its new ServiceSet.

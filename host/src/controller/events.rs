@@ -4,7 +4,7 @@
 //!
 //! Written as kube's `Recorder` writes them: an `events.k8s.io/v1` Event, patched into a series
 //! when it repeats within six minutes. Unlike the `Recorder`, the cache keeps a hash, a name, a
-//! count and a time per Event (not the whole Event, ~3 KB), and drops expired entries once a
+//! count and a time per Event (not the whole Event), and drops expired entries once a
 //! minute (not with a scan of the whole cache on every publish).
 
 use crate::plan::events::Note;

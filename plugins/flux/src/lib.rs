@@ -55,9 +55,8 @@ impl PluginApi for FluxPlugin {
 #[cfg(target_arch = "wasm32")]
 ksm_plugin_sdk::export_plugin!(FluxPlugin);
 
-/// A bump allocator: the host drops each instance after a call or a ServiceSet's session, and
-/// with dlmalloc ~28% of the plugin's time went to allocating and freeing (perf of
-/// `host/benches/plugin_call.rs`).
+/// A bump allocator: the host drops each instance after a call or a ServiceSet's session, so
+/// freeing is wasted work (docs/performance.md has what dlmalloc cost).
 #[cfg(target_arch = "wasm32")]
 #[global_allocator]
 static ALLOCATOR: ksm_plugin_sdk::bump::BumpAllocator = ksm_plugin_sdk::bump::BumpAllocator::new();

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 /// The directory holding `etcd`, `kube-apiserver` and `kube-controller-manager`.
 pub const ASSETS_VAR: &str = "KUBEBUILDER_ASSETS";
-/// How long the control plane may take to become ready (it takes 2-7 s here).
+/// How long the control plane may take to become ready (a bound, far above a normal start).
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// The test identity's token (the control plane listens on loopback only).
 const ADMIN_TOKEN: &str = "ksm-e2e-admin";

@@ -29,9 +29,8 @@
 //!   being processed comes back once processing is done, delayed adds keep the earliest time),
 //!   not `kube::runtime::Controller`'s scheduler. When every worker is busy, that scheduler moves
 //!   due requests into a `HashSet` and takes them in hash order, so under saturation some
-//!   ServiceSets starve: at 400 × 3 with a 2 s requeue, 179 ServiceSets were never reconciled
-//!   (and 16 never after their finalizer update) in 40 s while others ran 40 times. The guide's
-//!   controller would not starve like that, so the baseline must not either.
+//!   ServiceSets starve (docs/performance.md, "the naive baseline"). The guide's controller would
+//!   not starve like that, so the baseline must not either.
 //! - **Reads go to the API server.** The issue defines the baseline as "GET + UPDATE per child":
 //!   controller-runtime's default (cached) client would serve these GETs from its informers, so
 //!   the GET counts are those of an uncached client; the writes are the same either way.

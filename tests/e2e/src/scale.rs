@@ -425,8 +425,8 @@ async fn change_latencies(
     let (mut latencies, mut timeouts) = (Vec::new(), 0);
     for i in 0..options.changes.min(options.service_sets) {
         // Past a few timeouts the adapter is evidently swamped: count the remaining changes as
-        // timed out rather than wait the limit for each (a saturated baseline at 10,000 would
-        // otherwise take most of an hour here).
+        // timed out rather than wait the limit for each (a saturated baseline would otherwise
+        // wait the limit thousands of times).
         let latency = match timeouts {
             0..GIVE_UP_AFTER => change_latency(server, &service_sets, &releases, i).await?,
             _ => None,
@@ -451,7 +451,7 @@ async fn change_latency(
     let name = service_set_name(i);
     let selector = format!("{SERVICE_SET_LABEL}={name},{SERVICE_LABEL}=svc-0");
     // From kube-apiserver's watch cache (resourceVersion 0): a consistent LIST makes etcd 3.4 read
-    // every HelmRelease of the namespace (~20 s at 30,000), between changes that take milliseconds.
+    // every HelmRelease of the namespace, which takes far longer than the change it measures.
     let listed = releases.list(&ListParams::default().labels(&selector).match_any()).await?;
     let Some(release) = listed.items.first().and_then(|r| r.metadata.name.clone()) else {
         return Ok(None);
