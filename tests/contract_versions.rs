@@ -94,3 +94,56 @@ fn a_plugin_built_against_each_supported_version_answers_every_call() {
         assert_eq!(plugin.map_status(&status).unwrap().unwrap().state, ServiceState::Deployed, "{version}");
     }
 }
+
+/// `kebab-case` as Rust writes a type (`PascalCase`) or a field (`snake_case`).
+fn rust_name(kebab: &str, pascal: bool) -> String {
+    if !pascal {
+        return kebab.replace('-', "_");
+    }
+    kebab.split('-').map(|w| w[..1].to_uppercase() + &w[1..]).collect()
+}
+
+/// The names declared in the body of `pub struct name` / `pub enum name` in `source`: a struct's
+/// `pub` fields, an enum's variants.
+fn rust_members(source: &str, keyword: &str, name: &str) -> Option<Vec<String>> {
+    let start = source.find(&format!("pub {keyword} {name} {{"))?;
+    let body = &source[start..source[start..].find("\n}")? + start];
+    let members = body.lines().skip(1).map(str::trim).filter(|l| !l.starts_with("//") && !l.starts_with('#'));
+    Some(
+        members
+            .filter_map(|l| match keyword {
+                "struct" => l.strip_prefix("pub ")?.split(':').next().map(String::from),
+                _ => l.split(['(', ',', ' ', '{']).next().filter(|v| !v.is_empty()).map(String::from),
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn the_sdk_types_mirror_the_newest_wit_item_by_item() {
+    let mut resolve = wit_parser::Resolve::default();
+    let (package, _) = resolve.push_dir(repo().join(format!("wit/since_v{CONTRACT_VERSION}"))).unwrap();
+    let sdk = read("plugins/sdk/src/contract.rs");
+    let mut checked = 0;
+    for (_, interface) in resolve.interfaces.iter().filter(|(_, i)| i.package == Some(package)) {
+        for (name, id) in &interface.types {
+            let (keyword, members): (&str, Vec<String>) = match &resolve.types[*id].kind {
+                wit_parser::TypeDefKind::Record(r) => {
+                    ("struct", r.fields.iter().map(|f| rust_name(&f.name, false)).collect())
+                }
+                wit_parser::TypeDefKind::Variant(v) => {
+                    ("enum", v.cases.iter().map(|c| rust_name(&c.name, true)).collect())
+                }
+                wit_parser::TypeDefKind::Enum(e) => {
+                    ("enum", e.cases.iter().map(|c| rust_name(&c.name, true)).collect())
+                }
+                other => panic!("{name}: a {other:?} has no SDK mirror check yet"),
+            };
+            let rust = rust_name(name, true);
+            let found = rust_members(&sdk, keyword, &rust).unwrap_or_else(|| panic!("the SDK has no {keyword} {rust}"));
+            assert_eq!(found, members, "SDK {keyword} {rust} against WIT {name}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 19, "only {checked} WIT types found");
+}
