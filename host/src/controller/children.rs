@@ -267,3 +267,82 @@ fn child_ref(resource: &ApiResource, object: &DynamicObject) -> ChildRef {
         name: object.name_any(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::mock_api;
+    use super::*;
+    use serde_json::json;
+
+    fn helm_release() -> ObjectKind {
+        ObjectKind {
+            group: "helm.toolkit.fluxcd.io".into(),
+            version: "v2".into(),
+            kind: "HelmRelease".into(),
+            plural: "helmreleases".into(),
+            namespaced: true,
+        }
+    }
+
+    fn child(name: &str) -> Value {
+        json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": name, "namespace": "team", "labels": {
+                MANAGED_LABEL: "true", SERVICE_SET_NAMESPACE_LABEL: "team", SERVICE_SET_LABEL: "prod",
+            }, "annotations": {APPLIED_HASH_ANNOTATION: "h1"}},
+            "spec": {"interval": "10m"},
+        })
+    }
+
+    fn service_set() -> ServiceSet {
+        serde_json::from_value(json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": "prod", "namespace": "team", "uid": "uid-1"},
+            "spec": {"provider": {"name": "ksm-flux"}},
+        }))
+        .unwrap()
+    }
+
+    fn kinds(client: Client) -> ChildKinds {
+        let (wake, _) = futures::channel::mpsc::unbounded();
+        let kinds = ChildKinds::new(&client, wake, Arc::default());
+        kinds.ensure([&helm_release()]);
+        kinds
+    }
+
+    #[tokio::test]
+    async fn an_apply_is_forced_under_the_hosts_field_manager_and_seen_before_the_watch_delivers_it() {
+        let (client, asked) = mock_api::client(|line| {
+            (line == "PATCH /apis/helm.toolkit.fluxcd.io/v2/namespaces/team/helmreleases/prod.a")
+                .then(|| (200, child("prod.a")))
+        });
+        let kinds = kinds(client);
+        kinds.apply(&child("prod.a")).await.unwrap();
+        let asked = asked.lock().unwrap().clone();
+        let patch = asked.iter().find(|l| l.starts_with("PATCH")).unwrap();
+        assert!(patch.contains("fieldManager=ksm-adapter") && patch.contains("force=true"), "{patch}");
+        let cached = kinds.cached(&service_set());
+        assert_eq!(cached.iter().map(|c| ChildRef::of(c).name).collect::<Vec<_>>(), ["prod.a"]);
+    }
+
+    #[tokio::test]
+    async fn deleting_a_child_that_is_gone_is_fine_and_an_undeclared_kind_is_refused() {
+        let (client, asked) = mock_api::client(|_| None);
+        let kinds = kinds(client);
+        let gone = ChildRef::of(&child("prod.a"));
+        kinds.delete(&gone).await.unwrap();
+        assert!(
+            asked
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.starts_with("DELETE /apis/helm.toolkit.fluxcd.io/v2/namespaces/team/helmreleases/prod.a"))
+        );
+        let other = ChildRef { kind: "Application".into(), api_version: "argoproj.io/v1alpha1".into(), ..gone };
+        let refused = kinds.delete(&other).await.unwrap_err();
+        assert!(
+            refused.to_string().contains("argoproj.io/v1alpha1 Application is not a kind the plugin declared"),
+            "{refused}"
+        );
+    }
+}

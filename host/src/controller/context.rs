@@ -112,3 +112,94 @@ impl Context {
         smp::serves(&self.settings.identity, &smp, service_set.labels()).ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::mock_api;
+    use super::super::settings::{DefaultPlugin, Mode};
+    use super::*;
+    use crate::smp::AdapterIdentity;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn service_set(name: &str, finalizer: &str, status: serde_json::Value) -> ServiceSet {
+        serde_json::from_value(json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": name, "namespace": "team", "finalizers": [finalizer]},
+            "spec": {"provider": {"name": "ksm-flux"}},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn context(service_sets: Vec<ServiceSet>) -> (Context, watch::Sender<bool>) {
+        let (client, _) = mock_api::client(|_| None);
+        let identity = AdapterIdentity { name: "ksm-adapter".into(), namespace: "kcm-system".into() };
+        let settings = Settings {
+            identity: identity.clone(),
+            mode: Mode::Observe,
+            default_plugin: DefaultPlugin::Flux,
+            system_namespace: "kcm-system".into(),
+            concurrency: 4,
+            resync: Duration::from_secs(600),
+            smp_interval: Duration::from_secs(10),
+            oci_poll: Duration::from_secs(300),
+            metrics_addr: None,
+            shard_selector: None,
+            election: None,
+        };
+        let (store, mut writer) = reflector::store();
+        for service_set in service_sets {
+            writer.apply_watcher_event(&Event::Apply(service_set));
+        }
+        let registry = Arc::new(Registry::new(DefaultPlugin::Flux, reflector::store().0, reflector::store().0));
+        let (wake, _) = futures::channel::mpsc::unbounded();
+        let health = Arc::new(WatchHealth::default());
+        let (prepared_tx, prepared) = watch::channel(false);
+        let ctx = Context {
+            providers: Arc::new(Providers::new(client.clone(), Mode::Observe, registry.clone())),
+            events: Arc::new(Events::new(client.clone(), "ksm-adapter")),
+            caches: Caches {
+                service_sets: store,
+                providers: reflector::store().0,
+                templates: reflector::store().0,
+                children: Arc::new(ChildKinds::new(&client, wake, health.clone())),
+                health,
+            },
+            client,
+            registry,
+            metrics: Arc::default(),
+            finalizer: super::super::finalizer::of(&identity),
+            settings,
+            arbiter: Arc::new(Arbiter::new(futures::channel::mpsc::unbounded().0)),
+            failures: Arc::default(),
+            in_flight: Arc::default(),
+            prepared,
+        };
+        (ctx, prepared_tx)
+    }
+
+    #[tokio::test]
+    async fn the_host_is_ready_once_prepared() {
+        let (ctx, prepared) = context(vec![]);
+        assert_eq!(ctx.readiness(), Err("caches not listed or plugins not loaded yet".into()));
+        prepared.send_replace(true);
+        assert_eq!(ctx.readiness(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn only_served_service_sets_count_by_state() {
+        let mine = "ksm.k0rdent.mirantis.com/kcm-system.ksm-adapter";
+        let failed = json!({"deployed": false, "services": [{"name": "a", "namespace": "a", "template": "t", "state": "Failed", "type": "Helm",
+            "lastStateTransitionTime": "2026-11-25T00:00:00Z"}]});
+        let (ctx, _) = context(vec![
+            service_set("deployed", mine, json!({"deployed": true})),
+            service_set("failed", mine, failed),
+            service_set("new", mine, json!({"deployed": false})),
+            service_set("theirs", "example.com/other", json!({"deployed": true})),
+        ]);
+        assert_eq!(ctx.service_set_states(), [("Deployed", 1), ("Failed", 1), ("Progressing", 1)]);
+    }
+}

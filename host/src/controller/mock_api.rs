@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
-/// The requests a mocked API server received, as `METHOD path`.
+/// The requests a mocked API server received, as `METHOD path?query`.
 pub type Asked = Arc<Mutex<Vec<String>>>;
 
 /// A client whose API server answers `METHOD path` (query left out) with `routes`' status and
@@ -19,7 +19,10 @@ pub fn client(routes: impl Fn(&str) -> Option<(u16, Value)> + Send + Sync + 'sta
     let recorded = asked.clone();
     let service = tower::service_fn(move |request: Request<Body>| {
         let line = format!("{} {}", request.method(), request.uri().path());
-        recorded.lock().unwrap().push(line.clone());
+        recorded
+            .lock()
+            .unwrap()
+            .push(format!("{line}{}", request.uri().query().map(|q| format!("?{q}")).unwrap_or_default()));
         let (status, body) = routes(&line).unwrap_or_else(|| (404, not_found(&line)));
         let response = Response::builder().status(status).body(Body::from(body.to_string().into_bytes()));
         async move { Ok::<_, Infallible>(response.unwrap()) }

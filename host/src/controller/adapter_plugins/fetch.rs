@@ -135,7 +135,7 @@ mod tests {
         });
         let fetched = fetch(&client, "kcm-system", &spec(config_map_source()), None).await.unwrap();
         assert_eq!(&*fetched.bytes, &bytes[..]);
-        assert_eq!(*asked.lock().unwrap(), ["GET /api/v1/namespaces/plugins/configmaps/argocd"]);
+        assert_eq!(*asked.lock().unwrap(), ["GET /api/v1/namespaces/plugins/configmaps/argocd"], "one read by name");
 
         let (client, _) = mock_api::client(|_| None);
         let missing = fetch(&client, "kcm-system", &spec(config_map_source()), None).await.unwrap_err();
