@@ -121,7 +121,7 @@ async fn plan_and_carry_out(
             return Ok(Action::await_change());
         }
     };
-    let (plan, taken) = match plan_owned(service_set, smp, &serving, ctx).await? {
+    let planned = match plan_owned(service_set, smp, &serving, ctx).await? {
         Ok(planned) => planned,
         Err(call) => {
             let status = decide::not_translated(service_set, "PluginError", &call.to_string(), &now());
@@ -131,10 +131,17 @@ async fn plan_and_carry_out(
             return Err(call.into());
         }
     };
-    if plan.refused > 0 {
-        ctx.metrics.plugin_errors(&serving.name, "policy", plan.refused as u64);
+    if planned.plan.refused > 0 {
+        ctx.metrics.plugin_errors(&serving.name, "policy", planned.plan.refused as u64);
     }
-    carry_out(plan, taken, service_set, ctx, api).await
+    carry_out(planned, service_set, ctx, api).await
+}
+
+/// A plan, and the objects of its children's names that are someone else's (no watch tells when
+/// they go: the round is retried while any is).
+struct Planned {
+    plan: Plan,
+    taken: Vec<String>,
 }
 
 /// Plans; then, before the first apply of any name, looks at the object of that name on the
@@ -145,10 +152,10 @@ async fn plan_owned(
     smp: Option<Arc<StateManagementProvider>>,
     serving: &Arc<ServingPlugin>,
     ctx: &Arc<Context>,
-) -> Result<Result<(Plan, Vec<String>), CallError>, Error> {
+) -> Result<Result<Planned, CallError>, Error> {
     let first = match plan(service_set, smp.clone(), serving, ctx, BTreeMap::new()).await {
         Ok(plan) if !plan.unseen.is_empty() => plan,
-        result => return Ok(result.map(|plan| (plan, Vec::new()))),
+        result => return Ok(result.map(|plan| Planned { plan, taken: Vec::new() })),
     };
     let mut live = BTreeMap::new();
     for child in &first.unseen {
@@ -158,10 +165,10 @@ async fn plan_owned(
     }
     let foreign = foreign_objects(service_set, &first.unseen, |child| live.get(child).cloned());
     if foreign.is_empty() {
-        return Ok(Ok((first, Vec::new())));
+        return Ok(Ok(Planned { plan: first, taken: Vec::new() }));
     }
     let taken = foreign.values().cloned().collect();
-    Ok(plan(service_set, smp, serving, ctx, foreign).await.map(|plan| (plan, taken)))
+    Ok(plan(service_set, smp, serving, ctx, foreign).await.map(|plan| Planned { plan, taken }))
 }
 
 /// Runs the pure core on the blocking pool (plugin calls are synchronous), over the cached
@@ -203,11 +210,10 @@ async fn plan(
 
 /// Applies and deletes what the plan says, then writes the status. A child the API server
 /// refuses, and an object of a child's name that is someone else's (`taken`: no watch tells
-/// when it goes), are reported in the status (condition [`APPLIED`](decide::APPLIED)) and retried with backoff;
-/// other API errors stop the round and retry it.
+/// when it goes), are reported in the status (condition [`APPLIED`](decide::APPLIED)) and
+/// retried with backoff; other API errors stop the round and retry it.
 async fn carry_out(
-    plan: Plan,
-    taken: Vec<String>,
+    Planned { plan, taken }: Planned,
     service_set: &ServiceSet,
     ctx: &Context,
     api: &Api<ServiceSet>,
