@@ -154,7 +154,11 @@ mod tests {
         for service_set in service_sets {
             writer.apply_watcher_event(&Event::Apply(service_set));
         }
-        let registry = Arc::new(Registry::new(DefaultPlugin::Flux, reflector::store().0, reflector::store().0));
+        let registry = Arc::new(Registry::new(
+            (identity.clone(), DefaultPlugin::Flux),
+            reflector::store().0,
+            reflector::store().0,
+        ));
         let (wake, _) = futures::channel::mpsc::unbounded();
         let health = Arc::new(WatchHealth::default());
         let (prepared_tx, prepared) = watch::channel(false);

@@ -69,6 +69,7 @@ use context::{Caches, Context};
 use events::Events;
 use futures::StreamExt;
 use futures::channel::mpsc::unbounded;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Client, ResourceExt};
 use providers::look::Providers;
@@ -130,14 +131,26 @@ pub async fn run(
         }
         forgotten.forget_gone(store, event);
     });
+    let (plugin_wake, plugins_woken) = unbounded();
     let provider_changed = Arc::new(Notify::new());
-    let notify = provider_changed.clone();
-    let provider_events = provider_events.inspect(move |_| notify.notify_one());
+    let (notify, named, wake_named) = (provider_changed.clone(), adapter_plugins.clone(), plugin_wake.clone());
+    let provider_events = provider_events.inspect(move |smp| {
+        notify.notify_one();
+        // Whether an AdapterPlugin is this host's to load follows its SMPs.
+        if let Ok(smp) = smp {
+            for plugin in named.state().iter().filter(|p| p.spec.providers.contains(&smp.name_any())) {
+                let _ = wake_named.unbounded_send(ObjectRef::from_obj(&**plugin));
+            }
+        }
+    });
 
     let (prepared_tx, prepared) = watch::channel(false);
-    let (plugin_wake, plugins_woken) = unbounded();
     let children = Arc::new(ChildKinds::new(&client, settle::settled(wake.clone(), settle::SETTLE), health.clone()));
-    let registry = Arc::new(Registry::new(settings.default_plugin, adapter_plugins.clone(), smps.clone()));
+    let registry = Arc::new(Registry::new(
+        (settings.identity.clone(), settings.default_plugin),
+        adapter_plugins.clone(),
+        smps.clone(),
+    ));
     let providers = Arc::new(Providers::new(client.clone(), settings.mode, registry.clone()));
     let events = Arc::new(Events::new(client.clone(), &settings.identity.name));
     let in_flight = Arc::default();

@@ -29,7 +29,8 @@ pub async fn prepare(
         }
         wait_listed(plugins_listed).await;
         // At once, so that one slow registry or unlisted kind holds up no other plugin.
-        futures::stream::iter(plugins.registry.specs())
+        let ours = plugins.registry.specs().into_iter().filter(|p| plugins.registry.is_ours(p));
+        futures::stream::iter(ours)
             .for_each_concurrent(usize::from(PLUGIN_LOADS), |plugin| {
                 let plugins = plugins.clone();
                 async move {

@@ -122,10 +122,16 @@ impl PluginContext {
 
     /// An AdapterPlugin is gone: its plugin stops serving, and what depended on it is woken.
     pub fn forget(&self, name: &str) {
-        self.metrics.plugin_gone(name);
         self.config_maps.sync();
+        self.drop_plugin(name);
+    }
+
+    /// The plugin of AdapterPlugin `name` stops serving here (the AdapterPlugin is gone, or no
+    /// longer this host's), and what depended on it is woken.
+    fn drop_plugin(&self, name: &str) {
+        self.metrics.plugin_gone(name);
         let Some(gone) = self.registry.remove(name) else { return };
-        tracing::info!(adapterplugin = %name, "AdapterPlugin deleted; its plugin no longer serves");
+        tracing::info!(adapterplugin = %name, "its plugin no longer serves on this host");
         self.wake(name, &gone.providers.into_iter().collect());
     }
 
@@ -178,6 +184,11 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> R
     let started = std::time::Instant::now();
     let _running = ctx.in_flight.enter(format!("AdapterPlugin {}", plugin.name_any()));
     ctx.config_maps.sync();
+    if !ctx.registry.is_ours(&plugin) {
+        // Another installation's (an SMP change wakes it).
+        ctx.drop_plugin(&plugin.name_any());
+        return Ok(Action::await_change());
+    }
     let (attempt, affected) = ctx.sync(&plugin).await;
     if let Some(providers) = affected {
         ctx.wake(&plugin.name_any(), &providers);

@@ -7,6 +7,7 @@ use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::StateManagementProvider;
 use crate::policy::Policy;
 use crate::serving::{Assignment, ServingPlugin, assignment};
+use crate::smp::AdapterIdentity;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::HashMap;
@@ -46,6 +47,8 @@ pub struct Registry {
     /// The built-in default for SMPs no AdapterPlugin names, once loaded.
     default: OnceLock<Arc<ServingPlugin>>,
     default_plugin: DefaultPlugin,
+    /// This host: it loads only the AdapterPlugins naming an SMP that names it.
+    identity: AdapterIdentity,
     /// Every AdapterPlugin.
     specs: Store<AdapterPlugin>,
     /// Every StateManagementProvider.
@@ -53,13 +56,26 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// No plugins yet; `specs` and `providers` are the caches assignments are read from.
+    /// No plugins yet for the host `identity`; `specs` and `providers` are the caches
+    /// assignments are read from.
     pub fn new(
-        default_plugin: DefaultPlugin,
+        (identity, default_plugin): (AdapterIdentity, DefaultPlugin),
         specs: Store<AdapterPlugin>,
         providers: Store<StateManagementProvider>,
     ) -> Self {
-        Self { loaded: RwLock::default(), default: OnceLock::new(), default_plugin, specs, providers }
+        Self { loaded: RwLock::default(), default: OnceLock::new(), default_plugin, identity, specs, providers }
+    }
+
+    /// Whether `plugin` is this host's to load and report on: one of the SMPs it names names
+    /// this host as adapter, or none of them exists yet. AdapterPlugins are cluster-scoped and
+    /// every installation sees them all; only the hosts serving its providers load one and write
+    /// its status, so that installations never contend for one status. One naming no existing
+    /// SMP is reported by every host (each says the same), so that an operator sees how it
+    /// loads before its SMP exists.
+    pub fn is_ours(&self, plugin: &AdapterPlugin) -> bool {
+        let smps: Vec<_> =
+            plugin.spec.providers.iter().filter_map(|provider| self.providers.get(&ObjectRef::new(provider))).collect();
+        smps.is_empty() || smps.iter().any(|smp| self.identity.is_adapter_of(smp))
     }
 
     /// What serves for the AdapterPlugin `name` now, if anything loaded.
@@ -184,6 +200,10 @@ pub(super) mod tests {
         }
     }
 
+    fn identity() -> AdapterIdentity {
+        AdapterIdentity { name: "ksm-adapter".into(), namespace: "kcm-system".into() }
+    }
+
     fn smp(name: &str, flux: bool) -> StateManagementProvider {
         let crds = if flux {
             json!([{"group": "helm.toolkit.fluxcd.io", "version": "v2", "resources": ["helmreleases"]}])
@@ -192,7 +212,8 @@ pub(super) mod tests {
         };
         serde_json::from_value(json!({
             "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "StateManagementProvider",
-            "metadata": {"name": name}, "spec": {"selector": {}, "provisionerCRDs": crds},
+            "metadata": {"name": name}, "spec": {"selector": {}, "provisionerCRDs": crds,
+                "adapter": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "ksm-adapter", "namespace": "kcm-system"}},
         }))
         .unwrap()
     }
@@ -206,7 +227,7 @@ pub(super) mod tests {
     }
 
     fn registry(default: DefaultPlugin, plugins: Vec<AdapterPlugin>) -> Registry {
-        Registry::new(default, fill(plugins), fill(vec![smp("ksm-flux", true), smp("ksm-argo", false)]))
+        Registry::new((identity(), default), fill(plugins), fill(vec![smp("ksm-flux", true), smp("ksm-argo", false)]))
     }
 
     #[test]
@@ -246,5 +267,20 @@ pub(super) mod tests {
         assert!(contested.contains("none serves it until only one does"), "{contested}");
         assert_eq!(registry.contested(&a).len(), 1);
         assert_eq!(registry.contested(&b).len(), 1, "ksm-argo is b's alone");
+    }
+
+    #[test]
+    fn only_adapter_plugins_naming_an_smp_of_this_host_are_its_own() {
+        let registry = registry(DefaultPlugin::Flux, vec![]);
+        assert!(registry.is_ours(&adapter_plugin("flux", &["ksm-flux"], "")));
+        assert!(registry.is_ours(&adapter_plugin("both", &["gone", "ksm-argo"], "")));
+        assert!(registry.is_ours(&adapter_plugin("gone", &["gone"], "")), "no SMP yet: reported by every host");
+        let other = Registry::new(
+            (AdapterIdentity { name: "other".into(), namespace: "kcm-system".into() }, DefaultPlugin::Flux),
+            fill(vec![]),
+            fill(vec![smp("ksm-flux", true)]),
+        );
+        assert!(!other.is_ours(&adapter_plugin("flux", &["ksm-flux"], "")), "another installation's SMP");
+        assert!(!other.is_ours(&adapter_plugin("both", &["gone", "ksm-flux"], "")));
     }
 }
