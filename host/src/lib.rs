@@ -19,12 +19,14 @@
 //! - [`controller`]: the Kubernetes I/O of `ksm-adapter run` (watches, apply, status);
 //! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions);
 //! - [`retry`]: the one retry policy (exponential backoff), named per use;
-//! - [`rules`]: CEL rules (SMP readiness, output policy), compiled once and cached.
+//! - [`rules`]: CEL rules (SMP readiness, output policy, health), compiled once and cached;
+//! - [`health`]: the pure verdict on a service's workloads on its target cluster (kcm 1.12).
 
 pub mod adapter_plugin;
 pub mod builtin;
 pub mod conditions;
 pub mod controller;
+pub mod health;
 pub mod k0rdent;
 pub mod manifests;
 pub mod metrics;

@@ -52,12 +52,16 @@ pub struct RuleCache {
 
 impl Default for RuleCache {
     fn default() -> Self {
-        Self { env: Arc::new(Env::stdlib()), programs: Mutex::default(), compiled: AtomicUsize::new(0) }
+        let mut env = Env::stdlib();
+        // cel-go's `ext.Strings()`, which kcm's health rules are written against.
+        env.add_extension(cel::extensions::strings).expect("the strings extension declares each overload once");
+        Self { env: Arc::new(env), programs: Mutex::default(), compiled: AtomicUsize::new(0) }
     }
 }
 
 impl RuleCache {
-    /// An empty cache over CEL's standard environment (with `has`, `exists`, `all`, ...).
+    /// An empty cache over CEL's standard environment (with `has`, `exists`, `all`, ...) and
+    /// the strings extension (`join`, `split`, `lowerAscii`, ...).
     pub fn new() -> Self {
         Self::default()
     }
@@ -86,6 +90,19 @@ impl RuleCache {
             Ok(false) => Some((i, None)),
             Err(e) => Some((i, Some(e))),
         })
+    }
+
+    /// Why `rule` does not compile, if it does not (an empty rule compiles: it holds).
+    pub fn check(&self, rule: &str) -> Result<(), String> {
+        if rule.trim().is_empty() {
+            return Ok(());
+        }
+        self.program(rule).map(drop)
+    }
+
+    /// `variables` bound once (converted to CEL once) for several rules.
+    pub fn bind(&self, variables: &[(&str, &Value)]) -> Bound<'_> {
+        Bound { cache: self, context: self.context(variables) }
     }
 
     /// A context over the standard environment with `variables` bound.
@@ -120,6 +137,28 @@ impl RuleCache {
         let compiled = self.env.compile(rule).map(Arc::new).map_err(|e| e.to_string());
         programs.insert(rule.to_owned(), compiled.clone());
         compiled
+    }
+}
+
+/// Variables bound for several rules (see [`RuleCache::bind`]).
+pub struct Bound<'c> {
+    cache: &'c RuleCache,
+    context: Context<'static, 'static>,
+}
+
+impl Bound<'_> {
+    /// Whether `rule` holds; a blank rule holds.
+    pub fn holds(&self, rule: &str) -> Result<bool, RuleError> {
+        self.cache.run(rule, &self.context)
+    }
+
+    /// What `rule` evaluates to when it is a string; `None` when it does not compile, fails or
+    /// returns something else (for messages, which are best effort).
+    pub fn text(&self, rule: &str) -> Option<String> {
+        match self.cache.program(rule).ok()?.execute(&self.context) {
+            Ok(cel::Value::String(text)) => Some(text.to_string()),
+            _ => None,
+        }
     }
 }
 
@@ -250,6 +289,22 @@ mod tests {
             s.spawn(|| rules.evaluate(FLUX_ADAPTER, &deployment(1, 1, 1, 1)));
         });
         assert_eq!(rules.compiled(), 2);
+    }
+
+    #[test]
+    fn bound_variables_serve_several_rules_and_strings_join() {
+        let rules = RuleCache::new();
+        let object = json!({"status": {"phase": "Pending", "reasons": ["a", "b"]}});
+        let bound = rules.bind(&[("obj", &object)]);
+        assert_eq!(bound.holds("obj.status.phase == 'Running'"), Ok(false));
+        assert_eq!(
+            bound.text("'phase ' + obj.status.phase + ': ' + obj.status.reasons.join(', ')").as_deref(),
+            Some("phase Pending: a, b")
+        );
+        assert_eq!(bound.text("obj.status.missing"), None, "a failing message is no message");
+        assert_eq!(bound.text("1 + 1"), None, "a non-string message is no message");
+        assert!(rules.check("obj.status.(").is_err());
+        assert_eq!(rules.check("obj.status.phase == 'x'"), Ok(()));
     }
 
     #[test]

@@ -1,0 +1,331 @@
+//! Health rules from ConfigMaps: which ConfigMaps apply to a ServiceSet (kcm's three tiers, all
+//! additive) and the rules they hold, each checked and compiled on its own so that a broken one
+//! is named by its source and never breaks the others.
+
+use super::{DATA_KEY, GLOBAL, TARGET_LABEL};
+use crate::k0rdent::ServiceSet;
+use crate::rules::RuleCache;
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The most kinds the rules of one ServiceSet may name: each kind costs four list requests per
+/// service on the target cluster, and tenants write the rules of their namespace.
+pub const MAX_KINDS: usize = 16;
+
+/// Whether a kind's objects live in namespaces (listed in the service's namespace) or not
+/// (listed cluster-wide).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// In the service's namespace.
+    Namespaced,
+    /// Cluster-wide.
+    Cluster,
+}
+
+/// A kind as rules name it: the version says where to list it, not which objects apply.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupKind {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+}
+
+/// One rule, ready to evaluate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// The version to list the kind at, if the target cluster serves it.
+    pub version: String,
+    /// Where to list the kind.
+    pub scope: Scope,
+    /// CEL over `obj`: true when the object is healthy.
+    pub healthy: String,
+    /// CEL over `obj`: why it is not (best effort).
+    pub message: String,
+    /// Where it came from: `<namespace>/<configmap>#<index>`.
+    pub source: String,
+}
+
+/// A ConfigMap or rule the host could not use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadError {
+    /// `<namespace>/<configmap>` or `<namespace>/<configmap>#<index>`.
+    pub source: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.source, self.message)
+    }
+}
+
+/// The rules applying to one ServiceSet, by kind (an object must pass every rule of its kind),
+/// and what could not be loaded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuleSet {
+    /// The rules of each kind, in source order.
+    pub kinds: BTreeMap<GroupKind, Vec<Rule>>,
+    /// The ConfigMaps and rules left out, and why.
+    pub errors: Vec<LoadError>,
+}
+
+/// One rule as written in a ConfigMap.
+#[derive(Deserialize)]
+struct RuleDoc {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    scope: String,
+    #[serde(default)]
+    healthy: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// The ConfigMaps (of those labelled [`TARGET_LABEL`]) whose rules apply to `service_set`, in
+/// tier order: `global` in the system namespace (cluster-wide defaults), `global` in the
+/// ServiceSet's namespace (tenant defaults), then those naming the ClusterDeployment or
+/// MultiClusterService that owns it (the ServiceSet's own name is generated; its owner's is not).
+pub fn applicable<'c>(
+    config_maps: impl IntoIterator<Item = &'c ConfigMap>,
+    service_set: &ServiceSet,
+    system_namespace: &str,
+) -> Vec<&'c ConfigMap> {
+    let namespace = service_set.metadata.namespace.as_deref().unwrap_or_default();
+    let owner = owner_name(service_set);
+    let tier = |config_map: &ConfigMap| {
+        let in_namespace = config_map.metadata.namespace.as_deref() == Some(namespace);
+        let in_system = config_map.metadata.namespace.as_deref() == Some(system_namespace);
+        match config_map.metadata.labels.as_ref()?.get(TARGET_LABEL)?.as_str() {
+            GLOBAL if in_system => Some(0),
+            GLOBAL if in_namespace => Some(1),
+            target if in_namespace && Some(target) == owner => Some(2),
+            _ => None,
+        }
+    };
+    let mut applying: Vec<(u8, &ConfigMap)> =
+        config_maps.into_iter().filter_map(|config_map| Some((tier(config_map)?, config_map))).collect();
+    applying.sort_by(|(a, x), (b, y)| a.cmp(b).then_with(|| x.metadata.name.cmp(&y.metadata.name)));
+    applying.into_iter().map(|(_, config_map)| config_map).collect()
+}
+
+/// The name of the ClusterDeployment or MultiClusterService that owns `service_set`: its owner
+/// reference, as kcm sets it, else what its spec names.
+fn owner_name(service_set: &ServiceSet) -> Option<&str> {
+    let owners = service_set.metadata.owner_references.as_deref().unwrap_or_default();
+    let owned = owners.iter().find(|o| matches!(o.kind.as_str(), "MultiClusterService" | "ClusterDeployment"));
+    let spec = &service_set.spec;
+    let named = [&spec.multi_cluster_service, &spec.cluster].into_iter().find(|name| !name.is_empty());
+    owned.map(|o| o.name.as_str()).or(named.map(String::as_str))
+}
+
+/// The rules `config_maps` hold, each checked (kind, version, scope, `healthy` required) and its
+/// CEL compiled; whatever fails is left out and named in [`RuleSet::errors`]. Kinds beyond
+/// [`MAX_KINDS`] are left out too.
+pub fn load(config_maps: &[&ConfigMap], cel: &RuleCache) -> RuleSet {
+    let mut set = RuleSet::default();
+    for config_map in config_maps {
+        let name = format!(
+            "{}/{}",
+            config_map.metadata.namespace.as_deref().unwrap_or_default(),
+            config_map.metadata.name.as_deref().unwrap_or_default()
+        );
+        let text = config_map.data.as_ref().and_then(|data| data.get(DATA_KEY)).map(String::as_str).unwrap_or("");
+        if text.trim().is_empty() {
+            continue;
+        }
+        let docs = match serde_norway::from_str::<Vec<Value>>(text) {
+            Ok(docs) => docs,
+            Err(e) => {
+                set.errors.push(LoadError { source: name, message: format!("parse {DATA_KEY:?}: {e}") });
+                continue;
+            }
+        };
+        for (index, doc) in docs.into_iter().enumerate() {
+            let source = format!("{name}#{index}");
+            match rule(doc, source.clone(), cel) {
+                Ok((kind, rule)) => add(&mut set, kind, rule),
+                Err(message) => set.errors.push(LoadError { source, message }),
+            }
+        }
+    }
+    set
+}
+
+/// `rule` under its kind, unless that would name more than [`MAX_KINDS`] kinds.
+fn add(set: &mut RuleSet, kind: GroupKind, rule: Rule) {
+    if set.kinds.len() >= MAX_KINDS && !set.kinds.contains_key(&kind) {
+        let message = format!("{}: more than {MAX_KINDS} kinds have rules; this one is left out", kind.kind);
+        set.errors.push(LoadError { source: rule.source, message });
+        return;
+    }
+    set.kinds.entry(kind).or_default().push(rule);
+}
+
+/// One rule document, checked and compiled.
+fn rule(doc: Value, source: String, cel: &RuleCache) -> Result<(GroupKind, Rule), String> {
+    let doc: RuleDoc = serde_json::from_value(doc).map_err(|e| format!("not a rule: {e}"))?;
+    if doc.kind.is_empty() || doc.version.is_empty() {
+        return Err("kind and version are required".into());
+    }
+    let scope = match doc.scope.as_str() {
+        "Namespaced" => Scope::Namespaced,
+        "Cluster" => Scope::Cluster,
+        other => return Err(format!("scope must be \"Namespaced\" or \"Cluster\", got {other:?}")),
+    };
+    if doc.healthy.trim().is_empty() {
+        return Err("healthy is required".into());
+    }
+    cel.check(&doc.healthy).map_err(|e| format!("healthy: {e}"))?;
+    cel.check(&doc.message).map_err(|e| format!("message: {e}"))?;
+    let kind = GroupKind { group: doc.group, kind: doc.kind };
+    Ok((kind, Rule { version: doc.version, scope, healthy: doc.healthy, message: doc.message, source }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config_map(namespace: &str, name: &str, target: &str, rules: &str) -> ConfigMap {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": namespace, "name": name, "labels": {TARGET_LABEL: target}},
+            "data": {DATA_KEY: rules},
+        }))
+        .unwrap()
+    }
+
+    fn service_set(namespace: &str, owner: Option<(&str, &str)>, cluster: &str) -> ServiceSet {
+        let owners: Vec<Value> = owner
+            .map(|(kind, name)| json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": kind, "name": name, "uid": "u"}))
+            .into_iter()
+            .collect();
+        serde_json::from_value(json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"namespace": namespace, "name": "generated-x1", "ownerReferences": owners},
+            "spec": {"cluster": cluster, "provider": {"name": "ksm-flux"}},
+        }))
+        .unwrap()
+    }
+
+    const DEPLOYMENT: &str = r#"
+- group: apps
+  version: v1
+  kind: Deployment
+  scope: Namespaced
+  healthy: "has(obj.status.availableReplicas) && obj.status.availableReplicas >= obj.spec.replicas"
+  message: "'available ' + string(obj.status.availableReplicas)"
+"#;
+
+    fn names(config_maps: &[&ConfigMap]) -> Vec<String> {
+        config_maps
+            .iter()
+            .map(|c| format!("{}/{}", c.metadata.namespace.as_deref().unwrap(), c.metadata.name.as_deref().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn the_three_tiers_apply_in_order_and_nothing_else() {
+        let all = [
+            config_map("team", "z-owner", "prod-cluster", ""),
+            config_map("team", "tenant", GLOBAL, ""),
+            config_map("kcm-system", "defaults", GLOBAL, ""),
+            config_map("kcm-system", "other-owner", "prod-cluster", ""),
+            config_map("other", "elsewhere", GLOBAL, ""),
+            config_map("team", "someone-else", "dev-cluster", ""),
+        ];
+        let owned = service_set("team", Some(("ClusterDeployment", "prod-cluster")), "prod-cluster");
+        assert_eq!(
+            names(&applicable(&all, &owned, "kcm-system")),
+            ["kcm-system/defaults", "team/tenant", "team/z-owner"]
+        );
+        let by_mcs = service_set("team", Some(("MultiClusterService", "dev-cluster")), "prod-cluster");
+        assert_eq!(
+            names(&applicable(&all, &by_mcs, "kcm-system")),
+            ["kcm-system/defaults", "team/tenant", "team/someone-else"],
+            "the owner reference wins over the cluster the spec names"
+        );
+        let unowned = service_set("team", None, "dev-cluster");
+        assert_eq!(
+            names(&applicable(&all, &unowned, "kcm-system")),
+            ["kcm-system/defaults", "team/tenant", "team/someone-else"]
+        );
+        let in_system = service_set("kcm-system", None, "");
+        assert_eq!(names(&applicable(&all, &in_system, "kcm-system")), ["kcm-system/defaults"]);
+    }
+
+    #[test]
+    fn rules_load_by_kind_with_their_source() {
+        let cms =
+            [config_map("kcm-system", "defaults", GLOBAL, DEPLOYMENT), config_map("team", "t", GLOBAL, DEPLOYMENT)];
+        let set = load(&cms.iter().collect::<Vec<_>>(), &RuleCache::new());
+        assert_eq!(set.errors, []);
+        let kind = GroupKind { group: "apps".into(), kind: "Deployment".into() };
+        let rules = &set.kinds[&kind];
+        assert_eq!(rules.iter().map(|r| r.source.as_str()).collect::<Vec<_>>(), ["kcm-system/defaults#0", "team/t#0"]);
+        assert_eq!((rules[0].version.as_str(), rules[0].scope), ("v1", Scope::Namespaced));
+    }
+
+    #[test]
+    fn a_broken_rule_or_config_map_is_named_and_the_others_load() {
+        let broken = r#"
+- {group: apps, version: v1, kind: StatefulSet, scope: Namespaced, healthy: "obj.status.("}
+- {group: apps, version: v1, kind: DaemonSet, scope: Everywhere, healthy: "true"}
+- {group: "", kind: Pod, scope: Namespaced, healthy: "true"}
+- {group: batch, version: v1, kind: Job, scope: Namespaced, healthy: ""}
+- {group: batch, version: v1, kind: Job, scope: Namespaced, healthy: "true", message: "'a' +"}
+- just a string
+- {group: "", version: v1, kind: Pod, scope: Namespaced, healthy: "obj.status.phase == 'Running'"}
+"#;
+        let cms = [
+            config_map("team", "a-broken", GLOBAL, broken),
+            config_map("team", "b-not-yaml", GLOBAL, "- [unclosed"),
+            config_map("team", "c-good", GLOBAL, DEPLOYMENT),
+            config_map("team", "d-empty", GLOBAL, "  \n"),
+        ];
+        let set = load(&cms.iter().collect::<Vec<_>>(), &RuleCache::new());
+        let sources: Vec<&str> = set.errors.iter().map(|e| e.source.as_str()).collect();
+        assert_eq!(
+            sources,
+            [
+                "team/a-broken#0",
+                "team/a-broken#1",
+                "team/a-broken#2",
+                "team/a-broken#3",
+                "team/a-broken#4",
+                "team/a-broken#5",
+                "team/b-not-yaml"
+            ]
+        );
+        let messages: Vec<String> = set.errors.iter().map(ToString::to_string).collect();
+        assert!(messages[0].starts_with("team/a-broken#0: healthy: "), "{}", messages[0]);
+        assert!(messages[1].contains("got \"Everywhere\""), "{}", messages[1]);
+        assert!(messages[2].ends_with("kind and version are required"), "{}", messages[2]);
+        assert!(messages[3].ends_with("healthy is required"), "{}", messages[3]);
+        assert!(messages[4].contains(": message: "), "{}", messages[4]);
+        assert!(messages[5].contains("not a rule"), "{}", messages[5]);
+        assert!(messages[6].starts_with("team/b-not-yaml: parse \"rules\": "), "{}", messages[6]);
+        let kinds: Vec<&str> = set.kinds.keys().map(|k| k.kind.as_str()).collect();
+        assert_eq!(kinds, ["Pod", "Deployment"], "the good rules load beside the broken ones (by group, then kind)");
+    }
+
+    #[test]
+    fn kinds_are_bounded() {
+        let rules: String = (0..MAX_KINDS + 2)
+            .map(|i| format!("- {{group: example.com, version: v1, kind: K{i:02}, scope: Cluster, healthy: 'true'}}\n"))
+            .collect();
+        let cm = config_map("team", "many", GLOBAL, &rules);
+        let set = load(&[&cm], &RuleCache::new());
+        assert_eq!(set.kinds.len(), MAX_KINDS);
+        assert_eq!(set.errors.len(), 2);
+        assert!(set.errors[0].message.contains("more than 16 kinds"), "{}", set.errors[0]);
+    }
+}

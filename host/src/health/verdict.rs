@@ -1,0 +1,504 @@
+//! The verdict on a service's workloads: the objects found on the target cluster against the
+//! rules of their kind, and what that does to the status. Only a Helm service the CD tool calls
+//! Deployed is checked; while any of its objects is unhealthy it is `Provisioning`, with one
+//! `ServiceHealth<Kind>` condition per kind saying which objects and why. No object found keeps it
+//! Deployed (kcm 1.12); so does a target cluster the host cannot read, with condition
+//! `ServiceHealth=Unknown` saying why.
+
+use super::rule_set::{GroupKind, LoadError, RuleSet};
+use crate::conditions::{self, Status};
+use crate::k0rdent::{ServiceSetStatus, ServiceState, ServiceType, State};
+use crate::plan::status::set_services;
+use crate::rules::RuleCache;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The prefix of every condition the verdict owns on a service; alone, the type of the one saying
+/// the target cluster could not be read.
+pub const CONDITION_PREFIX: &str = "ServiceHealth";
+/// The ServiceSet condition naming the rules that could not be loaded.
+pub const RULES_CONDITION: &str = "ServiceSetHealthRules";
+/// Unhealthy objects named per condition; the rest are counted.
+const MAX_OBJECTS: usize = 3;
+/// The longest reason (an object's message) kept, in bytes.
+const MAX_REASON: usize = 500;
+/// Load errors listed in [`RULES_CONDITION`]; the rest are counted.
+const MAX_ERRORS: usize = 10;
+/// The longest [`RULES_CONDITION`] message, in bytes (under 20 KiB).
+const MAX_RULES_MESSAGE: usize = 20 * 1024 - 1;
+
+/// The objects of one kind found for a service (an object may come more than once, found by
+/// several labels).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Found {
+    /// Their kind.
+    pub kind: GroupKind,
+    /// The objects, as JSON.
+    pub objects: Vec<Value>,
+}
+
+/// What the host learned of one service's workloads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observation {
+    /// The objects of every kind the rules name.
+    Found(Vec<Found>),
+    /// The target cluster could not be read: why.
+    Unreadable(String),
+}
+
+/// The verdict on one service.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Health {
+    /// Every object found passes every rule of its kind (or none was found).
+    Healthy,
+    /// Some do not: one condition per kind.
+    Unhealthy(Vec<Condition>),
+    /// The target cluster could not be read: why.
+    Unknown(String),
+}
+
+impl Health {
+    /// Whether the service should be looked at again soon rather than at the next resync.
+    pub fn unsettled(&self) -> bool {
+        !matches!(self, Health::Healthy)
+    }
+}
+
+/// Whether `service` is checked: a Helm service the CD tool calls Deployed.
+pub fn checked(service: &ServiceState) -> bool {
+    service.state == State::Deployed && service.service_type == ServiceType::Helm
+}
+
+/// The verdict on what was observed of one service. An object being deleted counts as healthy
+/// (a rollout's terminating pods are not a failure); a rule that fails to evaluate on an object
+/// makes it unhealthy, with CEL's error as the reason (its health could not be shown).
+pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &Time) -> Health {
+    let found = match observation {
+        Observation::Unreadable(why) => return Health::Unknown(why.clone()),
+        Observation::Found(found) => found,
+    };
+    let mut unhealthy: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
+    for Found { kind, objects } in found {
+        let Some(kind_rules) = rules.kinds.get(kind) else { continue };
+        let mut seen = BTreeSet::new();
+        for object in objects {
+            let reference = reference(object);
+            if !seen.insert(reference.clone()) || object.pointer("/metadata/deletionTimestamp").is_some() {
+                continue;
+            }
+            let bound = cel.bind(&[("obj", object)]);
+            let failing = kind_rules.iter().find_map(|rule| match bound.holds(&rule.healthy) {
+                Ok(true) => None,
+                Ok(false) => Some((bound.text(&rule.message).unwrap_or_default(), &rule.source)),
+                Err(e) => Some((e.to_string(), &rule.source)),
+            });
+            if let Some((reason, source)) = failing {
+                let reason = cut(&reason, MAX_REASON);
+                let line = format!("{} {reference}: {reason} (rule {source})", kind.kind);
+                unhealthy.entry(kind.kind.as_str()).or_default().insert(reference, line);
+            }
+        }
+    }
+    if unhealthy.is_empty() {
+        return Health::Healthy;
+    }
+    let conditions = unhealthy
+        .into_iter()
+        .map(|(kind, lines)| {
+            let mut message: Vec<String> = lines.values().take(MAX_OBJECTS).cloned().collect();
+            if lines.len() > MAX_OBJECTS {
+                message.push(format!("…and {} more", lines.len() - MAX_OBJECTS));
+            }
+            let type_ = format!("{CONDITION_PREFIX}{kind}");
+            conditions::new(&type_, Status::False, &format!("{kind}Unhealthy"), &message.join("; "), None, now)
+        })
+        .collect();
+    Health::Unhealthy(conditions)
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object.
+fn reference(object: &Value) -> String {
+    let field = |name: &str| object.pointer(&format!("/metadata/{name}")).and_then(Value::as_str).unwrap_or_default();
+    match field("namespace") {
+        "" => field("name").to_string(),
+        namespace => format!("{namespace}/{}", field("name")),
+    }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, marked as cut.
+fn cut(text: &str, max: usize) -> String {
+    const MARK: &str = "…";
+    if text.len() <= max {
+        return text.to_string();
+    }
+    format!("{}{MARK}", &text[..text.floor_char_boundary(max - MARK.len())])
+}
+
+/// `status` with each verdict applied to its service (by name and namespace), and `deployed` and
+/// `ServicesInReadyState` recomputed. A demoted service keeps its transition time from `previous`
+/// (the status on the API server) when it was already `Provisioning`, and its conditions their
+/// transition times; conditions left from an earlier verdict go.
+pub fn apply(
+    status: &mut ServiceSetStatus,
+    verdicts: &BTreeMap<(String, String), Health>,
+    previous: Option<&ServiceSetStatus>,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    let services = std::mem::take(&mut status.services)
+        .into_iter()
+        .map(|service| {
+            let key = (service.name.clone(), service.namespace.clone());
+            let before = previous.and_then(|p| p.services.iter().find(|s| (&s.name, &s.namespace) == (&key.0, &key.1)));
+            match verdicts.get(&key) {
+                Some(health) => verified(service, health, before, now),
+                None => service,
+            }
+        })
+        .collect();
+    set_services(status, services, generation, now);
+}
+
+/// One service after its verdict.
+fn verified(mut service: ServiceState, health: &Health, before: Option<&ServiceState>, now: &Time) -> ServiceState {
+    let ours = |c: &Condition| c.type_.starts_with(CONDITION_PREFIX);
+    let earlier: Vec<Condition> =
+        before.map(|b| b.conditions.iter().filter(|c| ours(c)).cloned().collect()).unwrap_or_default();
+    service.conditions.retain(|c| !ours(c));
+    let new = match health {
+        Health::Healthy => Vec::new(),
+        Health::Unknown(why) => {
+            let message = format!("the target cluster could not be read; the CD tool's state is kept: {why}");
+            vec![conditions::new(CONDITION_PREFIX, Status::Unknown, "TargetClusterUnreadable", &message, None, now)]
+        }
+        Health::Unhealthy(found) => {
+            service.state = State::Provisioning;
+            service.version = None;
+            service.last_state_transition_time = match before {
+                Some(b) if b.state == State::Provisioning => b.last_state_transition_time.clone(),
+                _ => now.clone(),
+            };
+            found.clone()
+        }
+    };
+    service.conditions.extend(conditions::merge(&earlier, new));
+    service
+}
+
+/// [`RULES_CONDITION`]: True when every applicable rule loaded, else False naming what did not
+/// (the first [`MAX_ERRORS`], the rest counted).
+pub fn rules_condition(errors: &[LoadError], generation: Option<i64>, now: &Time) -> Condition {
+    if errors.is_empty() {
+        let message = "All health rules loaded successfully";
+        return conditions::new(RULES_CONDITION, Status::True, "AllRulesValid", message, generation, now);
+    }
+    let mut listed: Vec<String> = errors.iter().take(MAX_ERRORS).map(ToString::to_string).collect();
+    if errors.len() > MAX_ERRORS {
+        listed.push(format!("…and {} more", errors.len() - MAX_ERRORS));
+    }
+    let message = cut(&listed.join("; "), MAX_RULES_MESSAGE);
+    conditions::new(RULES_CONDITION, Status::False, "HealthRuleInvalid", &message, generation, now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::rule_set::{Rule, Scope};
+    use k8s_openapi::jiff::Timestamp;
+    use serde_json::json;
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn deployment_kind() -> GroupKind {
+        GroupKind { group: "apps".into(), kind: "Deployment".into() }
+    }
+
+    fn rules() -> RuleSet {
+        let rule = |healthy: &str, message: &str, source: &str| Rule {
+            version: "v1".into(),
+            scope: Scope::Namespaced,
+            healthy: healthy.into(),
+            message: message.into(),
+            source: source.into(),
+        };
+        let mut set = RuleSet::default();
+        set.kinds.insert(
+            deployment_kind(),
+            vec![
+                rule(
+                    "obj.status.availableReplicas >= obj.spec.replicas",
+                    "'available ' + string(obj.status.availableReplicas) + '/' + string(obj.spec.replicas)",
+                    "kcm-system/defaults#0",
+                ),
+                rule(
+                    "!has(obj.metadata.annotations) || !('broken' in obj.metadata.annotations)",
+                    "'marked broken'",
+                    "team/t#0",
+                ),
+            ],
+        );
+        set
+    }
+
+    fn deployment(name: &str, available: i64, replicas: i64) -> Value {
+        json!({"metadata": {"namespace": "apps", "name": name}, "spec": {"replicas": replicas}, "status": {"availableReplicas": available}})
+    }
+
+    fn found(objects: Vec<Value>) -> Observation {
+        Observation::Found(vec![Found { kind: deployment_kind(), objects }])
+    }
+
+    fn unhealthy(health: Health) -> Vec<Condition> {
+        match health {
+            Health::Unhealthy(conditions) => conditions,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_rule_of_the_kind_must_pass() {
+        let (cel, now) = (RuleCache::new(), at(100));
+        assert_eq!(judge(&rules(), &found(vec![deployment("web", 1, 1)]), &cel, &now), Health::Healthy);
+        let conditions = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 2)]), &cel, &now));
+        assert_eq!(conditions.len(), 1);
+        assert_eq!((conditions[0].type_.as_str(), conditions[0].status.as_str()), ("ServiceHealthDeployment", "False"));
+        assert_eq!(conditions[0].reason, "DeploymentUnhealthy");
+        assert_eq!(conditions[0].message, "Deployment apps/web: available 0/2 (rule kcm-system/defaults#0)");
+        let mut marked = deployment("web", 1, 1);
+        marked["metadata"]["annotations"] = json!({"broken": "yes"});
+        let conditions = unhealthy(judge(&rules(), &found(vec![marked]), &cel, &now));
+        assert_eq!(
+            conditions[0].message, "Deployment apps/web: marked broken (rule team/t#0)",
+            "the second tier's rule adds to the first"
+        );
+    }
+
+    #[test]
+    fn nothing_found_or_only_objects_being_deleted_is_healthy() {
+        let (cel, now) = (RuleCache::new(), at(100));
+        assert_eq!(judge(&rules(), &found(vec![]), &cel, &now), Health::Healthy);
+        assert_eq!(judge(&rules(), &Observation::Found(vec![]), &cel, &now), Health::Healthy);
+        let mut going = deployment("old", 0, 1);
+        going["metadata"]["deletionTimestamp"] = json!("2026-11-25T00:00:00Z");
+        assert_eq!(judge(&rules(), &found(vec![going]), &cel, &now), Health::Healthy);
+        let other = Observation::Found(vec![Found {
+            kind: GroupKind { group: "x".into(), kind: "Y".into() },
+            objects: vec![json!({})],
+        }]);
+        assert_eq!(judge(&rules(), &other, &cel, &now), Health::Healthy, "a kind without rules is not judged");
+    }
+
+    #[test]
+    fn three_objects_are_named_the_rest_counted_each_once_and_reasons_bounded() {
+        let (cel, now) = (RuleCache::new(), at(100));
+        let mut objects: Vec<Value> = ["e", "d", "c", "b", "a"].iter().map(|n| deployment(n, 0, 1)).collect();
+        objects.push(deployment("a", 0, 1));
+        let conditions = unhealthy(judge(&rules(), &found(objects), &cel, &now));
+        let message = &conditions[0].message;
+        assert!(message.starts_with("Deployment apps/a: "), "sorted: {message}");
+        assert_eq!(message.matches("Deployment apps/").count(), 3, "{message}");
+        assert!(message.ends_with("; …and 2 more"), "five distinct objects: {message}");
+
+        let mut long = rules();
+        long.kinds.get_mut(&deployment_kind()).unwrap()[0].message = format!("'{}'", "é".repeat(400));
+        let conditions = unhealthy(judge(&long, &found(vec![deployment("web", 0, 1)]), &cel, &now));
+        let reason = conditions[0].message.trim_start_matches("Deployment apps/web: ");
+        let reason = reason.split(" (rule ").next().unwrap();
+        assert!(reason.len() <= 500 && reason.ends_with('…'), "{} bytes", reason.len());
+    }
+
+    #[test]
+    fn a_rule_failing_to_evaluate_makes_the_object_unhealthy_with_the_error() {
+        let (cel, now) = (RuleCache::new(), at(100));
+        let fresh = json!({"metadata": {"namespace": "apps", "name": "web"}, "spec": {"replicas": 1}, "status": {}});
+        let conditions = unhealthy(judge(&rules(), &found(vec![fresh]), &cel, &now));
+        assert!(conditions[0].message.contains("failed to evaluate"), "{}", conditions[0].message);
+    }
+
+    #[test]
+    fn an_unreadable_target_is_unknown() {
+        let health = judge(
+            &rules(),
+            &Observation::Unreadable("Secret team/c-kubeconfig not found".into()),
+            &RuleCache::new(),
+            &at(1),
+        );
+        assert_eq!(health, Health::Unknown("Secret team/c-kubeconfig not found".into()));
+        assert!(health.unsettled() && !Health::Healthy.unsettled());
+    }
+
+    fn state(name: &str, state: State, service_type: ServiceType, since: i64) -> ServiceState {
+        ServiceState {
+            service_type,
+            name: name.into(),
+            namespace: "apps".into(),
+            template: "t".into(),
+            state,
+            last_state_transition_time: at(since),
+            version: (state == State::Deployed).then(|| "t".into()),
+            failure_message: None,
+            conditions: Vec::new(),
+        }
+    }
+
+    fn status(services: Vec<ServiceState>) -> ServiceSetStatus {
+        let mut status = ServiceSetStatus::default();
+        set_services(&mut status, services, Some(1), &at(0));
+        status
+    }
+
+    fn verdicts(entries: &[(&str, Health)]) -> BTreeMap<(String, String), Health> {
+        entries.iter().map(|(name, h)| ((name.to_string(), "apps".to_string()), h.clone())).collect()
+    }
+
+    #[test]
+    fn an_unhealthy_service_is_provisioning_until_healthy_again() {
+        let bad = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(50)));
+        let deployed = || {
+            status(vec![
+                state("web", State::Deployed, ServiceType::Helm, 10),
+                state("db", State::Deployed, ServiceType::Helm, 10),
+            ])
+        };
+
+        let mut first = deployed();
+        apply(
+            &mut first,
+            &verdicts(&[("web", Health::Unhealthy(bad.clone())), ("db", Health::Healthy)]),
+            None,
+            Some(1),
+            &at(50),
+        );
+        assert_eq!((first.services[0].state, first.services[0].version.as_deref()), (State::Provisioning, None));
+        assert_eq!(first.services[0].last_state_transition_time, at(50));
+        assert_eq!(first.services[0].conditions, bad);
+        assert_eq!(first.services[1].state, State::Deployed);
+        assert!(!first.deployed);
+        assert_eq!(first.conditions[0].message, "1/2");
+
+        let later = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(90)));
+        let mut second = deployed();
+        apply(&mut second, &verdicts(&[("web", Health::Unhealthy(later))]), Some(&first), Some(1), &at(90));
+        assert_eq!(second.services, first.services, "unchanged: the same status, times kept (no write)");
+
+        let mut third = deployed();
+        apply(&mut third, &verdicts(&[("web", Health::Healthy)]), Some(&second), Some(1), &at(120));
+        assert_eq!((third.services[0].state, third.services[0].conditions.len()), (State::Deployed, 0));
+        assert!(third.deployed);
+    }
+
+    #[test]
+    fn an_unreadable_target_keeps_the_state_and_says_why() {
+        let mut status = status(vec![state("web", State::Deployed, ServiceType::Helm, 10)]);
+        apply(&mut status, &verdicts(&[("web", Health::Unknown("connection refused".into()))]), None, Some(1), &at(5));
+        let service = &status.services[0];
+        assert_eq!(service.state, State::Deployed);
+        assert_eq!(
+            (service.conditions[0].type_.as_str(), service.conditions[0].status.as_str()),
+            ("ServiceHealth", "Unknown")
+        );
+        assert!(service.conditions[0].message.ends_with("connection refused"));
+        assert!(status.deployed);
+    }
+
+    #[test]
+    fn only_deployed_helm_services_are_checked() {
+        assert!(checked(&state("a", State::Deployed, ServiceType::Helm, 0)));
+        assert!(!checked(&state("a", State::Deployed, ServiceType::Kustomize, 0)));
+        for s in [State::Provisioning, State::Failed, State::Pending, State::Deleting, State::Deleted] {
+            assert!(!checked(&state("a", s, ServiceType::Helm, 0)), "{s:?} is never overridden");
+        }
+    }
+
+    #[test]
+    fn the_rules_condition_names_at_most_ten_errors_within_twenty_kib() {
+        let ok = rules_condition(&[], Some(3), &at(1));
+        assert_eq!(
+            (ok.status.as_str(), ok.reason.as_str(), ok.observed_generation),
+            ("True", "AllRulesValid", Some(3))
+        );
+        let errors: Vec<LoadError> =
+            (0..12).map(|i| LoadError { source: format!("team/cm#{i}"), message: "x".repeat(4000) }).collect();
+        let bad = rules_condition(&errors, Some(3), &at(1));
+        assert_eq!((bad.status.as_str(), bad.reason.as_str()), ("False", "HealthRuleInvalid"));
+        assert!(bad.message.len() < 20 * 1024, "{}", bad.message.len());
+        assert!(bad.message.starts_with("team/cm#0: xxx"));
+        let few = rules_condition(&errors[..2], None, &at(1));
+        assert_eq!(few.message, format!("team/cm#0: {}; team/cm#1: {}", "x".repeat(4000), "x".repeat(4000)));
+        let many: Vec<LoadError> =
+            (0..12).map(|i| LoadError { source: format!("team/cm#{i}"), message: "bad".into() }).collect();
+        let listed = rules_condition(&many, None, &at(1)).message;
+        assert!(listed.contains("team/cm#9: bad; …and 2 more") && !listed.contains("cm#10"), "{listed}");
+    }
+
+    /// The chart's default rules, as the chart ships them.
+    fn default_rules() -> RuleSet {
+        let text = include_str!("../../../deploy/chart/files/health-rules.yaml");
+        let config_map: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(
+            json!({"metadata": {"namespace": "kcm-system", "name": "defaults"}, "data": {"rules": text}}),
+        )
+        .unwrap();
+        let set = crate::health::rule_set::load(&[&config_map], &RuleCache::new());
+        assert_eq!(set.errors, []);
+        set
+    }
+
+    fn judged(kind: (&str, &str), object: Value) -> Result<(), String> {
+        let mut object = object;
+        object["metadata"] = json!({"namespace": "apps", "name": "x", "generation": 2});
+        let kind = GroupKind { group: kind.0.into(), kind: kind.1.into() };
+        let observation = Observation::Found(vec![Found { kind, objects: vec![object] }]);
+        match judge(&default_rules(), &observation, &RuleCache::new(), &at(1)) {
+            Health::Healthy => Ok(()),
+            Health::Unhealthy(conditions) => Err(conditions[0].message.clone()),
+            Health::Unknown(why) => panic!("{why}"),
+        }
+    }
+
+    #[test]
+    fn the_charts_default_rules_judge_each_workload_kind() {
+        let deployment = |available: Option<i64>, observed: i64| {
+            let mut status = json!({"observedGeneration": observed, "updatedReplicas": 2});
+            if let Some(a) = available {
+                status["availableReplicas"] = json!(a);
+            }
+            json!({"spec": {"replicas": 2}, "status": status})
+        };
+        assert_eq!(judged(("apps", "Deployment"), deployment(Some(2), 2)), Ok(()));
+        let message = judged(("apps", "Deployment"), deployment(None, 2)).unwrap_err();
+        assert!(
+            message.starts_with("Deployment apps/x: 0/2 replicas available (rule kcm-system/defaults#0)"),
+            "{message}"
+        );
+        assert!(judged(("apps", "Deployment"), deployment(Some(2), 1)).is_err(), "a rollout not yet observed");
+        let scaled_to_zero = json!({"spec": {"replicas": 0}, "status": {"observedGeneration": 2}});
+        assert_eq!(judged(("apps", "Deployment"), scaled_to_zero), Ok(()));
+
+        let sts =
+            |ready: i64| json!({"spec": {"replicas": 3}, "status": {"observedGeneration": 2, "readyReplicas": ready}});
+        assert_eq!(judged(("apps", "StatefulSet"), sts(3)), Ok(()));
+        assert!(judged(("apps", "StatefulSet"), sts(1)).unwrap_err().contains("1/3 replicas ready"));
+
+        let ds = |ready: i64| json!({"status": {"observedGeneration": 2, "desiredNumberScheduled": 4, "numberReady": ready}});
+        assert_eq!(judged(("apps", "DaemonSet"), ds(4)), Ok(()));
+        assert!(judged(("apps", "DaemonSet"), ds(3)).unwrap_err().contains("3/4 pods ready"));
+
+        let pod = |phase: &str, ready: &str| json!({"status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}]}});
+        assert_eq!(judged(("", "Pod"), pod("Running", "True")), Ok(()));
+        assert_eq!(judged(("", "Pod"), pod("Succeeded", "False")), Ok(()));
+        assert!(judged(("", "Pod"), pod("Running", "False")).unwrap_err().contains("phase Running, not ready"));
+        assert!(judged(("", "Pod"), pod("Pending", "False")).is_err());
+
+        let job = |failed: &str| json!({"status": {"conditions": [{"type": "Failed", "status": failed, "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}});
+        assert_eq!(judged(("batch", "Job"), json!({"status": {}})), Ok(()));
+        assert_eq!(judged(("batch", "Job"), job("False")), Ok(()));
+        assert!(
+            judged(("batch", "Job"), job("True"))
+                .unwrap_err()
+                .contains("failed: Job has reached the specified backoff limit")
+        );
+    }
+}
