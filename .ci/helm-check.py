@@ -8,8 +8,9 @@ is `helm lint` and `helm template`, not an imitation. What it checks:
   deploy/chart/ci/extra-values.yaml;
 - the objects rendered for the default values, for `adapter.mode=manage` and for the extra
   values: the Deployment's security context, probes, identity, image, resources and cache
-  volume; the ServiceAccount and the bindings; RBAC without wildcards, with secrets and leases
-  only in the release namespace; the StateManagementProvider and AdapterPlugins (fields and a
+  volume; the ServiceAccount and the bindings; RBAC without wildcards, with leases only in the
+  release namespace and secrets cluster-wide (get) only for health verification; the default
+  health-rule ConfigMap; the StateManagementProvider and AdapterPlugins (fields and a
   structural check against the CRDs' schemas); Service, ServiceMonitor, replicas;
 - the chart's CRD copies are byte-for-byte the repository's crds/*.yaml;
 - deploy/manifests (plain manifests for `kubectl apply -k`) are what the chart renders with the
@@ -335,6 +336,7 @@ def check_common(documents, merged: dict[str, Any], label: str) -> None:
 
     check_smp(documents, deployment, merged, label)
     check_plugins(documents, merged, label)
+    check_health_rules(documents, deployment, merged, label)
     check_custom_resources(documents, label)
 
 
@@ -352,8 +354,12 @@ def check_rbac(documents, sa_name: str, merged: dict[str, Any], label: str) -> N
             F.check("nonResourceURLs" not in rule, f"{label}: {kind} rule with nonResourceURLs: {rule}")
             F.check(bool(rule.get("verbs")) and bool(rule.get("resources")), f"{label}: {kind} rule without verbs or resources: {rule}")
     cluster_resources = {r for rule in rules_of(documents, "ClusterRole") for r in rule.get("resources") or []}
-    for private in ("secrets", "leases"):
-        F.check(private not in cluster_resources, f"{label}: {private} granted cluster-wide (only the release namespace may have them)")
+    F.check("leases" not in cluster_resources, f"{label}: leases granted cluster-wide (only the release namespace may have them)")
+    # Secrets cluster-wide only for health verification (target clusters' kubeconfig Secrets), get only.
+    verifying = merged["healthVerification"]["enabled"]
+    F.check(("secrets" in cluster_resources) == verifying, f"{label}: secrets granted cluster-wide={'secrets' in cluster_resources} with healthVerification.enabled={verifying}")
+    cluster_secrets = [rule for rule in rules_of(documents, "ClusterRole") if "secrets" in rule.get("resources", [])]
+    F.check(all(rule.get("verbs") == ["get"] for rule in cluster_secrets), f"{label}: secrets need only get: {cluster_secrets}")
     namespace_resources = {r for rule in rules_of(documents, "Role") for r in rule.get("resources") or []}
     F.check({"secrets", "leases"} <= namespace_resources, f"{label}: the Role lacks secrets or leases: {namespace_resources}")
     secrets = [rule for rule in rules_of(documents, "Role") if "secrets" in rule.get("resources", [])]
@@ -372,6 +378,24 @@ def check_rbac(documents, sa_name: str, merged: dict[str, Any], label: str) -> N
             F.check(ref.get("kind") == role_kind and (role_kind, ref.get("name")) in roles, f"{label}: {kind} refers to {ref}")
             subjects = binding.get("subjects") or []
             F.check(subjects == [{"kind": "ServiceAccount", "name": sa_name, "namespace": NAMESPACE}], f"{label}: {kind} subjects {subjects}")
+
+
+def check_health_rules(documents, deployment: dict[str, Any], merged: dict[str, Any], label: str) -> None:
+    verification = merged["healthVerification"]
+    labelled = [cm for cm in by_kind(documents, "ConfigMap")
+                if (cm["metadata"].get("labels") or {}).get("k0rdent.mirantis.com/health-rule-target")]
+    shipped = verification["enabled"] and verification["defaultRules"]
+    F.check(len(labelled) == (1 if shipped else 0), f"{label}: {len(labelled)} health-rule ConfigMaps with healthVerification={verification}")
+    for cm in labelled:
+        meta = cm["metadata"]
+        F.check(meta["labels"]["k0rdent.mirantis.com/health-rule-target"] == "global", f"{label}: default health rules not global: {meta}")
+        F.check(meta.get("namespace") == merged["adapter"]["systemNamespace"], f"{label}: default health rules not in the system namespace: {meta}")
+        rules = yaml.safe_load(cm.get("data", {}).get("rules", ""))
+        kinds = [rule.get("kind") for rule in rules or []]
+        F.check(kinds == ["Deployment", "StatefulSet", "DaemonSet", "Pod", "Job"], f"{label}: default health rules for {kinds}")
+    args = container(deployment).get("args") or []
+    for flag, value in (("--health-poll-seconds", verification["pollSeconds"]), ("--max-target-clusters", verification["maxTargetClusters"])):
+        F.check(f"{flag}={value}" in args, f"{label}: {flag}={value} not passed: {args}")
 
 
 def check_smp(documents, deployment: dict[str, Any], merged: dict[str, Any], label: str) -> None:

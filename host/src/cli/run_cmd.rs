@@ -42,6 +42,15 @@ pub struct RunArgs {
     /// `manage` mode: seconds between re-evaluations of each SMP (also re-evaluated on change).
     #[arg(long, default_value_t = 10)]
     smp_interval_seconds: u64,
+    /// Health verification (kcm 1.12): seconds between looks at the target-cluster workloads of
+    /// a service demoted to Provisioning because one is unhealthy (no watch tells when they
+    /// recover). Rules come from ConfigMaps labelled `k0rdent.mirantis.com/health-rule-target`.
+    #[arg(long, default_value_t = 15)]
+    health_poll_seconds: u64,
+    /// Clients of target clusters (one per kubeconfig Secret) held at most; the least recently
+    /// used is dropped first, and any unused for 10 minutes.
+    #[arg(long, default_value_t = 64)]
+    max_target_clusters: usize,
     /// How often an AdapterPlugin from OCI with `pullPolicy: Always` checks whether its tag moved,
     /// in seconds.
     #[arg(long, default_value_t = 300)]
@@ -122,6 +131,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         resync: Duration::from_secs(args.resync_seconds),
         smp_interval: Duration::from_secs(args.smp_interval_seconds),
         oci_poll: Duration::from_secs(args.oci_poll_seconds),
+        health_poll: Duration::from_secs(args.health_poll_seconds),
+        target_clusters: args.max_target_clusters,
         shard_selector: args.shard_selector.clone(),
         election: args.leader_elect.then(|| election(&args)),
         metrics_addr: match args.metrics_bind_address.as_str() {

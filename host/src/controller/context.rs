@@ -6,6 +6,7 @@ use super::arbiter::Arbiter;
 use super::backoff::Failures;
 use super::children::ChildKinds;
 use super::events::Events;
+use super::health::HealthCheck;
 use super::liveness::InFlight;
 use super::providers::look::Providers;
 use super::settings::Settings;
@@ -50,6 +51,8 @@ pub struct Context {
     pub settings: Settings,
     /// The caches.
     pub caches: Caches,
+    /// Service health on the target clusters.
+    pub health: HealthCheck,
     /// Claims across ServiceSets.
     pub arbiter: Arc<Arbiter>,
     /// Consecutive failed reconciles per ServiceSet, for the retry backoff.
@@ -146,6 +149,8 @@ mod tests {
             resync: Duration::from_secs(600),
             smp_interval: Duration::from_secs(10),
             oci_poll: Duration::from_secs(300),
+            health_poll: Duration::from_secs(15),
+            target_clusters: 4,
             metrics_addr: None,
             shard_selector: None,
             election: None,
@@ -171,6 +176,12 @@ mod tests {
                 templates: reflector::store().0,
                 children: Arc::new(ChildKinds::new(&client, wake, health.clone())),
                 health,
+            },
+            health: HealthCheck {
+                clusters: Arc::new(super::super::clusters::Clusters::new(client.clone(), 4)),
+                rules: reflector::store().0,
+                cel: crate::rules::RuleCache::new(),
+                system_namespace: "kcm-system".into(),
             },
             client,
             registry,

@@ -32,10 +32,12 @@ pub mod backoff;
 pub mod caches;
 mod child_cache;
 pub mod children;
+pub mod clusters;
 pub mod config_maps;
 pub mod context;
 pub mod events;
 pub mod finalizer;
+pub mod health;
 pub mod leader;
 pub mod liveness;
 #[cfg(test)]
@@ -55,6 +57,7 @@ use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
 use crate::metrics::Metrics;
 use crate::plugin::Limits;
+use crate::rules::RuleCache;
 use crate::runtime::Runtime;
 use adapter_plugins::load::Loader;
 use adapter_plugins::reconcile::PluginContext;
@@ -64,11 +67,14 @@ use arbiter::Arbiter;
 use backoff::Failures;
 use caches::{Cache, all};
 use children::ChildKinds;
+use clusters::Clusters;
 use config_maps::ConfigMapWatches;
 use context::{Caches, Context};
 use events::Events;
 use futures::StreamExt;
 use futures::channel::mpsc::unbounded;
+use health::HealthCheck;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Client, ResourceExt};
@@ -122,6 +128,8 @@ pub async fn run(
         });
     let (smps, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
     let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
+    let (health_rules, health_rule_events, health_rules_listed) =
+        cache(watcher::Config::default().labels(crate::health::TARGET_LABEL)).start::<ConfigMap>(|_, _| {});
     let (gone, deleted_plugins) = unbounded();
     let plugin_failures = Arc::new(Failures::default());
     let forgotten = plugin_failures.clone();
@@ -177,6 +185,13 @@ pub async fn run(
         changed: provider_changed,
     });
     let concurrency = settings.concurrency;
+    let health_check = HealthCheck {
+        clusters: Arc::new(Clusters::new(client.clone(), settings.target_clusters)),
+        rules: health_rules,
+        cel: RuleCache::new(),
+        system_namespace: settings.system_namespace.clone(),
+    };
+    let system_namespace = settings.system_namespace.clone();
     let ctx = Arc::new(Context {
         client: client.clone(),
         registry,
@@ -186,13 +201,14 @@ pub async fn run(
         finalizer: finalizer::of(&settings.identity),
         settings,
         caches: Caches { service_sets: service_sets.clone(), providers: smps, templates, children, health },
+        health: health_check,
         arbiter,
         failures,
         in_flight,
         prepared: prepared.clone(),
     });
     let _ = serving.set(ctx.clone());
-    let listed = vec![service_sets_listed, providers_listed, templates_listed];
+    let listed = vec![service_sets_listed, providers_listed, templates_listed, health_rules_listed];
     tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, plugins_listed), prepared_tx));
     tokio::spawn({
         let plugin_ctx = plugin_ctx.clone();
@@ -213,7 +229,13 @@ pub async fn run(
             let service_sets = service_sets.clone();
             move |smp| triggers::users_of_provider(&service_sets, &smp)
         })
-        .watches_stream(template_events, move |template| triggers::users_of_template(&service_sets, &template))
+        .watches_stream(template_events, {
+            let service_sets = service_sets.clone();
+            move |template| triggers::users_of_template(&service_sets, &template)
+        })
+        .watches_stream(health_rule_events, move |rules| {
+            triggers::users_of_health_rules(&service_sets, &rules, &system_namespace)
+        })
         .reconcile_on(woken)
         .shutdown_on_signal()
         .run(service_sets::reconcile, service_sets::error_policy, ctx)

@@ -208,7 +208,9 @@ async fn plan(
     .await
 }
 
-/// Applies and deletes what the plan says, then writes the status. A child the API server
+/// Applies and deletes what the plan says, checks the health of the services the CD tool calls
+/// Deployed on their target cluster (looking again soon while one is unsettled), then writes
+/// the status. A child the API server
 /// refuses, and an object of a child's name that is someone else's (`taken`: no watch tells
 /// when it goes), are reported in the status (condition [`APPLIED`](decide::APPLIED)) and
 /// retried with backoff; other API errors stop the round and retry it.
@@ -229,12 +231,14 @@ async fn carry_out(
         }
     }
     delete_children(&plan.delete, ctx).await?;
-    let mut status = plan.status;
-    decide::applied(&mut status, &refused, service_set.meta().generation, &now());
+    let (mut status, now) = (plan.status, now());
+    let unsettled = ctx.health.verify(service_set, &mut status, &now).await;
+    decide::applied(&mut status, &refused, service_set.meta().generation, &now);
     write_status(ctx, api, service_set, status).await?;
-    match refused.is_empty() {
-        true => Ok(Action::requeue(ctx.settings.resync)),
-        false => Err(Error::Refused(refused.join("; "))),
+    match (refused.is_empty(), unsettled) {
+        (true, false) => Ok(Action::requeue(ctx.settings.resync)),
+        (true, true) => Ok(Action::requeue(ctx.settings.health_poll.min(ctx.settings.resync))),
+        (false, _) => Err(Error::Refused(refused.join("; "))),
     }
 }
 

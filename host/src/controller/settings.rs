@@ -52,6 +52,10 @@ pub struct Settings {
     pub smp_interval: Duration,
     /// How often an OCI plugin with `pullPolicy: Always` checks whether its tag moved.
     pub oci_poll: Duration,
+    /// How soon a service demoted by its workloads' health is looked at again.
+    pub health_poll: Duration,
+    /// Clients of target clusters held at most.
+    pub target_clusters: usize,
     /// Where to serve `/metrics`, `/healthz` and `/readyz`; `None`: not served.
     pub metrics_addr: Option<SocketAddr>,
     /// Label selector of the ServiceSets this process serves (sharding); `None`: all.

@@ -1,7 +1,8 @@
-//! What wakes a ServiceSet's reconcile: a change of its own that matters, of its provider, or
-//! of a template it uses.
+//! What wakes a ServiceSet's reconcile: a change of its own that matters, of its provider, of
+//! a template it uses, or of health rules that may apply to it.
 
 use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
@@ -39,6 +40,23 @@ pub fn users_of_template(service_sets: &Store<ServiceSet>, template: &ServiceTem
         .state()
         .iter()
         .filter(|ss| ss.namespace() == namespace && ss.spec.services.iter().any(|s| s.template == name))
+        .map(|ss| ObjectRef::from_obj(&**ss))
+        .collect()
+}
+
+/// The ServiceSets a health-rule ConfigMap may apply to: every one for a ConfigMap in the
+/// system namespace, else those in its namespace (which rules apply is decided in the round).
+pub fn users_of_health_rules(
+    service_sets: &Store<ServiceSet>,
+    rules: &ConfigMap,
+    system_namespace: &str,
+) -> Vec<ObjectRef<ServiceSet>> {
+    let namespace = rules.namespace();
+    let everywhere = namespace.as_deref() == Some(system_namespace);
+    service_sets
+        .state()
+        .iter()
+        .filter(|ss| everywhere || ss.namespace() == namespace)
         .map(|ss| ObjectRef::from_obj(&**ss))
         .collect()
 }

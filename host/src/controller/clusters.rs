@@ -1,0 +1,275 @@
+//! Clients of clusters other than the one the host runs in, built from kubeconfig Secrets: made
+//! on first use, made again when the Secret changes, at most `capacity` at once (the least
+//! recently used goes first) and dropped once unused for [`IDLE`]. One client per Secret,
+//! whatever the number of ServiceSets reading through it. A kubeconfig comes from whoever can
+//! write Secrets, so it may not make the host run a command or read its own files (its
+//! ServiceAccount token among them), and every request through it is bounded in time and size.
+
+use crate::health::rule_set::{GroupKind, Scope};
+use crate::k0rdent::NamespacedName;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config, discovery};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A client unused this long is dropped.
+pub const IDLE: Duration = Duration::from_secs(10 * 60);
+/// The clients held at most by default.
+pub const CAPACITY: usize = 64;
+/// Objects one list request returns at most (a service's workloads are a handful).
+const LIST_LIMIT: u32 = 100;
+/// How long a kind the cluster does not serve is not looked for again.
+const UNSERVED_FOR: Duration = Duration::from_secs(60);
+/// Bounds on a request to another cluster: one that does not answer must not hold a reconcile.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const READ_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The clients of other clusters.
+pub struct Clusters {
+    management: Client,
+    capacity: usize,
+    pool: Mutex<HashMap<NamespacedName, Pooled>>,
+    here: Arc<Cluster>,
+}
+
+struct Pooled {
+    resource_version: String,
+    cluster: Arc<Cluster>,
+    used: Instant,
+}
+
+impl Clusters {
+    /// No client yet; Secrets are read through `management`, which is also the cluster of
+    /// [`Clusters::here`].
+    pub fn new(management: Client, capacity: usize) -> Self {
+        let here = Arc::new(Cluster::new(management.clone()));
+        Self { management, capacity: capacity.max(1), pool: Mutex::default(), here }
+    }
+
+    /// The cluster the host runs in.
+    pub fn here(&self) -> Arc<Cluster> {
+        self.here.clone()
+    }
+
+    /// How many clients of other clusters are held now.
+    pub fn held(&self) -> usize {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// The cluster whose kubeconfig is key `key` of Secret `secret`, or why it cannot be reached.
+    pub async fn of(&self, secret: &NamespacedName, key: &str) -> Result<Arc<Cluster>, String> {
+        let api = Api::<Secret>::namespaced(self.management.clone(), &secret.namespace);
+        let found = api.get_opt(&secret.name).await.map_err(|e| format!("reading Secret {secret}: {e}"))?;
+        let found = found.ok_or_else(|| format!("Secret {secret} not found"))?;
+        let version = found.metadata.resource_version.clone().unwrap_or_default();
+        if let Some(cluster) = self.pooled(secret, &version) {
+            return Ok(cluster);
+        }
+        let bytes = found.data.as_ref().and_then(|data| data.get(key)).map(|b| b.0.as_slice());
+        let text = bytes.ok_or_else(|| format!("Secret {secret} has no key {key:?}"))?;
+        let text = std::str::from_utf8(text).map_err(|_| format!("Secret {secret} key {key:?} is not UTF-8"))?;
+        let client = client(text).await.map_err(|e| format!("Secret {secret} key {key:?}: {e}"))?;
+        let cluster = Arc::new(Cluster::new(client));
+        self.keep(secret.clone(), version, cluster.clone());
+        Ok(cluster)
+    }
+
+    /// The pooled cluster of `secret` if made from its version `version`.
+    fn pooled(&self, secret: &NamespacedName, version: &str) -> Option<Arc<Cluster>> {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let pooled = pool.get_mut(secret).filter(|p| p.resource_version == version)?;
+        pooled.used = Instant::now();
+        Some(pooled.cluster.clone())
+    }
+
+    /// Pools `cluster`, first dropping the idle ones and, when full, the least recently used.
+    fn keep(&self, secret: NamespacedName, resource_version: String, cluster: Arc<Cluster>) {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        pool.retain(|_, p| now.duration_since(p.used) < IDLE);
+        pool.remove(&secret);
+        while pool.len() >= self.capacity {
+            let oldest = pool.iter().min_by_key(|(_, p)| p.used).map(|(k, _)| k.clone());
+            pool.remove(&oldest.expect("a full pool has an entry"));
+        }
+        pool.insert(secret, Pooled { resource_version, cluster, used: now });
+    }
+}
+
+/// One cluster's client, and where it serves the kinds the host looked for.
+pub struct Cluster {
+    client: Client,
+    kinds: Mutex<HashMap<GroupKind, Served>>,
+}
+
+/// Where a kind is served, or since when it is known not to be.
+#[derive(Clone)]
+enum Served {
+    At(ApiResource),
+    Not(Instant),
+}
+
+impl Cluster {
+    fn new(client: Client) -> Self {
+        Self { client, kinds: Mutex::default() }
+    }
+
+    /// The objects of `kind` labelled `label`, in `namespace` or (scope `Cluster`) anywhere, at
+    /// most [`LIST_LIMIT`]. A kind the cluster does not serve has none.
+    pub async fn list(
+        &self,
+        kind: &GroupKind,
+        version: &str,
+        scope: Scope,
+        namespace: &str,
+        (label, value): (&str, &str),
+    ) -> Result<Vec<Value>, kube::Error> {
+        let Some(resource) = self.resource(kind, version).await? else { return Ok(Vec::new()) };
+        let api: Api<DynamicObject> = match scope {
+            Scope::Namespaced => Api::namespaced_with(self.client.clone(), namespace, &resource),
+            Scope::Cluster => Api::all_with(self.client.clone(), &resource),
+        };
+        let params = ListParams::default().labels(&format!("{label}={value}")).limit(LIST_LIMIT);
+        let listed = api.list(&params).await?;
+        Ok(listed.items.into_iter().filter_map(|object| serde_json::to_value(object).ok()).collect())
+    }
+
+    /// Where `kind` is served: at `version` when the cluster serves it there, else at the
+    /// group's preferred version; `None` when not at all. Learned once per kind.
+    async fn resource(&self, kind: &GroupKind, version: &str) -> Result<Option<ApiResource>, kube::Error> {
+        let known = self.kinds.lock().unwrap_or_else(|e| e.into_inner()).get(kind).cloned();
+        match known {
+            Some(Served::At(resource)) => return Ok(Some(resource)),
+            Some(Served::Not(since)) if since.elapsed() < UNSERVED_FOR => return Ok(None),
+            _ => {}
+        }
+        let served = match discovery::group(&self.client, &kind.group).await {
+            Ok(group) => {
+                let at_version = group.versioned_resources(version).into_iter().find(|(r, _)| r.kind == kind.kind);
+                at_version.or_else(|| group.recommended_kind(&kind.kind)).map(|(resource, _)| resource)
+            }
+            Err(kube::Error::Discovery(_)) => None,
+            Err(e) => return Err(e),
+        };
+        let entry = served.clone().map_or(Served::Not(Instant::now()), Served::At);
+        self.kinds.lock().unwrap_or_else(|e| e.into_inner()).insert(kind.clone(), entry);
+        Ok(served)
+    }
+}
+
+/// A client for the kubeconfig `text`, once it is known to need nothing from the host's
+/// machine.
+async fn client(text: &str) -> Result<Client, String> {
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
+    self_contained(&kubeconfig)?;
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| format!("not a usable kubeconfig: {e}"))?;
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config.write_timeout = Some(READ_TIMEOUT);
+    Client::try_from(config).map_err(|e| format!("no client: {e}"))
+}
+
+/// Refuses a kubeconfig that would run a command (`exec`, `auth-provider`) or read a file of the
+/// host's (`tokenFile`, `client-certificate`, `client-key`, `certificate-authority`): whoever
+/// writes the Secret could otherwise run code in the host or send it the host's own credentials.
+fn self_contained(kubeconfig: &Kubeconfig) -> Result<(), String> {
+    for named in &kubeconfig.auth_infos {
+        let Some(user) = &named.auth_info else { continue };
+        let refused = [
+            ("exec", user.exec.is_some()),
+            ("auth-provider", user.auth_provider.is_some()),
+            ("tokenFile", user.token_file.is_some()),
+            ("client-certificate", user.client_certificate.is_some()),
+            ("client-key", user.client_key.is_some()),
+        ];
+        if let Some((field, _)) = refused.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "user {:?} uses {field}, which the host does not allow: put the credentials inline",
+                named.name
+            ));
+        }
+    }
+    for named in &kubeconfig.clusters {
+        if named.cluster.as_ref().is_some_and(|c| c.certificate_authority.is_some()) {
+            return Err(format!(
+                "cluster {:?} uses certificate-authority (a file), which the host does not allow: use certificate-authority-data",
+                named.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubeconfig(user: &str, cluster: &str) -> Kubeconfig {
+        Kubeconfig::from_yaml(&format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n\
+             clusters: [{{name: k, cluster: {{server: 'https://127.0.0.1:6443', {cluster}}}}}]\n\
+             users: [{{name: u, user: {{{user}}}}}]\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_kubeconfig_may_not_run_commands_or_read_the_hosts_files() {
+        assert_eq!(self_contained(&kubeconfig("token: abc", "insecure-skip-tls-verify: true")), Ok(()));
+        assert_eq!(
+            self_contained(&kubeconfig(
+                "client-certificate-data: YQ==, client-key-data: YQ==",
+                "certificate-authority-data: YQ=="
+            )),
+            Ok(())
+        );
+        for (user, field) in [
+            ("exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}", "exec"),
+            ("auth-provider: {name: gcp}", "auth-provider"),
+            ("tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token", "tokenFile"),
+            ("client-certificate: /etc/cert.pem, client-key-data: YQ==", "client-certificate"),
+            ("client-key: /etc/key.pem, client-certificate-data: YQ==", "client-key"),
+        ] {
+            let err = self_contained(&kubeconfig(user, "insecure-skip-tls-verify: true")).unwrap_err();
+            assert!(err.contains(&format!("uses {field}")), "{user}: {err}");
+        }
+        let err = self_contained(&kubeconfig("token: abc", "certificate-authority: /etc/ca.pem")).unwrap_err();
+        assert!(err.contains("certificate-authority-data"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn clients_are_bounded_and_the_least_recently_used_goes_first() {
+        let (management, _) = super::super::mock_api::client(|_| None);
+        let clusters = Clusters::new(management.clone(), 2);
+        let key = |name: &str| NamespacedName::new("team", name);
+        let cluster = || Arc::new(Cluster::new(management.clone()));
+        clusters.keep(key("a"), "1".into(), cluster());
+        clusters.keep(key("b"), "1".into(), cluster());
+        assert!(clusters.pooled(&key("a"), "1").is_some(), "a used: b is now the least recent");
+        clusters.keep(key("c"), "1".into(), cluster());
+        assert_eq!(clusters.held(), 2);
+        assert!(clusters.pooled(&key("b"), "1").is_none());
+        assert!(clusters.pooled(&key("a"), "1").is_some() && clusters.pooled(&key("c"), "1").is_some());
+        assert!(clusters.pooled(&key("a"), "2").is_none(), "a changed Secret makes a new client");
+        clusters.keep(key("a"), "2".into(), cluster());
+        assert_eq!(clusters.held(), 2, "replaced, not added");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_clients_are_dropped() {
+        let (management, _) = super::super::mock_api::client(|_| None);
+        let clusters = Clusters::new(management.clone(), 8);
+        clusters.keep(NamespacedName::new("team", "a"), "1".into(), Arc::new(Cluster::new(management.clone())));
+        tokio::time::advance(IDLE + Duration::from_secs(1)).await;
+        clusters.keep(NamespacedName::new("team", "b"), "1".into(), Arc::new(Cluster::new(management.clone())));
+        assert_eq!(clusters.held(), 1);
+    }
+}
