@@ -146,6 +146,17 @@ async fn own_control_plane(wanted: impl Fn(&Value) -> bool) -> ControlPlane {
     plane
 }
 
+/// Another cluster for a test of its own (a ServiceSet's target cluster, a region): a second
+/// control plane with the real-server CRDs `crds` keeps, stopped when dropped. Only on envtest;
+/// elsewhere `None`, and the run's report says the scenario was skipped.
+pub async fn another_cluster(test: &str, crds: impl Fn(&Value) -> bool) -> Option<ControlPlane> {
+    if Backend::selected() != Backend::Envtest {
+        report(test, "skipped: needs a second API server (envtest) to play another cluster");
+        return None;
+    }
+    Some(own_control_plane(crds).await)
+}
+
 /// The control plane of this test binary, started (and given the CRDs) by the first test that
 /// asks. A failed start fails every test with the same message instead of starting again.
 async fn control_plane() -> &'static ControlPlane {

@@ -51,6 +51,14 @@ pub enum Kind {
     Role,
     /// `rbac.authorization.k8s.io/v1` RoleBinding.
     RoleBinding,
+    /// `v1` Secret.
+    Secret,
+    /// `k0rdent.mirantis.com/v1beta1` ClusterDeployment.
+    ClusterDeployment,
+    /// `k0rdent.mirantis.com/v1beta1` Credential.
+    Credential,
+    /// `k0rdent.mirantis.com/v1beta1` Region (cluster-scoped).
+    Region,
 }
 
 /// Group, version, kind, plural, namespaced.
@@ -60,7 +68,7 @@ impl Kind {
     /// The kinds of children the Flux plugin creates.
     pub const CHILDREN: [Kind; 2] = [Kind::HelmRelease, Kind::Kustomization];
 
-    const ALL: [Kind; 17] = [
+    const ALL: [Kind; 21] = [
         Kind::ServiceSet,
         Kind::ServiceTemplate,
         Kind::StateManagementProvider,
@@ -78,6 +86,10 @@ impl Kind {
         Kind::ClusterRoleBinding,
         Kind::Role,
         Kind::RoleBinding,
+        Kind::Secret,
+        Kind::ClusterDeployment,
+        Kind::Credential,
+        Kind::Region,
     ];
 
     fn parts(self) -> Parts {
@@ -105,6 +117,12 @@ impl Kind {
             }
             Kind::Role => ("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
             Kind::RoleBinding => ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true),
+            Kind::Secret => ("", "v1", "Secret", "secrets", true),
+            Kind::ClusterDeployment => {
+                ("k0rdent.mirantis.com", "v1beta1", "ClusterDeployment", "clusterdeployments", true)
+            }
+            Kind::Credential => ("k0rdent.mirantis.com", "v1beta1", "Credential", "credentials", true),
+            Kind::Region => ("k0rdent.mirantis.com", "v1beta1", "Region", "regions", false),
         }
     }
 

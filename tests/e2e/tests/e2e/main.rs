@@ -12,6 +12,7 @@ mod deletion;
 mod deploy;
 mod envtest;
 mod faults;
+mod health;
 mod leader;
 mod manage;
 mod metrics;
