@@ -9,7 +9,7 @@ is `helm lint` and `helm template`, not an imitation. What it checks:
 - the objects rendered for the default values, for `adapter.mode=manage` and for the extra
   values: the Deployment's security context, probes, identity, image, resources and cache
   volume; the ServiceAccount and the bindings; RBAC without wildcards, with leases only in the
-  release namespace and secrets cluster-wide (get) only for health verification; the default
+  release namespace and secrets cluster-wide (get) only for health verification or regions; the default
   health-rule ConfigMap; the StateManagementProvider and AdapterPlugins (fields and a
   structural check against the CRDs' schemas); Service, ServiceMonitor, replicas;
 - the chart's CRD copies are byte-for-byte the repository's crds/*.yaml;
@@ -355,9 +355,10 @@ def check_rbac(documents, sa_name: str, merged: dict[str, Any], label: str) -> N
             F.check(bool(rule.get("verbs")) and bool(rule.get("resources")), f"{label}: {kind} rule without verbs or resources: {rule}")
     cluster_resources = {r for rule in rules_of(documents, "ClusterRole") for r in rule.get("resources") or []}
     F.check("leases" not in cluster_resources, f"{label}: leases granted cluster-wide (only the release namespace may have them)")
-    # Secrets cluster-wide only for health verification (target clusters' kubeconfig Secrets), get only.
-    verifying = merged["healthVerification"]["enabled"]
-    F.check(("secrets" in cluster_resources) == verifying, f"{label}: secrets granted cluster-wide={'secrets' in cluster_resources} with healthVerification.enabled={verifying}")
+    # Secrets cluster-wide only for health verification (target clusters' kubeconfig Secrets) or
+    # regions (regional clusters' kubeconfig Secrets), get only.
+    verifying = merged["healthVerification"]["enabled"] or merged["regions"]["enabled"]
+    F.check(("secrets" in cluster_resources) == verifying, f"{label}: secrets granted cluster-wide={'secrets' in cluster_resources} with healthVerification.enabled or regions.enabled={verifying}")
     cluster_secrets = [rule for rule in rules_of(documents, "ClusterRole") if "secrets" in rule.get("resources", [])]
     F.check(all(rule.get("verbs") == ["get"] for rule in cluster_secrets), f"{label}: secrets need only get: {cluster_secrets}")
     namespace_resources = {r for rule in rules_of(documents, "Role") for r in rule.get("resources") or []}

@@ -275,6 +275,61 @@ pub struct ServiceTemplateSpec {
     pub k8s_constraint: Option<String>,
 }
 
+/// `ClusterDeployment.spec`, only what routing reads: the Credential whose Region the cluster
+/// lives in (kcm 1.12). The host never writes ClusterDeployments; other fields are not decoded.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "k0rdent.mirantis.com", version = "v1beta1", kind = "ClusterDeployment", namespaced)]
+pub struct ClusterDeploymentSpec {
+    /// Name of a Credential in the ClusterDeployment's namespace.
+    #[serde(default)]
+    pub credential: String,
+}
+
+/// `Credential.spec`, only what routing reads.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "k0rdent.mirantis.com", version = "v1beta1", kind = "Credential", namespaced)]
+pub struct CredentialSpec {
+    /// The Region the clusters of this Credential live in; empty: the management cluster.
+    #[serde(default)]
+    pub region: String,
+}
+
+/// `Region.spec` (cluster-scoped), only what routing reads: how to reach the regional cluster.
+/// kcm requires exactly one of the two.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "k0rdent.mirantis.com", version = "v1beta1", kind = "Region")]
+#[serde(rename_all = "camelCase")]
+pub struct RegionSpec {
+    /// A kubeconfig Secret in the system namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_config: Option<SecretKeyRef>,
+    /// A ClusterDeployment onboarded as the regional cluster (its `<name>-kubeconfig` Secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_deployment: Option<ObjectName>,
+}
+
+/// A key of a Secret, as Flux's `SecretKeyReference`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[serde(default)]
+    pub name: String,
+    /// The key; empty: `value`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
+}
+
+/// A namespaced object's name.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ObjectName {
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// Namespace.
+    #[serde(default)]
+    pub namespace: String,
+}
+
 /// The CRDs of the k0rdent kinds the host serves, as YAML documents (what `ksm-adapter crds`
 /// prints and `crds/` holds).
 pub fn crds_yaml() -> String {

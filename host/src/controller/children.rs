@@ -32,8 +32,9 @@ struct ChildKind {
     listed: watch::Receiver<bool>,
 }
 
-/// The kinds the loaded plugins create. Kinds are added as plugins load and stay cached for the
-/// life of the process (a plugin that goes may leave children to clean up).
+/// The kinds the loaded plugins create, on one cluster. Kinds are added as plugins load and stay
+/// cached while the `ChildKinds` lives (a plugin that goes may leave children to clean up); its
+/// watches stop when it is dropped (a region no longer used).
 pub struct ChildKinds {
     client: Client,
     /// Wakes the ServiceSet a changed child belongs to.
@@ -47,6 +48,16 @@ pub struct ChildKinds {
     cache: Arc<Mutex<ChildCache>>,
     /// Where the watches report their failures.
     health: Arc<WatchHealth>,
+    /// The watches' tasks, stopped on drop.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+impl Drop for ChildKinds {
+    fn drop(&mut self) {
+        for task in self.tasks.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            task.abort();
+        }
+    }
 }
 
 /// The channel that wakes a ServiceSet's reconcile.
@@ -63,7 +74,7 @@ impl ChildKinds {
     /// watches report their failures to `health`.
     pub fn new(client: &Client, wake: Waker, health: Arc<WatchHealth>) -> Self {
         let (applied, cache) = (Arc::default(), Arc::default());
-        Self { client: client.clone(), wake, kinds: RwLock::default(), applied, cache, health }
+        Self { client: client.clone(), wake, kinds: RwLock::default(), applied, cache, health, tasks: Mutex::default() }
     }
 
     /// Starts caching each of `kinds` not cached yet (a watch of the objects the host manages,
@@ -101,7 +112,7 @@ impl ChildKinds {
         let events = watcher(Api::<DynamicObject>::all_with(self.client.clone(), &resource), config)
             .default_backoff()
             .modify(|object| object.managed_fields_mut().clear());
-        tokio::spawn(events.for_each(move |event| {
+        let task = tokio::spawn(events.for_each(move |event| {
             super::watches::observe(&health, &kind.kind, &is_listed, &event);
             let Ok(event) = event else { return futures::future::ready(()) };
             if let watcher::Event::InitApply(object) = &event {
@@ -132,6 +143,7 @@ impl ChildKinds {
             }
             futures::future::ready(())
         }));
+        self.tasks.lock().unwrap().push(task.abort_handle());
         ChildKind { resource, listed }
     }
 

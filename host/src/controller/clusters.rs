@@ -1,9 +1,12 @@
 //! Clients of clusters other than the one the host runs in, built from kubeconfig Secrets: made
 //! on first use, made again when the Secret changes, at most `capacity` at once (the least
-//! recently used goes first) and dropped once unused for [`IDLE`]. One client per Secret,
+//! recently used goes first) and dropped once unused for a while ([`Reads::idle`]). One client per Secret,
 //! whatever the number of ServiceSets reading through it. A kubeconfig comes from whoever can
 //! write Secrets, so it may not make the host run a command or read its own files (its
-//! ServiceAccount token among them), and every request through it is bounded in time and size.
+//! ServiceAccount token among them), and every request through it is bounded in time.
+//!
+//! A Secret is read on the cluster the caller names: the management cluster, or a regional one
+//! (where a regional cluster's children keep their kubeconfig Secrets, as in kcm 1.12).
 
 use crate::health::rule_set::{GroupKind, Scope};
 use crate::k0rdent::NamespacedName;
@@ -17,25 +20,54 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A client unused this long is dropped.
-pub const IDLE: Duration = Duration::from_secs(10 * 60);
 /// The clients held at most by default.
 pub const CAPACITY: usize = 64;
 /// Objects one list request returns at most (a service's workloads are a handful).
 const LIST_LIMIT: u32 = 100;
 /// How long a kind the cluster does not serve is not looked for again.
 const UNSERVED_FOR: Duration = Duration::from_secs(60);
-/// Bounds on a request to another cluster: one that does not answer must not hold a reconcile.
+/// Bounds on a connection to another cluster: one that does not answer must not hold a reconcile.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const READ_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What the clients are for, which says how long a read may wait for the cluster's answer and
+/// how long an unused client is kept.
+#[derive(Clone, Copy, Debug)]
+pub enum Reads {
+    /// Single requests (a target cluster's workloads): a silent cluster must not hold a reconcile.
+    Requests,
+    /// Watches too (a regional cluster's CD-tool objects): a watch is quiet until something
+    /// changes, for up to the 290 s kube's watcher asks the API server to hold it.
+    Watches,
+}
+
+impl Reads {
+    fn timeout(self) -> Duration {
+        match self {
+            Reads::Requests => Duration::from_secs(15),
+            Reads::Watches => Duration::from_secs(295),
+        }
+    }
+
+    /// A client unused this long is dropped: for watches, longer than two resyncs (600 s by
+    /// default) so that a quiet region's caches are not listed again at every resync.
+    pub fn idle(self) -> Duration {
+        match self {
+            Reads::Requests => Duration::from_secs(10 * 60),
+            Reads::Watches => Duration::from_secs(30 * 60),
+        }
+    }
+}
 
 /// The clients of other clusters.
 pub struct Clusters {
-    management: Client,
     capacity: usize,
-    pool: Mutex<HashMap<NamespacedName, Pooled>>,
+    reads: Reads,
+    pool: Mutex<HashMap<SecretAt, Pooled>>,
     here: Arc<Cluster>,
 }
+
+/// A kubeconfig Secret, on the cluster named (`""`: the management cluster).
+type SecretAt = (String, NamespacedName);
 
 struct Pooled {
     resource_version: String,
@@ -44,11 +76,11 @@ struct Pooled {
 }
 
 impl Clusters {
-    /// No client yet; Secrets are read through `management`, which is also the cluster of
-    /// [`Clusters::here`].
-    pub fn new(management: Client, capacity: usize) -> Self {
-        let here = Arc::new(Cluster::new(management.clone()));
-        Self { management, capacity: capacity.max(1), pool: Mutex::default(), here }
+    /// No client yet; `management` is the cluster of [`Clusters::here`]; the clients made read
+    /// as `reads` says.
+    pub fn new(management: Client, capacity: usize, reads: Reads) -> Self {
+        let here = Arc::new(Cluster::new(String::new(), management));
+        Self { capacity: capacity.max(1), reads, pool: Mutex::default(), here }
     }
 
     /// The cluster the host runs in.
@@ -61,26 +93,28 @@ impl Clusters {
         self.pool.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// The cluster whose kubeconfig is key `key` of Secret `secret`, or why it cannot be reached.
-    pub async fn of(&self, secret: &NamespacedName, key: &str) -> Result<Arc<Cluster>, String> {
-        let api = Api::<Secret>::namespaced(self.management.clone(), &secret.namespace);
-        let found = api.get_opt(&secret.name).await.map_err(|e| format!("reading Secret {secret}: {e}"))?;
-        let found = found.ok_or_else(|| format!("Secret {secret} not found"))?;
+    /// The cluster whose kubeconfig is key `key` of Secret `secret` on cluster `on`, or why it
+    /// cannot be reached.
+    pub async fn of(&self, on: &Cluster, secret: &NamespacedName, key: &str) -> Result<Arc<Cluster>, String> {
+        let api = Api::<Secret>::namespaced(on.client.clone(), &secret.namespace);
+        let found = api.get_opt(&secret.name).await.map_err(|e| format!("reading Secret {secret}{}: {e}", on.on()))?;
+        let found = found.ok_or_else(|| format!("Secret {secret} not found{}", on.on()))?;
         let version = found.metadata.resource_version.clone().unwrap_or_default();
-        if let Some(cluster) = self.pooled(secret, &version) {
+        let at = (on.name.clone(), secret.clone());
+        if let Some(cluster) = self.pooled(&at, &version) {
             return Ok(cluster);
         }
         let bytes = found.data.as_ref().and_then(|data| data.get(key)).map(|b| b.0.as_slice());
         let text = bytes.ok_or_else(|| format!("Secret {secret} has no key {key:?}"))?;
         let text = std::str::from_utf8(text).map_err(|_| format!("Secret {secret} key {key:?} is not UTF-8"))?;
-        let client = client(text).await.map_err(|e| format!("Secret {secret} key {key:?}: {e}"))?;
-        let cluster = Arc::new(Cluster::new(client));
-        self.keep(secret.clone(), version, cluster.clone());
+        let client = client(text, self.reads).await.map_err(|e| format!("Secret {secret} key {key:?}: {e}"))?;
+        let cluster = Arc::new(Cluster::new(format!("the cluster of Secret {secret}{}", on.on()), client));
+        self.keep(at, version, cluster.clone());
         Ok(cluster)
     }
 
     /// The pooled cluster of `secret` if made from its version `version`.
-    fn pooled(&self, secret: &NamespacedName, version: &str) -> Option<Arc<Cluster>> {
+    fn pooled(&self, secret: &SecretAt, version: &str) -> Option<Arc<Cluster>> {
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         let pooled = pool.get_mut(secret).filter(|p| p.resource_version == version)?;
         pooled.used = Instant::now();
@@ -88,10 +122,10 @@ impl Clusters {
     }
 
     /// Pools `cluster`, first dropping the idle ones and, when full, the least recently used.
-    fn keep(&self, secret: NamespacedName, resource_version: String, cluster: Arc<Cluster>) {
+    fn keep(&self, secret: SecretAt, resource_version: String, cluster: Arc<Cluster>) {
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        pool.retain(|_, p| now.duration_since(p.used) < IDLE);
+        pool.retain(|_, p| now.duration_since(p.used) < self.reads.idle());
         pool.remove(&secret);
         while pool.len() >= self.capacity {
             let oldest = pool.iter().min_by_key(|(_, p)| p.used).map(|(k, _)| k.clone());
@@ -103,6 +137,8 @@ impl Clusters {
 
 /// One cluster's client, and where it serves the kinds the host looked for.
 pub struct Cluster {
+    /// How messages name it; empty for the management cluster.
+    name: String,
     client: Client,
     kinds: Mutex<HashMap<GroupKind, Served>>,
 }
@@ -115,8 +151,18 @@ enum Served {
 }
 
 impl Cluster {
-    fn new(client: Client) -> Self {
-        Self { client, kinds: Mutex::default() }
+    fn new(name: String, client: Client) -> Self {
+        Self { name, client, kinds: Mutex::default() }
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// ` on <the cluster>` in messages; nothing for the management cluster.
+    fn on(&self) -> String {
+        if self.name.is_empty() { String::new() } else { format!(" on {}", self.name) }
     }
 
     /// The objects of `kind` labelled `label`, in `namespace` or (scope `Cluster`) anywhere, at
@@ -164,15 +210,15 @@ impl Cluster {
 
 /// A client for the kubeconfig `text`, once it is known to need nothing from the host's
 /// machine.
-async fn client(text: &str) -> Result<Client, String> {
+async fn client(text: &str, reads: Reads) -> Result<Client, String> {
     let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
     self_contained(&kubeconfig)?;
     let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| format!("not a usable kubeconfig: {e}"))?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(READ_TIMEOUT);
-    config.write_timeout = Some(READ_TIMEOUT);
+    config.read_timeout = Some(reads.timeout());
+    config.write_timeout = Some(Reads::Requests.timeout());
     Client::try_from(config).map_err(|e| format!("no client: {e}"))
 }
 
@@ -248,9 +294,9 @@ mod tests {
     #[tokio::test]
     async fn clients_are_bounded_and_the_least_recently_used_goes_first() {
         let (management, _) = super::super::mock_api::client(|_| None);
-        let clusters = Clusters::new(management.clone(), 2);
-        let key = |name: &str| NamespacedName::new("team", name);
-        let cluster = || Arc::new(Cluster::new(management.clone()));
+        let clusters = Clusters::new(management.clone(), 2, Reads::Requests);
+        let key = |name: &str| (String::new(), NamespacedName::new("team", name));
+        let cluster = || Arc::new(Cluster::new("c".into(), management.clone()));
         clusters.keep(key("a"), "1".into(), cluster());
         clusters.keep(key("b"), "1".into(), cluster());
         assert!(clusters.pooled(&key("a"), "1").is_some(), "a used: b is now the least recent");
@@ -266,10 +312,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn idle_clients_are_dropped() {
         let (management, _) = super::super::mock_api::client(|_| None);
-        let clusters = Clusters::new(management.clone(), 8);
-        clusters.keep(NamespacedName::new("team", "a"), "1".into(), Arc::new(Cluster::new(management.clone())));
-        tokio::time::advance(IDLE + Duration::from_secs(1)).await;
-        clusters.keep(NamespacedName::new("team", "b"), "1".into(), Arc::new(Cluster::new(management.clone())));
+        let clusters = Clusters::new(management.clone(), 8, Reads::Requests);
+        let cluster = || Arc::new(Cluster::new("c".into(), management.clone()));
+        clusters.keep((String::new(), NamespacedName::new("team", "a")), "1".into(), cluster());
+        tokio::time::advance(Reads::Requests.idle() + Duration::from_secs(1)).await;
+        clusters.keep((String::new(), NamespacedName::new("team", "b")), "1".into(), cluster());
         assert_eq!(clusters.held(), 1);
     }
 }

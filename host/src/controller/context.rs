@@ -9,10 +9,14 @@ use super::events::Events;
 use super::health::HealthCheck;
 use super::liveness::InFlight;
 use super::providers::look::Providers;
+use super::regions::Regions;
 use super::settings::Settings;
 use super::watches::WatchHealth;
-use crate::k0rdent::{ServiceSet, ServiceTemplate, State, StateManagementProvider};
+use crate::k0rdent::{
+    ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, State, StateManagementProvider,
+};
 use crate::metrics::Metrics;
+use crate::plan::route::{self, Route, Topology};
 use crate::serving::ServingPlugin;
 use crate::smp;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -29,10 +33,23 @@ pub struct Caches {
     pub providers: Store<StateManagementProvider>,
     /// Every ServiceTemplate.
     pub templates: Store<ServiceTemplate>,
-    /// The plugins' kinds: cached children, apply and delete.
+    /// The plugins' kinds on the management cluster: cached children, apply and delete.
     pub children: Arc<ChildKinds>,
+    /// What says where a ServiceSet's children live.
+    pub topology: TopologyCaches,
     /// Which of the watches filling these caches fail.
     pub health: Arc<WatchHealth>,
+}
+
+/// The objects that say where a ServiceSet's children live (kcm 1.12 regions), decoded only as
+/// far as routing reads them.
+pub struct TopologyCaches {
+    /// Every ClusterDeployment.
+    pub cluster_deployments: Store<ClusterDeployment>,
+    /// Every Credential.
+    pub credentials: Store<Credential>,
+    /// Every Region.
+    pub regions: Store<Region>,
 }
 
 /// Shared state of the ServiceSet controller.
@@ -53,6 +70,8 @@ pub struct Context {
     pub caches: Caches,
     /// Service health on the target clusters.
     pub health: HealthCheck,
+    /// The clusters children live on: the management cluster and the regions in use.
+    pub regions: Regions,
     /// Claims across ServiceSets.
     pub arbiter: Arc<Arbiter>,
     /// Consecutive failed reconciles per ServiceSet, for the retry backoff.
@@ -103,6 +122,21 @@ impl Context {
         serde_json::to_value(&*template).ok()
     }
 
+    /// Where `service_set`'s children live, from the cached ClusterDeployments, Credentials and
+    /// Regions, or why that cannot be told.
+    pub fn route(&self, service_set: &ServiceSet) -> Result<Route, String> {
+        let caches = &self.caches.topology;
+        let cluster_deployment = |n: &NamespacedName| {
+            caches.cluster_deployments.get(&ObjectRef::new(&n.name).within(&n.namespace)).map(|o| (*o).clone())
+        };
+        let credential = |n: &NamespacedName| {
+            caches.credentials.get(&ObjectRef::new(&n.name).within(&n.namespace)).map(|o| (*o).clone())
+        };
+        let region = |name: &str| caches.regions.get(&ObjectRef::new(name)).map(|o| (*o).clone());
+        let topology = Topology { cluster_deployment: &cluster_deployment, credential: &credential, region: &region };
+        route::route(service_set, &topology, &self.settings.system_namespace)
+    }
+
     /// The plugin serving `service_set`'s provider, or why there is none.
     pub fn serving(&self, service_set: &ServiceSet) -> Result<Arc<ServingPlugin>, String> {
         self.registry.serving_for(&service_set.spec.provider.name)
@@ -118,6 +152,7 @@ impl Context {
 
 #[cfg(test)]
 mod tests {
+    use super::super::clusters::Reads;
     use super::super::mock_api;
     use super::super::settings::{DefaultPlugin, Mode};
     use super::*;
@@ -167,6 +202,8 @@ mod tests {
         let (wake, _) = futures::channel::mpsc::unbounded();
         let health = Arc::new(WatchHealth::default());
         let (prepared_tx, prepared) = watch::channel(false);
+        let children = Arc::new(ChildKinds::new(&client, wake.clone(), health.clone()));
+        let clusters = |reads| super::super::clusters::Clusters::new(client.clone(), 4, reads);
         let ctx = Context {
             providers: Arc::new(Providers::new(client.clone(), Mode::Observe, registry.clone())),
             events: Arc::new(Events::new(client.clone(), "ksm-adapter")),
@@ -174,11 +211,17 @@ mod tests {
                 service_sets: store,
                 providers: reflector::store().0,
                 templates: reflector::store().0,
-                children: Arc::new(ChildKinds::new(&client, wake, health.clone())),
+                children: children.clone(),
+                topology: TopologyCaches {
+                    cluster_deployments: reflector::store().0,
+                    credentials: reflector::store().0,
+                    regions: reflector::store().0,
+                },
                 health,
             },
+            regions: Regions::new(children, clusters(Reads::Watches), wake),
             health: HealthCheck {
-                clusters: Arc::new(super::super::clusters::Clusters::new(client.clone(), 4)),
+                clusters: Arc::new(clusters(Reads::Requests)),
                 rules: reflector::store().0,
                 cel: crate::rules::RuleCache::new(),
                 system_namespace: "kcm-system".into(),

@@ -1,8 +1,9 @@
 //! Gathers what the health verdict ([`crate::health`]) needs and writes it into the status the
 //! round is about to write: the rule ConfigMaps applying to the ServiceSet (from a cache of the
 //! labelled ones), and each checked service's workloads on its target cluster, read through the
-//! ServiceSet's kubeconfig Secret (`<cluster>-kubeconfig`, key `value`, as kcm) or, for
-//! self-management, on the management cluster.
+//! ServiceSet's kubeconfig Secret (`<cluster>-kubeconfig`, key `value`, as kcm; on the regional
+//! cluster for a ServiceSet served through a region) or, for self-management, on the management
+//! cluster.
 
 use super::clusters::{Cluster, Clusters};
 use crate::conditions;
@@ -10,6 +11,7 @@ use crate::health::DISCOVERY_LABELS;
 use crate::health::rule_set::{self, RuleSet};
 use crate::health::verdict::{self, Found, Health, Observation, RULES_CONDITION};
 use crate::k0rdent::{NamespacedName, ServiceSet, ServiceSetStatus};
+use crate::plan::route::KUBECONFIG_KEY;
 use crate::rules::RuleCache;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -17,9 +19,6 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// The key of the kubeconfig in a cluster's kubeconfig Secret.
-const KUBECONFIG_KEY: &str = "value";
 
 /// What the health check reads.
 pub struct HealthCheck {
@@ -35,11 +34,17 @@ pub struct HealthCheck {
 
 impl HealthCheck {
     /// Applies the health verdict to `status` (the status this round is about to write for
-    /// `service_set`): `ServiceSetHealthRules` when any rule ConfigMap applies, and each checked
-    /// service demoted while unhealthy. True when a service should be looked at again soon (it
+    /// `service_set`, whose children live on `home`): `ServiceSetHealthRules` when any rule
+    /// ConfigMap applies, and each checked service demoted while unhealthy. True when a service should be looked at again soon (it
     /// is unhealthy, or its target could not be read): no watch tells when a workload on another
     /// cluster recovers.
-    pub async fn verify(&self, service_set: &ServiceSet, status: &mut ServiceSetStatus, now: &Time) -> bool {
+    pub async fn verify(
+        &self,
+        service_set: &ServiceSet,
+        home: &Cluster,
+        status: &mut ServiceSetStatus,
+        now: &Time,
+    ) -> bool {
         let config_maps = self.rules.state();
         let applying = rule_set::applicable(config_maps.iter().map(|c| &**c), service_set, &self.system_namespace);
         if applying.is_empty() {
@@ -58,7 +63,7 @@ impl HealthCheck {
         if checked.is_empty() || rules.kinds.is_empty() {
             return false;
         }
-        let target = self.target(service_set).await;
+        let target = self.target(service_set, home).await;
         let mut verdicts = BTreeMap::new();
         for (name, namespace) in checked {
             let observation = match &target {
@@ -71,15 +76,15 @@ impl HealthCheck {
         verdicts.values().any(Health::unsettled)
     }
 
-    /// The cluster `service_set`'s services go to.
-    async fn target(&self, service_set: &ServiceSet) -> Result<Arc<Cluster>, String> {
+    /// The cluster `service_set`'s services go to, its kubeconfig Secret read on `home`.
+    async fn target(&self, service_set: &ServiceSet, home: &Cluster) -> Result<Arc<Cluster>, String> {
         let spec = &service_set.spec;
         if spec.provider.self_management || spec.cluster.is_empty() {
             return Ok(self.clusters.here());
         }
         let secret =
             NamespacedName::new(service_set.namespace().unwrap_or_default(), format!("{}-kubeconfig", spec.cluster));
-        self.clusters.of(&secret, KUBECONFIG_KEY).await
+        self.clusters.of(home, &secret, KUBECONFIG_KEY).await
     }
 }
 

@@ -14,6 +14,9 @@
 //! - [`backoff`]: failed rounds per object, for the retry backoff;
 //! - [`arbiter`]: the index of claims across ServiceSets and who wins them;
 //! - [`children`]: the plugins' kinds: their watches, server-side apply and delete;
+//! - [`regions`]: the cluster a ServiceSet's children live on: management or a region;
+//! - [`clusters`]: clients of other clusters, from kubeconfig Secrets, bounded;
+//! - [`health`]: service health on the target clusters (kcm 1.12's verifier);
 //! - `child_cache`: the objects of those kinds, as compact JSON by ServiceSet;
 //! - [`config_maps`]: watches of the ConfigMaps AdapterPlugins name, by name;
 //! - `settle`: a short wait that folds a burst of child changes into one reconcile;
@@ -44,6 +47,7 @@ pub mod liveness;
 mod mock_api;
 pub mod prepare;
 pub mod providers;
+pub mod regions;
 pub mod service_sets;
 mod settings;
 mod settle;
@@ -54,7 +58,9 @@ pub mod watches;
 pub use settings::{DefaultPlugin, Mode, Settings, plugin_instances};
 
 use crate::adapter_plugin::AdapterPlugin;
-use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
+use crate::k0rdent::{
+    ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, StateManagementProvider,
+};
 use crate::metrics::Metrics;
 use crate::plugin::Limits;
 use crate::rules::RuleCache;
@@ -67,9 +73,9 @@ use arbiter::Arbiter;
 use backoff::Failures;
 use caches::{Cache, all};
 use children::ChildKinds;
-use clusters::Clusters;
+use clusters::{Clusters, Reads};
 use config_maps::ConfigMapWatches;
-use context::{Caches, Context};
+use context::{Caches, Context, TopologyCaches};
 use events::Events;
 use futures::StreamExt;
 use futures::channel::mpsc::unbounded;
@@ -80,10 +86,12 @@ use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, wat
 use kube::{Client, ResourceExt};
 use providers::look::Providers;
 use providers::manage::Managed;
+use regions::Regions;
 use settings::PLUGIN_LOADS;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use tokio::sync::{Notify, watch};
+use triggers::Through;
 use watches::WatchHealth;
 
 /// Runs the controller until SIGTERM or Ctrl-C, then finishes the reconciles in flight.
@@ -130,6 +138,10 @@ pub async fn run(
     let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
     let (health_rules, health_rule_events, health_rules_listed) =
         cache(watcher::Config::default().labels(crate::health::TARGET_LABEL)).start::<ConfigMap>(|_, _| {});
+    let (cluster_deployments, cluster_deployment_events, cluster_deployments_listed) =
+        cache(all()).start::<ClusterDeployment>(|_, _| {});
+    let (credentials, credential_events, credentials_listed) = cache(all()).start::<Credential>(|_, _| {});
+    let (region_objects, region_events, regions_listed) = cache(all()).start::<Region>(|_, _| {});
     let (gone, deleted_plugins) = unbounded();
     let plugin_failures = Arc::new(Failures::default());
     let forgotten = plugin_failures.clone();
@@ -153,7 +165,8 @@ pub async fn run(
     });
 
     let (prepared_tx, prepared) = watch::channel(false);
-    let children = Arc::new(ChildKinds::new(&client, settle::settled(wake.clone(), settle::SETTLE), health.clone()));
+    let child_wake = settle::settled(wake.clone(), settle::SETTLE);
+    let children = Arc::new(ChildKinds::new(&client, child_wake.clone(), health.clone()));
     let registry = Arc::new(Registry::new(
         (settings.identity.clone(), settings.default_plugin),
         adapter_plugins.clone(),
@@ -186,11 +199,13 @@ pub async fn run(
     });
     let concurrency = settings.concurrency;
     let health_check = HealthCheck {
-        clusters: Arc::new(Clusters::new(client.clone(), settings.target_clusters)),
+        clusters: Arc::new(Clusters::new(client.clone(), settings.target_clusters, Reads::Requests)),
         rules: health_rules,
         cel: RuleCache::new(),
         system_namespace: settings.system_namespace.clone(),
     };
+    let regional = Clusters::new(client.clone(), settings.target_clusters, Reads::Watches);
+    let regions = Regions::new(children.clone(), regional, child_wake);
     let system_namespace = settings.system_namespace.clone();
     let ctx = Arc::new(Context {
         client: client.clone(),
@@ -200,7 +215,15 @@ pub async fn run(
         events,
         finalizer: finalizer::of(&settings.identity),
         settings,
-        caches: Caches { service_sets: service_sets.clone(), providers: smps, templates, children, health },
+        regions,
+        caches: Caches {
+            service_sets: service_sets.clone(),
+            providers: smps,
+            templates,
+            children,
+            topology: TopologyCaches { cluster_deployments, credentials, regions: region_objects },
+            health,
+        },
         health: health_check,
         arbiter,
         failures,
@@ -208,7 +231,15 @@ pub async fn run(
         prepared: prepared.clone(),
     });
     let _ = serving.set(ctx.clone());
-    let listed = vec![service_sets_listed, providers_listed, templates_listed, health_rules_listed];
+    let listed = vec![
+        service_sets_listed,
+        providers_listed,
+        templates_listed,
+        health_rules_listed,
+        cluster_deployments_listed,
+        credentials_listed,
+        regions_listed,
+    ];
     tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, plugins_listed), prepared_tx));
     tokio::spawn({
         let plugin_ctx = plugin_ctx.clone();
@@ -233,8 +264,29 @@ pub async fn run(
             let service_sets = service_sets.clone();
             move |template| triggers::users_of_template(&service_sets, &template)
         })
-        .watches_stream(health_rule_events, move |rules| {
-            triggers::users_of_health_rules(&service_sets, &rules, &system_namespace)
+        .watches_stream(health_rule_events, {
+            let service_sets = service_sets.clone();
+            move |rules| triggers::users_of_health_rules(&service_sets, &rules, &system_namespace)
+        })
+        .watches_stream(routing(cluster_deployment_events), {
+            let (service_sets, ctx) = (service_sets.clone(), ctx.clone());
+            move |cd| {
+                let cd = NamespacedName::new(cd.namespace().unwrap_or_default(), cd.name_any());
+                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::ClusterDeployment(cd))
+            }
+        })
+        .watches_stream(routing(credential_events), {
+            let (service_sets, ctx) = (service_sets.clone(), ctx.clone());
+            move |credential| {
+                let credential = NamespacedName::new(credential.namespace().unwrap_or_default(), credential.name_any());
+                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::Credential(credential))
+            }
+        })
+        .watches_stream(routing(region_events), {
+            let ctx = ctx.clone();
+            move |region| {
+                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::Region(region.name_any()))
+            }
         })
         .reconcile_on(woken)
         .shutdown_on_signal()
@@ -302,6 +354,14 @@ async fn serve_metrics(
         }
     });
     Ok(())
+}
+
+/// The changes of a routing object (ClusterDeployment, Credential, Region) that may move
+/// children: spec changes only (a ClusterDeployment's status changes often).
+fn routing<K: kube::Resource + Send + 'static>(
+    events: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+    events.predicate_filter(kube::runtime::predicates::generation, PredicateConfig::default())
 }
 
 async fn log_error<T, E: std::fmt::Display>(result: Result<T, E>) {

@@ -2,8 +2,10 @@
 //! (whether it is this host's, the plan, the status), carry the decision out. Plus the retry
 //! policy when a round fails.
 
+use super::children::ChildKinds;
 use super::context::Context;
 use super::finalizer;
+use super::regions::Home;
 use super::status::{self, Written};
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
@@ -43,6 +45,9 @@ pub enum Error {
     /// someone else's.
     #[error("objects not applied: {0}")]
     Refused(String),
+    /// The cluster the children live on cannot be told or reached (a region).
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 /// Reconciles one ServiceSet.
@@ -121,7 +126,14 @@ async fn plan_and_carry_out(
             return Ok(Action::await_change());
         }
     };
-    let planned = match plan_owned(service_set, smp, &serving, ctx).await? {
+    let home = match home(service_set, ctx, &serving).await {
+        Ok(home) => home,
+        Err(why) => {
+            write_status(ctx, api, service_set, decide::not_routed(service_set, &why, &now())).await?;
+            return Err(Error::Unreachable(why));
+        }
+    };
+    let planned = match plan_owned(service_set, smp, &serving, &home, ctx).await? {
         Ok(planned) => planned,
         Err(call) => {
             let status = decide::not_translated(service_set, "PluginError", &call.to_string(), &now());
@@ -134,7 +146,14 @@ async fn plan_and_carry_out(
     if planned.plan.refused > 0 {
         ctx.metrics.plugin_errors(&serving.name, "policy", planned.plan.refused as u64);
     }
-    carry_out(planned, service_set, ctx, api).await
+    carry_out(planned, service_set, &home, ctx, api).await
+}
+
+/// The cluster `service_set`'s children live on, its caches of `serving`'s kinds listed.
+async fn home(service_set: &ServiceSet, ctx: &Context, serving: &ServingPlugin) -> Result<Home, String> {
+    let home = ctx.regions.home(&ctx.route(service_set)?).await?;
+    home.listed(serving.kinds()).await?;
+    Ok(home)
 }
 
 /// A plan, and the objects of its children's names that are someone else's (no watch tells when
@@ -151,15 +170,16 @@ async fn plan_owned(
     service_set: &Arc<ServiceSet>,
     smp: Option<Arc<StateManagementProvider>>,
     serving: &Arc<ServingPlugin>,
+    home: &Home,
     ctx: &Arc<Context>,
 ) -> Result<Result<Planned, CallError>, Error> {
-    let first = match plan(service_set, smp.clone(), serving, ctx, BTreeMap::new()).await {
+    let first = match plan(service_set, smp.clone(), serving, home, ctx, BTreeMap::new()).await {
         Ok(plan) if !plan.unseen.is_empty() => plan,
         result => return Ok(result.map(|plan| Planned { plan, taken: Vec::new() })),
     };
     let mut live = BTreeMap::new();
     for child in &first.unseen {
-        if let Some(object) = ctx.caches.children.get(child).await? {
+        if let Some(object) = home.children.get(child).await? {
             live.insert(child.clone(), object);
         }
     }
@@ -168,15 +188,16 @@ async fn plan_owned(
         return Ok(Ok(Planned { plan: first, taken: Vec::new() }));
     }
     let taken = foreign.values().cloned().collect();
-    Ok(plan(service_set, smp, serving, ctx, foreign).await.map(|plan| Planned { plan, taken }))
+    Ok(plan(service_set, smp, serving, home, ctx, foreign).await.map(|plan| Planned { plan, taken }))
 }
 
 /// Runs the pure core on the blocking pool (plugin calls are synchronous), over the cached
-/// SMP, templates and children.
+/// SMP, templates and children (on their home cluster).
 async fn plan(
     service_set: &Arc<ServiceSet>,
     smp: Option<Arc<StateManagementProvider>>,
     serving: &Arc<ServingPlugin>,
+    home: &Home,
     ctx: &Arc<Context>,
     foreign: BTreeMap<ChildRef, String>,
 ) -> Result<Plan, CallError> {
@@ -185,14 +206,13 @@ async fn plan(
         Some(smp) => Some(ctx.providers.diagnosis(smp).await),
         None => None,
     };
-    ctx.caches.children.listed(serving.kinds()).await;
-    let children = ctx.caches.children.cached(service_set);
+    let children = home.children.cached(service_set);
     let (service_set, ctx, serving) = (service_set.clone(), ctx.clone(), serving.clone());
     call_blocking(move || {
         let namespace = service_set.namespace().unwrap_or_default();
         let template = |name: &str| ctx.template(&namespace, name);
         let has_objects = |NamespacedName { namespace, name }: &NamespacedName, service: &str| {
-            ctx.caches.children.any(namespace, name, service)
+            ctx.regions.any(namespace, name, service)
         };
         let arbitrate = |claims: &[ServiceClaims]| ctx.arbiter.arbitrate(&service_set, claims, has_objects);
         let inputs = Inputs {
@@ -208,21 +228,23 @@ async fn plan(
     .await
 }
 
-/// Applies and deletes what the plan says, checks the health of the services the CD tool calls
-/// Deployed on their target cluster (looking again soon while one is unsettled), then writes
-/// the status. A child the API server
-/// refuses, and an object of a child's name that is someone else's (`taken`: no watch tells
-/// when it goes), are reported in the status (condition [`APPLIED`](decide::APPLIED)) and
-/// retried with backoff; other API errors stop the round and retry it.
+/// Applies and deletes what the plan says on the children's home cluster (and deletes what an
+/// earlier route left elsewhere), checks the health of the services the CD tool calls Deployed
+/// on their target cluster (looking again soon while one is unsettled), then writes the status.
+/// A child the API server refuses, and an object of a child's name that is someone else's
+/// (`taken`: no watch tells when it goes), are reported in the status (condition
+/// [`APPLIED`](decide::APPLIED)) and retried with backoff; other API errors stop the round and
+/// retry it.
 async fn carry_out(
     Planned { plan, taken }: Planned,
     service_set: &ServiceSet,
+    home: &Home,
     ctx: &Context,
     api: &Api<ServiceSet>,
 ) -> Result<Action, Error> {
     let mut refused = taken;
     for child in &plan.apply {
-        match ctx.caches.children.apply(child).await {
+        match home.children.apply(child).await {
             Ok(()) => {}
             Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 404 | 422) => {
                 refused.push(format!("{}: {}", describe(&ChildRef::of(child)), e.message));
@@ -230,9 +252,12 @@ async fn carry_out(
             Err(e) => return Err(e.into()),
         }
     }
-    delete_children(&plan.delete, ctx).await?;
+    delete_children(&plan.delete, &home.children).await?;
+    for (elsewhere, left) in ctx.regions.elsewhere(home, service_set) {
+        delete_children(&left, &elsewhere).await?;
+    }
     let (mut status, now) = (plan.status, now());
-    let unsettled = ctx.health.verify(service_set, &mut status, &now).await;
+    let unsettled = ctx.health.verify(service_set, &home.cluster, &mut status, &now).await;
     decide::applied(&mut status, &refused, service_set.meta().generation, &now);
     write_status(ctx, api, service_set, status).await?;
     match (refused.is_empty(), unsettled) {
@@ -242,14 +267,31 @@ async fn carry_out(
     }
 }
 
-/// A ServiceSet being deleted: services go `Deleting`, children are deleted, and the finalizer
-/// goes only once the API server lists none of them (Flux uninstalls before its objects go).
-/// No plugin is involved: the children are found by their labels.
+/// A ServiceSet being deleted: services go `Deleting`, children are deleted (on their home
+/// cluster, and wherever an earlier route left some), and the finalizer goes only once the API
+/// server lists none of them (Flux uninstalls before its objects go). No plugin is involved: the
+/// children are found by their labels. A region that cannot be reached holds the finalizer.
 async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<ServiceSet>) -> Result<Action, Error> {
-    let plan = deletion(service_set, &ctx.caches.children.cached(service_set), &now());
-    delete_children(&plan.delete, ctx).await?;
+    let home = match ctx.route(service_set) {
+        Ok(route) => ctx.regions.home(&route).await,
+        Err(why) => Err(why),
+    };
+    let home = match home {
+        Ok(home) => home,
+        Err(why) => {
+            write_status(ctx, api, service_set, decide::not_routed(service_set, &why, &now())).await?;
+            return Err(Error::Unreachable(why));
+        }
+    };
+    let plan = deletion(service_set, &home.children.cached(service_set), &now());
+    let left = ctx.regions.elsewhere(&home, service_set);
+    delete_children(&plan.delete, &home.children).await?;
+    for (elsewhere, children) in &left {
+        delete_children(children, elsewhere).await?;
+    }
     write_status(ctx, api, service_set, plan.status).await?;
-    let remaining = ctx.caches.children.live(service_set).await?;
+    let mut remaining = home.children.live(service_set).await?;
+    remaining.extend(left.into_iter().flat_map(|(_, children)| children));
     if !remaining.is_empty() {
         let names: Vec<String> = remaining.iter().map(describe).collect();
         tracing::info!("waiting for {} to be gone", names.join(", "));
@@ -262,10 +304,11 @@ async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<S
     Ok(Action::await_change())
 }
 
-/// Deletes children, skipping those already being deleted (no write while Flux uninstalls).
-async fn delete_children(children: &[ChildRef], ctx: &Context) -> Result<(), Error> {
-    for child in children.iter().filter(|c| !ctx.caches.children.is_deleting(c)) {
-        ctx.caches.children.delete(child).await?;
+/// Deletes children of `kinds`, skipping those already being deleted (no write while Flux
+/// uninstalls).
+async fn delete_children(children: &[ChildRef], kinds: &ChildKinds) -> Result<(), Error> {
+    for child in children.iter().filter(|c| !kinds.is_deleting(c)) {
+        kinds.delete(child).await?;
         tracing::info!("deleted {}", describe(child));
     }
     Ok(())

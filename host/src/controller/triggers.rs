@@ -1,7 +1,9 @@
 //! What wakes a ServiceSet's reconcile: a change of its own that matters, of its provider, of
-//! a template it uses, or of health rules that may apply to it.
+//! a template it uses, of health rules that may apply to it, or of what routes its children (its
+//! ClusterDeployment, their Credential, its Region).
 
-use crate::k0rdent::{ServiceSet, ServiceTemplate, StateManagementProvider};
+use super::context::TopologyCaches;
+use crate::k0rdent::{NamespacedName, ServiceSet, ServiceTemplate, StateManagementProvider};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -61,6 +63,49 @@ pub fn users_of_health_rules(
         .collect()
 }
 
+/// One of the objects a ServiceSet's route goes through.
+pub enum Through {
+    /// A ClusterDeployment.
+    ClusterDeployment(NamespacedName),
+    /// A Credential.
+    Credential(NamespacedName),
+    /// A Region.
+    Region(String),
+}
+
+/// The ServiceSets whose route goes (or, `changed` being new, may now go) through `changed`.
+pub fn routed_through(
+    service_sets: &Store<ServiceSet>,
+    topology: &TopologyCaches,
+    changed: &Through,
+) -> Vec<ObjectRef<ServiceSet>> {
+    let through = |service_set: &ServiceSet| {
+        let namespace = service_set.namespace().unwrap_or_default();
+        let cd = NamespacedName::new(&namespace, &service_set.spec.cluster);
+        if let Through::ClusterDeployment(changed) = changed {
+            return *changed == cd;
+        }
+        let Some(cd) = topology.cluster_deployments.get(&ObjectRef::new(&cd.name).within(&cd.namespace)) else {
+            return false;
+        };
+        let credential = NamespacedName::new(&namespace, &cd.spec.credential);
+        match changed {
+            Through::Credential(changed) => *changed == credential,
+            Through::Region(changed) => topology
+                .credentials
+                .get(&ObjectRef::new(&credential.name).within(&credential.namespace))
+                .is_some_and(|c| c.spec.region == *changed),
+            Through::ClusterDeployment(_) => false,
+        }
+    };
+    service_sets
+        .state()
+        .iter()
+        .filter(|ss| !ss.spec.cluster.is_empty() && through(ss))
+        .map(|ss| ObjectRef::from_obj(&**ss))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +140,55 @@ mod tests {
             });
             assert_ne!(base, reconcile_worthy(&changed), "a change of {what} calls for a reconcile");
         }
+    }
+
+    fn store<K>(objects: Vec<serde_json::Value>) -> Store<K>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned,
+    {
+        let (store, mut writer) = kube::runtime::reflector::store();
+        for object in objects {
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(serde_json::from_value(object).unwrap()));
+        }
+        store
+    }
+
+    #[test]
+    fn a_routing_change_wakes_the_service_sets_routed_through_it() {
+        let object = |kind: &str, name: &str, spec: serde_json::Value| {
+            json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": kind,
+                   "metadata": {"name": name, "namespace": "team"}, "spec": spec})
+        };
+        let service_sets = store::<ServiceSet>(vec![
+            serde_json::to_value(service_set(|o| o["spec"]["cluster"] = json!("web"))).unwrap(),
+            serde_json::to_value(service_set(|o| {
+                o["metadata"]["name"] = json!("b");
+                o["spec"]["cluster"] = json!("db");
+            }))
+            .unwrap(),
+            serde_json::to_value(service_set(|o| o["metadata"]["name"] = json!("self"))).unwrap(),
+        ]);
+        let topology = TopologyCaches {
+            cluster_deployments: store(vec![
+                object("ClusterDeployment", "web", json!({"credential": "eu"})),
+                object("ClusterDeployment", "db", json!({"credential": "local"})),
+            ]),
+            credentials: store(vec![
+                object("Credential", "eu", json!({"region": "eu-1"})),
+                object("Credential", "local", json!({})),
+            ]),
+            regions: store(vec![]),
+        };
+        let woken = |changed: Through| {
+            let mut names: Vec<String> =
+                routed_through(&service_sets, &topology, &changed).into_iter().map(|r| r.name).collect();
+            names.sort();
+            names
+        };
+        assert_eq!(woken(Through::ClusterDeployment(NamespacedName::new("team", "db"))), ["b"]);
+        assert_eq!(woken(Through::Credential(NamespacedName::new("team", "eu"))), ["a"]);
+        assert_eq!(woken(Through::Credential(NamespacedName::new("other", "eu"))), Vec::<String>::new());
+        assert_eq!(woken(Through::Region("eu-1".into())), ["a"]);
+        assert_eq!(woken(Through::Region("us-1".into())), Vec::<String>::new());
     }
 }

@@ -303,8 +303,20 @@ pub fn deletion(service_set: &ServiceSet, children: &[Value], now: &Time) -> Pla
 /// `PluginNotReady`; the plugin failed outright: `PluginError`): its children stay as they
 /// are, and [`TRANSLATED`] says why.
 pub fn not_translated(service_set: &ServiceSet, reason: &str, message: &str, now: &Time) -> ServiceSetStatus {
+    held(service_set, TRANSLATED, reason, message, now)
+}
+
+/// The status of a ServiceSet whose children's cluster cannot be told or reached (reason
+/// `RegionUnreachable`: a Region, Credential or kubeconfig Secret is missing or wrong, or the
+/// regional cluster does not answer): its children stay as they are, and [`APPLIED`] says why.
+pub fn not_routed(service_set: &ServiceSet, message: &str, now: &Time) -> ServiceSetStatus {
+    held(service_set, APPLIED, "RegionUnreachable", message, now)
+}
+
+/// The ServiceSet's status as it is, with condition `type_` False for `reason`.
+fn held(service_set: &ServiceSet, type_: &str, reason: &str, message: &str, now: &Time) -> ServiceSetStatus {
     let mut status = service_set.status.clone().unwrap_or_default();
-    let condition = conditions::new(TRANSLATED, Status::False, reason, message, service_set.metadata.generation, now);
+    let condition = conditions::new(type_, Status::False, reason, message, service_set.metadata.generation, now);
     conditions::set(&mut status.conditions, condition);
     status
 }

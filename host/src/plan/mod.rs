@@ -7,6 +7,7 @@ pub mod claims;
 pub mod decide;
 pub mod events;
 pub mod gate;
+pub mod route;
 pub mod status;
 
 use crate::plugin::{CallError, Plugin};

@@ -19,6 +19,7 @@ mod metrics;
 mod ownership;
 mod plugins;
 mod provider;
+mod regions;
 mod scale_smoke;
 mod sharding;
 mod steady;

@@ -1,0 +1,128 @@
+//! Regional clusters (kcm 1.12): a ServiceSet whose ClusterDeployment's Credential names a Region
+//! is served on the regional cluster, reached through the Region's kubeconfig Secret: its
+//! HelmRelease is applied, watched and deleted there, and its status comes back from there. On
+//! envtest a second API server plays the region.
+
+use ksm_e2e::env::{another_cluster, kubeconfig_client, report};
+use ksm_e2e::fixtures::ingress_service;
+use ksm_e2e::flux::FluxState;
+use ksm_e2e::objects::Objects;
+use ksm_e2e::status::{generation, service_state};
+use ksm_e2e::{Backend, Kind, MANAGED_LABEL, Mode, ObjRef, Scenario, WAIT};
+use serde_json::{Value, json};
+
+/// The Flux CRDs, which the CD tool on the region serves.
+fn flux_crd(crd: &Value) -> bool {
+    crd["spec"]["group"].as_str().is_some_and(|group| group.ends_with(".toolkit.fluxcd.io"))
+}
+
+/// The ClusterDeployment `name`, whose Credential `credential` names `region` (empty: none).
+fn cluster(namespace: &str, name: &str, credential: &str, region: &str) -> [Value; 2] {
+    let credential_object = json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "Credential",
+        "metadata": {"name": credential, "namespace": namespace},
+        "spec": {"identityRef": {"apiVersion": "v1", "kind": "Secret", "name": "identity", "namespace": namespace},
+                 "region": region}});
+    let cd = json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ClusterDeployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"template": "aws-standalone-cp-1-0-0", "credential": credential}});
+    [credential_object, cd]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_regional_service_sets_helm_release_lives_on_the_region_and_its_status_comes_back() {
+    let Some(region) = another_cluster("regions", flux_crd).await else { return };
+    let t = Scenario::start("regions", Mode::Observe).await;
+    let ns = t.namespace().to_string();
+    let remote = Objects::new(kubeconfig_client(region.admin_kubeconfig()).await.expect("a client of the region"));
+    remote.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await;
+
+    // The region is onboarded from a ClusterDeployment: its kubeconfig Secret on management.
+    let kubeconfig = std::fs::read_to_string(region.admin_kubeconfig()).expect("the region's kubeconfig");
+    t.create(json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "eu-mgmt-kubeconfig", "namespace": ns},
+                    "stringData": {"value": kubeconfig}}))
+        .await;
+    let region_name = format!("{ns}-eu");
+    t.create(json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "Region",
+                    "metadata": {"name": region_name},
+                    "spec": {"clusterDeployment": {"name": "eu-mgmt", "namespace": ns}}}))
+        .await;
+    for object in cluster(&ns, "web", "eu-credential", &region_name) {
+        t.create(object).await;
+    }
+    // A cluster without a region beside it stays on the management cluster.
+    for object in cluster(&ns, "local", "local-credential", "") {
+        t.create(object).await;
+    }
+
+    t.create_service_set("web", json!([ingress_service()])).await;
+    t.create_service_set("local", json!([ingress_service()])).await;
+    let managed = format!("{MANAGED_LABEL}=true");
+    let release = t
+        .wait_for("the HelmRelease of web on the region", WAIT, async || {
+            let mut found = remote.list(Kind::HelmRelease, &ns, &managed).await;
+            match found.pop() {
+                Some(release) if found.is_empty() => Ok(release),
+                _ => Err(json!(found)),
+            }
+        })
+        .await;
+    // The child cluster's kubeconfig Secret is the one on the region, of the same name.
+    assert_eq!(release["spec"]["kubeConfig"]["secretRef"]["name"], "web-kubeconfig", "{release:#}");
+    assert_eq!(release["metadata"]["labels"]["ksm.k0rdent.mirantis.com/serviceset"], "web", "{release:#}");
+    t.wait_converged("local").await;
+    let here = t.children("web").await;
+    assert!(here.is_empty(), "nothing of web on the management cluster: {here:#?}");
+    assert_eq!(t.children("local").await.len(), 1, "local is served on the management cluster");
+
+    // Flux on the region reports the release ready: the status comes back.
+    let r = ObjRef::of(&release);
+    remote.set_status(&r, FluxState::Ready.helm_release_status(generation(&release))).await;
+    let ss = t
+        .wait_service_set("web", "ingress-nginx Deployed from the region's HelmRelease", |ss| {
+            service_state(ss, "ingress-nginx") == Some("Deployed")
+        })
+        .await;
+    assert_eq!(ss["status"]["deployed"], true);
+
+    // Deleted: the HelmRelease goes from the region, then the ServiceSet.
+    t.delete(&t.service_set("web")).await;
+    t.wait_for("the region's HelmRelease to be gone", WAIT, async || match remote.get(&r).await {
+        Some(object) => Err(object),
+        None => Ok(()),
+    })
+    .await;
+    t.wait_gone(&t.service_set("web"), WAIT).await;
+    drop(region);
+}
+
+/// A Credential naming a Region that does not exist: the ServiceSet says so, naming the Region
+/// and the field, and nothing is applied anywhere.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_region_is_named_in_the_status_and_nothing_is_applied() {
+    if Backend::selected() != Backend::Envtest {
+        report("regions-missing", "skipped: needs kcm's ClusterDeployment and Credential CRDs (envtest)");
+        return;
+    }
+    let t = Scenario::start("regions-missing", Mode::Observe).await;
+    let ns = t.namespace().to_string();
+    for object in cluster(&ns, "web", "eu-credential", "nowhere") {
+        t.create(object).await;
+    }
+    t.create_service_set("web", json!([ingress_service()])).await;
+    let ss = t
+        .wait_service_set("web", "ObjectsApplied False, RegionUnreachable", |ss| {
+            ss["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "ObjectsApplied" && c["reason"] == "RegionUnreachable"))
+        })
+        .await;
+    let condition =
+        ss["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "ObjectsApplied").unwrap();
+    assert_eq!(
+        condition["message"],
+        format!("Region nowhere (spec.region of Credential {ns}/eu-credential) not found"),
+        "{condition:#}"
+    );
+    assert!(t.children("web").await.is_empty());
+}
