@@ -256,15 +256,15 @@ pub async fn run(
         service_set_events.predicate_filter(triggers::reconcile_worthy, PredicateConfig::default());
     let service_set_controller = Controller::for_stream(service_set_events, service_sets.clone())
         .with_config(controller::Config::default().concurrency(concurrency))
-        .watches_stream(provider_events, {
+        .watches_stream(errors_reported(provider_events), {
             let service_sets = service_sets.clone();
             move |smp| triggers::users_of_provider(&service_sets, &smp)
         })
-        .watches_stream(template_events, {
+        .watches_stream(errors_reported(template_events), {
             let service_sets = service_sets.clone();
             move |template| triggers::users_of_template(&service_sets, &template)
         })
-        .watches_stream(health_rule_events, {
+        .watches_stream(errors_reported(health_rule_events), {
             let service_sets = service_sets.clone();
             move |rules| triggers::users_of_health_rules(&service_sets, &rules, &system_namespace)
         })
@@ -356,12 +356,23 @@ async fn serve_metrics(
     Ok(())
 }
 
+/// A cache's changes as a trigger of the ServiceSet controller, without its errors: the cache
+/// reports them ([`WatchHealth`]: the log and `/readyz`), and handed to the controller they would
+/// back off every trigger at once, the ServiceSets' own watch included (kube-runtime applies one
+/// backoff to all its triggers). A kind whose CRD is missing (no Region before kcm 1.12) would
+/// then hold every ServiceSet's cache back.
+fn errors_reported<K: Send + 'static>(
+    events: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+    events.filter(|event| futures::future::ready(event.is_ok()))
+}
+
 /// The changes of a routing object (ClusterDeployment, Credential, Region) that may move
 /// children: spec changes only (a ClusterDeployment's status changes often).
 fn routing<K: kube::Resource + Send + 'static>(
     events: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
-    events.predicate_filter(kube::runtime::predicates::generation, PredicateConfig::default())
+    errors_reported(events).predicate_filter(kube::runtime::predicates::generation, PredicateConfig::default())
 }
 
 async fn log_error<T, E: std::fmt::Display>(result: Result<T, E>) {
