@@ -72,6 +72,12 @@ struct StateLabels {
     state: String,
 }
 
+/// Labels of what clients of other clusters are for.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PurposeLabels {
+    purpose: String,
+}
+
 /// Labels naming an AdapterPlugin.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabels {
@@ -90,6 +96,8 @@ pub struct Metrics {
     api_requests: Family<VerbLabels, Counter>,
     service_sets: Family<StateLabels, Gauge>,
     plugin_ready: Family<PluginLabels, Gauge>,
+    cluster_clients: Family<PurposeLabels, Gauge>,
+    region_watches: Gauge,
 }
 
 fn seconds() -> Histogram {
@@ -107,6 +115,8 @@ impl Default for Metrics {
             api_requests: Family::default(),
             service_sets: Family::default(),
             plugin_ready: Family::default(),
+            cluster_clients: Family::default(),
+            region_watches: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("reconciles", "Reconciles by kind and result", metrics.reconciles.clone());
@@ -116,6 +126,16 @@ impl Default for Metrics {
         registry.register("api_requests", "Requests to the API server by verb", metrics.api_requests.clone());
         registry.register("servicesets", "Served ServiceSets by state", metrics.service_sets.clone());
         registry.register("plugin_ready", "1 when the AdapterPlugin is ready", metrics.plugin_ready.clone());
+        registry.register(
+            "cluster_clients",
+            "Clients of other clusters held, by purpose (region, target)",
+            metrics.cluster_clients.clone(),
+        );
+        registry.register(
+            "region_watches",
+            "Watches of CD-tool objects on the regions in use",
+            metrics.region_watches.clone(),
+        );
         Self { registry, ..metrics }
     }
 }
@@ -145,6 +165,15 @@ impl Metrics {
         for (state, count) in counts {
             self.service_sets.get_or_create(&StateLabels { state: (*state).into() }).set(*count);
         }
+    }
+
+    /// Sets the clients of other clusters held per purpose, and the watches on the regions.
+    pub fn clusters(&self, clients: &[(&str, usize)], region_watches: usize) {
+        for (purpose, count) in clients {
+            let count = i64::try_from(*count).unwrap_or(i64::MAX);
+            self.cluster_clients.get_or_create(&PurposeLabels { purpose: (*purpose).into() }).set(count);
+        }
+        self.region_watches.set(i64::try_from(region_watches).unwrap_or(i64::MAX));
     }
 
     /// Sets whether AdapterPlugin `plugin` is ready.

@@ -95,6 +95,11 @@ impl ChildKinds {
             .collect()
     }
 
+    /// How many kinds are watched.
+    pub fn watched(&self) -> usize {
+        self.kinds.read().unwrap().len()
+    }
+
     /// Waits until the caches of `kinds` hold a complete list.
     pub async fn listed<'a>(&self, kinds: impl IntoIterator<Item = &'a ObjectKind>) {
         for flag in self.ensure(kinds) {

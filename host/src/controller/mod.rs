@@ -335,6 +335,8 @@ async fn serve_metrics(
     let refresh = Arc::new(move || {
         if let Some(ctx) = scraped.get() {
             ctx.metrics.service_sets(&ctx.service_set_states());
+            let clients = [("region", ctx.regions.held()), ("target", ctx.health.clusters.held())];
+            ctx.metrics.clusters(&clients, ctx.regions.watches());
         }
     });
     let probed = serving.clone();

@@ -119,6 +119,11 @@ impl Regions {
         self.lock().len()
     }
 
+    /// How many watches the regions held now run (one per kind on each).
+    pub fn watches(&self) -> usize {
+        self.lock().values().map(|held| held.children.watched()).sum()
+    }
+
     fn management_home(&self) -> Home {
         Home { region: None, cluster: self.clusters.here(), children: self.management.clone() }
     }

@@ -3,6 +3,7 @@
 //! HelmRelease is applied, watched and deleted there, and its status comes back from there. On
 //! envtest a second API server plays the region.
 
+use ksm_e2e::adapter::http_get;
 use ksm_e2e::env::{another_cluster, kubeconfig_client, report};
 use ksm_e2e::fixtures::ingress_service;
 use ksm_e2e::flux::FluxState;
@@ -50,19 +51,23 @@ async fn a_regional_service_sets_helm_release_lives_on_the_region_and_its_status
     for object in cluster(&ns, "web", "eu-credential", &region_name) {
         t.create(object).await;
     }
+    let [_, api_cd] = cluster(&ns, "api", "eu-credential", &region_name);
+    t.create(api_cd).await;
     // A cluster without a region beside it stays on the management cluster.
     for object in cluster(&ns, "local", "local-credential", "") {
         t.create(object).await;
     }
 
     t.create_service_set("web", json!([ingress_service()])).await;
+    t.create_service_set("api", json!([ingress_service()])).await;
     t.create_service_set("local", json!([ingress_service()])).await;
     let managed = format!("{MANAGED_LABEL}=true");
     let release = t
-        .wait_for("the HelmRelease of web on the region", WAIT, async || {
-            let mut found = remote.list(Kind::HelmRelease, &ns, &managed).await;
-            match found.pop() {
-                Some(release) if found.is_empty() => Ok(release),
+        .wait_for("the HelmReleases of web and api on the region", WAIT, async || {
+            let found = remote.list(Kind::HelmRelease, &ns, &managed).await;
+            let web = found.iter().find(|r| r["metadata"]["labels"]["ksm.k0rdent.mirantis.com/serviceset"] == "web");
+            match web {
+                Some(release) if found.len() == 2 => Ok(release.clone()),
                 _ => Err(json!(found)),
             }
         })
@@ -74,6 +79,12 @@ async fn a_regional_service_sets_helm_release_lives_on_the_region_and_its_status
     let here = t.children("web").await;
     assert!(here.is_empty(), "nothing of web on the management cluster: {here:#?}");
     assert_eq!(t.children("local").await.len(), 1, "local is served on the management cluster");
+    // Two ServiceSets through one region: one client, one watch per kind the Flux plugin creates.
+    let (code, metrics) = http_get(&format!("{}/metrics", t.adapter().metrics_url())).await;
+    assert_eq!(code, 200);
+    for series in [r#"ksm_cluster_clients{purpose="region"} 1"#, "ksm_region_watches 2"] {
+        assert!(metrics.lines().any(|line| line == series), "{series} missing from /metrics:\n{metrics}");
+    }
 
     // Flux on the region reports the release ready: the status comes back.
     let r = ObjRef::of(&release);
