@@ -137,3 +137,70 @@ async fn a_missing_region_is_named_in_the_status_and_nothing_is_applied() {
     );
     assert!(t.children("web").await.is_empty());
 }
+
+/// Management, region and target, three API servers: the health of a regional ServiceSet's
+/// service is read on its target cluster through the kubeconfig Secret on the region (where kcm
+/// keeps it), not on the management cluster.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_regional_services_health_is_read_through_the_kubeconfig_on_the_region() {
+    let Some(region) = another_cluster("regions-health", flux_crd).await else { return };
+    let Some(target) = another_cluster("regions-health", |_| false).await else { return };
+    let t = Scenario::start_with("regions-health", Mode::Observe, &["--health-poll-seconds", "1"]).await;
+    let ns = t.namespace().to_string();
+    let on_region = Objects::new(kubeconfig_client(region.admin_kubeconfig()).await.expect("a client of the region"));
+    let on_target = Objects::new(kubeconfig_client(target.admin_kubeconfig()).await.expect("a client of the target"));
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).expect("a kubeconfig");
+
+    let region_name = format!("{ns}-eu");
+    t.create(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "eu-mgmt-kubeconfig", "namespace": ns},
+                    "stringData": {"value": read(region.admin_kubeconfig())}}))
+        .await;
+    t.create(json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "Region", "metadata": {"name": region_name},
+                    "spec": {"clusterDeployment": {"name": "eu-mgmt", "namespace": ns}}}))
+        .await;
+    for object in cluster(&ns, "web", "eu-credential", &region_name) {
+        t.create(object).await;
+    }
+    let rules = include_str!("../../../../deploy/chart/files/health-rules.yaml");
+    t.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "defaults", "namespace": ns, "labels": {"k0rdent.mirantis.com/health-rule-target": "global"}},
+                    "data": {"rules": rules}}))
+        .await;
+    // The child cluster's kubeconfig lives on the region only.
+    on_region.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await;
+    on_region
+        .create(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-kubeconfig", "namespace": ns},
+                       "stringData": {"value": read(target.admin_kubeconfig())}}))
+        .await;
+    // On the target: the release's Deployment wants a replica that never runs (no kubelet).
+    on_target.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ingress-nginx"}})).await;
+    let mut deployment = ksm_e2e::fixtures::workload("ingress-nginx", "ingress-nginx-controller", 1);
+    deployment["metadata"]["labels"]["app.kubernetes.io/instance"] = json!("ingress-nginx");
+    on_target.create(deployment).await;
+
+    t.create_service_set("web", json!([ingress_service()])).await;
+    let managed = format!("{MANAGED_LABEL}=true");
+    let release = t
+        .wait_for("the HelmRelease of web on the region", WAIT, async || {
+            let mut found = on_region.list(Kind::HelmRelease, &ns, &managed).await;
+            found.pop().ok_or_else(|| json!(found))
+        })
+        .await;
+    on_region.set_status(&ObjRef::of(&release), FluxState::Ready.helm_release_status(generation(&release))).await;
+    let ss = t
+        .wait_service_set("web", "ingress-nginx Provisioning, held by its Deployment on the target", |ss| {
+            service_state(ss, "ingress-nginx") == Some("Provisioning")
+                && ss["status"]["services"][0]["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == "ServiceHealthDeployment"))
+        })
+        .await;
+    let conditions = ss["status"]["services"][0]["conditions"].as_array().unwrap();
+    let health = conditions.iter().find(|c| c["type"] == "ServiceHealthDeployment").unwrap();
+    assert_eq!(health["reason"], "DeploymentUnhealthy", "{health:#}");
+    assert!(
+        health["message"].as_str().unwrap().starts_with("Deployment ingress-nginx/ingress-nginx-controller: 0/1"),
+        "{health:#}"
+    );
+    drop((region, target));
+}
