@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use crate::env::Env;
 use crate::objects::Kind;
 use crate::status::generation;
-use crate::{ADAPTER_LABEL, TEST_NAMESPACE_LABEL};
+use crate::wait::poll;
+use crate::{ADAPTER_LABEL, TEST_NAMESPACE_LABEL, WAIT};
 
 /// The value of [`ADAPTER_LABEL`] the test SMPs select.
 pub const SELECTED: &str = "ksm-adapter";
@@ -152,7 +153,8 @@ pub fn workload_status(generation: i64, ready: bool) -> Value {
 
 /// Makes the workload Deployment `name` in the test's namespace ready or unready (creating it
 /// when absent): on the simulated server by writing its status, on a real cluster by scaling
-/// it (see [`workload`]).
+/// it (see [`workload`]) and waiting until the Deployment controller reports it, so that what
+/// the test does next (e.g. play kcm marking the SMP not ready) follows, as it would for real.
 pub async fn set_workload_ready(env: &Env, name: &str, ready: bool) {
     let r = env.obj(Kind::Deployment, name);
     let live = env.get(&r).await;
@@ -162,6 +164,16 @@ pub async fn set_workload_ready(env: &Env, name: &str, ready: bool) {
             None => drop(env.create(workload(env.namespace(), name, replicas)).await),
             Some(_) => drop(env.merge_patch(&r, json!({"spec": {"replicas": replicas}})).await),
         }
+        let wanted = if ready { "True" } else { "False" };
+        let reported = poll(&format!("{r} reported Available={wanted}"), WAIT, async || match env.get(&r).await {
+            Some(live) if observed(&live) && available(&live) == Some(wanted) => Ok(()),
+            Some(live) => Err(live),
+            None => Err(json!("<object absent>")),
+        })
+        .await;
+        if let Err(timed_out) = reported {
+            panic!("{}", timed_out.report());
+        }
     } else {
         let live = match live {
             Some(live) => live,
@@ -169,6 +181,17 @@ pub async fn set_workload_ready(env: &Env, name: &str, ready: bool) {
         };
         env.set_status(&r, workload_status(generation(&live), ready)).await;
     }
+}
+
+/// Whether the Deployment controller has seen `deployment`'s latest spec.
+fn observed(deployment: &Value) -> bool {
+    deployment["status"]["observedGeneration"].as_i64() >= Some(generation(deployment))
+}
+
+/// The status of `deployment`'s `Available` condition, if it has one.
+fn available(deployment: &Value) -> Option<&str> {
+    let conditions = deployment["status"]["conditions"].as_array()?;
+    conditions.iter().find(|c| c["type"] == "Available")?["status"].as_str()
 }
 
 /// The current time as Kubernetes writes it (seconds precision, UTC).
