@@ -47,8 +47,10 @@ pub struct RunArgs {
     /// recover). Rules come from ConfigMaps labelled `k0rdent.mirantis.com/health-rule-target`.
     #[arg(long, default_value_t = 15)]
     health_poll_seconds: u64,
-    /// Clients of target clusters (one per kubeconfig Secret) held at most; the least recently
-    /// used is dropped first, and any unused for 10 minutes.
+    /// Clients of other clusters held at most, for each purpose: target clusters read for
+    /// service health (one per kubeconfig Secret, dropped after 10 minutes unused) and regional
+    /// clusters (one per Region, with its watches, dropped after 30 minutes unused). When full,
+    /// the least recently used client goes first and is made again on its next use.
     #[arg(long, default_value_t = 64)]
     max_target_clusters: usize,
     /// How often an AdapterPlugin from OCI with `pullPolicy: Always` checks whether its tag moved,
