@@ -9,6 +9,7 @@ use super::children::{ChildKinds, Waker};
 use super::clusters::{Cluster, Clusters, Reads};
 use super::watches::WatchHealth;
 use crate::k0rdent::ServiceSet;
+use crate::plan::children::owned_by;
 use crate::plan::decide::ChildRef;
 use crate::plan::route::Route;
 use ksm_plugin_sdk::contract::ObjectKind;
@@ -92,16 +93,19 @@ impl Regions {
         Ok(Home { region: Some(access.name.clone()), cluster, children: entry.children.clone() })
     }
 
-    /// The children of `service_set` cached on clusters other than `home`: left there by an
-    /// earlier route (its Credential moved to another region), to be deleted.
+    /// The children of `service_set` (owned by its uid, as [`deletion`](crate::plan::decide::deletion)
+    /// picks them) cached on clusters other than `home`: left there by an earlier route (its
+    /// Credential moved to another region), to be deleted.
     pub fn elsewhere(&self, home: &Home, service_set: &ServiceSet) -> Vec<(Arc<ChildKinds>, Vec<ChildRef>)> {
+        let uid = service_set.metadata.uid.as_deref().unwrap_or_default();
         let mut others: Vec<Arc<ChildKinds>> = self.lock().values().map(|h| h.children.clone()).collect();
         others.push(self.management.clone());
         others
             .into_iter()
             .filter(|children| !Arc::ptr_eq(children, &home.children))
             .filter_map(|children| {
-                let left: Vec<ChildRef> = children.cached(service_set).iter().map(ChildRef::of).collect();
+                let cached = children.cached(service_set);
+                let left: Vec<ChildRef> = cached.iter().filter(|c| owned_by(c, uid)).map(ChildRef::of).collect();
                 (!left.is_empty()).then_some((children, left))
             })
             .collect()
@@ -167,6 +171,17 @@ mod tests {
                "data": {"value": value}})
     }
 
+    /// A HelmRelease of ServiceSet `team/prod`, created for the ServiceSet of uid `uid`.
+    fn child(name: &str, uid: &str) -> serde_json::Value {
+        use crate::plan::children::{
+            MANAGED_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, SERVICE_SET_UID_LABEL,
+        };
+        json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+               "metadata": {"name": name, "namespace": "team", "labels": {
+                   MANAGED_LABEL: "true", SERVICE_SET_NAMESPACE_LABEL: "team", SERVICE_SET_LABEL: "prod",
+                   SERVICE_SET_UID_LABEL: uid}}})
+    }
+
     fn region(name: &str, secret: &str) -> Route {
         Route::Region(RegionAccess {
             name: name.into(),
@@ -184,6 +199,12 @@ mod tests {
                 }
                 "GET /api/v1/namespaces/kcm-system/secrets/us-kc" => {
                     Some((200, secret("us-kc", "1", "https://127.0.0.1:2")))
+                }
+                "PATCH /apis/helm.toolkit.fluxcd.io/v2/namespaces/team/helmreleases/prod.a" => {
+                    Some((200, child("prod.a", "uid-1")))
+                }
+                "PATCH /apis/helm.toolkit.fluxcd.io/v2/namespaces/team/helmreleases/prod.b" => {
+                    Some((200, child("prod.b", "uid-0")))
                 }
                 _ => None,
             }
@@ -223,5 +244,34 @@ mod tests {
         tokio::time::advance(Reads::Watches.idle() / 2 + Duration::from_secs(1)).await;
         regions.home(&Route::Management).await.unwrap();
         assert_eq!(regions.held(), 1, "eu went unused for its idle time; us did not");
+    }
+
+    #[tokio::test]
+    async fn what_an_earlier_route_left_elsewhere_is_found_only_for_the_service_sets_own_uid() {
+        static VERSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let regions = regions(&VERSION);
+        let management = regions.home(&Route::Management).await.unwrap();
+        let kind = ObjectKind {
+            group: "helm.toolkit.fluxcd.io".into(),
+            version: "v2".into(),
+            kind: "HelmRelease".into(),
+            plural: "helmreleases".into(),
+            namespaced: true,
+        };
+        management.children.ensure([&kind]);
+        for name in ["prod.a", "prod.b"] {
+            management.children.apply(&child(name, "")).await.unwrap(); // the answer is what is cached
+        }
+        let service_set: ServiceSet = serde_json::from_value(json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": "prod", "namespace": "team", "uid": "uid-1"},
+            "spec": {"provider": {"name": "ksm-flux"}},
+        }))
+        .unwrap();
+        let eu = regions.home(&region("eu", "eu-kc")).await.unwrap();
+        let left = regions.elsewhere(&eu, &service_set);
+        let names: Vec<Vec<String>> = left.iter().map(|(_, c)| c.iter().map(|c| c.name.clone()).collect()).collect();
+        assert_eq!(names, [["prod.a"]], "prod.b belongs to an earlier ServiceSet of that name");
+        assert!(regions.elsewhere(&management, &service_set).is_empty(), "nothing on the region");
     }
 }
