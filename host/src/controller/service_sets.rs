@@ -126,12 +126,9 @@ async fn plan_and_carry_out(
             return Ok(Action::await_change());
         }
     };
-    let home = match home(service_set, ctx, &serving).await {
+    let home = match listed_home(service_set, ctx, &serving).await {
         Ok(home) => home,
-        Err(why) => {
-            write_status(ctx, api, service_set, decide::not_routed(service_set, &why, &now())).await?;
-            return Err(Error::Unreachable(why));
-        }
+        Err(why) => return unreachable(ctx, api, service_set, why).await,
     };
     let planned = match plan_owned(service_set, smp, &serving, &home, ctx).await? {
         Ok(planned) => planned,
@@ -149,11 +146,27 @@ async fn plan_and_carry_out(
     carry_out(planned, service_set, &home, ctx, api).await
 }
 
-/// The cluster `service_set`'s children live on, its caches of `serving`'s kinds listed.
-async fn home(service_set: &ServiceSet, ctx: &Context, serving: &ServingPlugin) -> Result<Home, String> {
-    let home = ctx.regions.home(&ctx.route(service_set)?).await?;
+/// The cluster `service_set`'s children live on, or why it cannot be told or reached.
+async fn home(service_set: &ServiceSet, ctx: &Context) -> Result<Home, String> {
+    ctx.regions.home(&ctx.route(service_set)?).await
+}
+
+/// [`home`], its caches of `serving`'s kinds listed.
+async fn listed_home(service_set: &ServiceSet, ctx: &Context, serving: &ServingPlugin) -> Result<Home, String> {
+    let home = home(service_set, ctx).await?;
     home.listed(serving.kinds()).await?;
     Ok(home)
+}
+
+/// Says in the status why the children's cluster cannot be told or reached; the round backs off.
+async fn unreachable(
+    ctx: &Context,
+    api: &Api<ServiceSet>,
+    service_set: &ServiceSet,
+    why: String,
+) -> Result<Action, Error> {
+    write_status(ctx, api, service_set, decide::not_routed(service_set, &why, &now())).await?;
+    Err(Error::Unreachable(why))
 }
 
 /// A plan, and the objects of its children's names that are someone else's (no watch tells when
@@ -272,16 +285,9 @@ async fn carry_out(
 /// server lists none of them (Flux uninstalls before its objects go). No plugin is involved: the
 /// children are found by their labels. A region that cannot be reached holds the finalizer.
 async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<ServiceSet>) -> Result<Action, Error> {
-    let home = match ctx.route(service_set) {
-        Ok(route) => ctx.regions.home(&route).await,
-        Err(why) => Err(why),
-    };
-    let home = match home {
+    let home = match home(service_set, ctx).await {
         Ok(home) => home,
-        Err(why) => {
-            write_status(ctx, api, service_set, decide::not_routed(service_set, &why, &now())).await?;
-            return Err(Error::Unreachable(why));
-        }
+        Err(why) => return unreachable(ctx, api, service_set, why).await,
     };
     let plan = deletion(service_set, &home.children.cached(service_set), &now());
     let left = ctx.regions.elsewhere(&home, service_set);
