@@ -53,9 +53,9 @@ impl Fixture {
         let json = self.service_set.to_string();
         for (service, spec) in services.iter().zip(self.service_set["spec"]["services"].as_array().unwrap()) {
             let template = self.manifests.template("kcm-system", spec["template"].as_str().unwrap());
-            let status = plan::service_status(plugin, &json, template.map(|d| &d.object), service, |a, k, ns, n| {
-                self.manifests.find(a, k, ns, n).map(|d| d.object.clone())
-            });
+            let observe =
+                |a: &str, k: &str, ns: &str, n: &str| self.manifests.find(a, k, ns, n).map(|d| d.object.clone());
+            let status = plan::service_status(plugin, &json, template.map(|d| &d.object), service, observe, |_| vec![]);
             black_box(status.expect("map-status"));
         }
     }

@@ -4,6 +4,7 @@
 //! [`ServingPlugin`].
 
 use crate::adapter_plugin::AdapterPluginSpec;
+use crate::k0rdent::StateManagementProvider;
 use crate::plugin::Limits;
 use crate::plugin::Plugin;
 use crate::policy::{DEFAULT_OBJECTS_PER_SERVICE, Policy, Validation};
@@ -63,6 +64,12 @@ impl ServingPlugin {
         self.metadata().creates.iter().filter(|k| self.policy.allows_kind(&k.group, &k.kind))
     }
 
+    /// The kinds the plugin reads (see [`crate::plan::reads`]); [`validate`] makes sure the
+    /// policy allows each.
+    pub fn reads(&self) -> impl Iterator<Item = &ksm_plugin_sdk::contract::ObjectKind> {
+        self.metadata().reads.iter()
+    }
+
     /// `service_set` (JSON) as the plugin sees it: the default config merged under
     /// `spec.provider.config`.
     pub fn input_of(&self, service_set: &Value) -> Value {
@@ -87,6 +94,18 @@ fn validations(spec: &AdapterPluginSpec) -> Vec<Validation> {
         .collect()
 }
 
+/// Kinds whose CRDs in an SMP's `spec.provisionerCRDs` make it a Flux provider:
+/// (group, plural).
+const FLUX_CRDS: [(&str, &str); 2] =
+    [("helm.toolkit.fluxcd.io", "helmreleases"), ("kustomize.toolkit.fluxcd.io", "kustomizations")];
+
+/// Whether `smp` is for Flux: its `spec.provisionerCRDs` list HelmRelease's or Kustomization's.
+pub fn is_flux_provider(smp: &StateManagementProvider) -> bool {
+    smp.spec.provisioner_crds.iter().any(|crd| {
+        FLUX_CRDS.iter().any(|(group, plural)| crd.group == *group && crd.resources.iter().any(|r| r == plural))
+    })
+}
+
 /// The host's checks of a compiled plugin against its AdapterPlugin.
 pub fn validate(serving: &ServingPlugin, spec: &AdapterPluginSpec) -> Result<(), String> {
     let metadata = serving.metadata();
@@ -106,6 +125,17 @@ pub fn validate(serving: &ServingPlugin, spec: &AdapterPluginSpec) -> Result<(),
         return Err(format!(
             "plugin {:?} declares cluster-scoped kind {}/{}; plugins may create only namespaced objects",
             metadata.name, kind.group, kind.kind
+        ));
+    }
+    // The host watches what a plugin reads with its own permissions: only what the operator lets
+    // the plugin touch, and never Secrets.
+    if let Some(kind) = serving.reads().find(|k| k.group.is_empty() && k.kind == "Secret") {
+        return Err(format!("plugin {:?} declares it reads {}: plugins never read Secrets", metadata.name, kind.kind));
+    }
+    if let Some(kind) = serving.reads().find(|k| !serving.policy.allows_kind(&k.group, &k.kind)) {
+        return Err(format!(
+            "spec.allowedKinds does not list {}/{}, which plugin {:?} reads",
+            kind.group, kind.kind, metadata.name
         ));
     }
     if serving.kinds().next().is_none() {
@@ -192,6 +222,11 @@ impl Assignment {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::CallError;
+    use ksm_plugin_sdk::contract::{
+        ConfigError, ObjectKind, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
+        TranslateInput,
+    };
     use serde_json::json;
 
     #[test]
@@ -202,6 +237,66 @@ mod tests {
         );
         assert_eq!(merged, json!({"priority": 100, "helm": {"timeout": "10m", "wait": true}, "stopOnConflict": true}));
         assert_eq!(merge(json!({"a": 1}), Value::Null), json!({"a": 1}));
+    }
+
+    /// A plugin that only declares `metadata`: what [`validate`] looks at.
+    struct Declared(PluginMetadata);
+
+    impl Plugin for Declared {
+        fn metadata(&self) -> &PluginMetadata {
+            &self.0
+        }
+        fn validate_config(&self, _: &str) -> Result<Result<(), Vec<ConfigError>>, CallError> {
+            unreachable!("validate looks at metadata only")
+        }
+        fn translate(&self, _: &TranslateInput) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
+            unreachable!("validate looks at metadata only")
+        }
+        fn map_status(&self, _: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError> {
+            unreachable!("validate looks at metadata only")
+        }
+        fn session(self: Arc<Self>) -> Arc<dyn Plugin> {
+            self
+        }
+    }
+
+    #[test]
+    fn what_a_plugin_reads_must_be_allowed_and_never_secrets() {
+        let kind = |group: &str, kind: &str| ObjectKind {
+            group: group.into(),
+            version: "v1beta1".into(),
+            kind: kind.into(),
+            plural: format!("{}s", kind.to_lowercase()),
+            namespaced: true,
+        };
+        let metadata = |reads| PluginMetadata {
+            name: "sveltos".into(),
+            version: "0.1.0".into(),
+            contract_version: "0.1.0".into(),
+            creates: vec![kind("config.projectsveltos.io", "Profile")],
+            reads,
+        };
+        let allowed = |kinds: &[&str]| {
+            let kinds =
+                kinds.iter().map(|k| json!({"group": "config.projectsveltos.io", "kind": k})).collect::<Vec<_>>();
+            serde_json::from_value::<AdapterPluginSpec>(json!({
+                "providers": ["ksm-sveltos"], "source": {"oci": {"url": "r/p:1"}}, "allowedKinds": kinds,
+            }))
+            .unwrap()
+        };
+        let check = |reads, spec: &AdapterPluginSpec| {
+            let plugin = Arc::new(Declared(metadata(reads)));
+            validate(&ServingPlugin::configured("sveltos", plugin, spec), spec)
+        };
+        let summaries = vec![kind("config.projectsveltos.io", "ClusterSummary")];
+        assert_eq!(check(summaries.clone(), &allowed(&["Profile", "ClusterSummary"])), Ok(()));
+        let refused = check(summaries, &allowed(&["Profile"])).unwrap_err();
+        assert_eq!(
+            refused,
+            "spec.allowedKinds does not list config.projectsveltos.io/ClusterSummary, which plugin \"sveltos\" reads"
+        );
+        let secrets = check(vec![kind("", "Secret")], &allowed(&["Profile"])).unwrap_err();
+        assert!(secrets.contains("plugins never read Secrets"), "{secrets}");
     }
 
     #[test]

@@ -1,48 +1,67 @@
 //! Which plugin serves each ServiceSet in `render`: the AdapterPlugins in the files, picked and
 //! configured as the controller does (built-in and ConfigMap sources; OCI is not pulled
-//! offline), or `--plugin` for every ServiceSet when the files declare none.
+//! offline), with `--plugin` for the Flux providers none names; or `--plugin` for every
+//! ServiceSet when the files declare none.
 
 use super::plugin_args::{PluginArgs, load};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::ConfigMap;
 use ksm_adapter::adapter_plugin::{AdapterPlugin, Source};
 use ksm_adapter::builtin;
+use ksm_adapter::k0rdent::StateManagementProvider;
 use ksm_adapter::manifests::Manifests;
 use ksm_adapter::plugin::Limits;
 use ksm_adapter::runtime::Runtime;
-use ksm_adapter::serving::{Assignment, ServingPlugin, assignment, limits, validate};
+use ksm_adapter::serving::{Assignment, ServingPlugin, assignment, is_flux_provider, limits, validate};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The plugins of a render.
 pub enum OfflinePlugins {
     /// No AdapterPlugin in the files: `--plugin` serves every provider.
     Only(Arc<ServingPlugin>),
-    /// The AdapterPlugins in the files, each loaded or why not.
-    Declared(Vec<(AdapterPlugin, Result<Arc<ServingPlugin>, String>)>),
+    /// The AdapterPlugins in the files, each loaded or why not; `--plugin` serves the Flux
+    /// providers none names (as `run --default-plugin flux` does).
+    Declared(Vec<(AdapterPlugin, Result<Arc<ServingPlugin>, String>)>, Arc<ServingPlugin>),
 }
 
 impl OfflinePlugins {
     /// Loads the AdapterPlugins in `manifests`, or `--plugin` when there are none.
     pub fn load(runtime: &Runtime, manifests: &Manifests, args: &PluginArgs) -> anyhow::Result<Self> {
+        Self::load_pulled(runtime, manifests, args, &BTreeMap::new())
+    }
+
+    /// As [`load`](Self::load), with the components of OCI sources already pulled, by URL.
+    pub fn load_pulled(
+        runtime: &Runtime,
+        manifests: &Manifests,
+        args: &PluginArgs,
+        pulled: &BTreeMap<String, Vec<u8>>,
+    ) -> anyhow::Result<Self> {
         let mut declared = Vec::new();
         for doc in manifests.documents.iter().filter(|d| d.object["kind"] == "AdapterPlugin") {
             let plugin: AdapterPlugin = serde_json::from_value(doc.object.clone())
                 .with_context(|| format!("{}: not a valid AdapterPlugin", doc.origin))?;
-            let loaded = load_declared(runtime, manifests, &plugin, args.limits.limits());
+            let loaded = load_declared(runtime, manifests, pulled, &plugin, args.limits.limits());
             declared.push((plugin, loaded));
         }
+        let plugin = Arc::new(ServingPlugin::plain(Arc::new(load(runtime, &args.plugin, args.limits.limits())?)));
         if declared.is_empty() {
-            let plugin = load(runtime, &args.plugin, args.limits.limits())?;
-            return Ok(Self::Only(Arc::new(ServingPlugin::plain(Arc::new(plugin)))));
+            return Ok(Self::Only(plugin));
         }
-        Ok(Self::Declared(declared))
+        Ok(Self::Declared(declared, plugin))
     }
 
-    /// The plugin serving StateManagementProvider `provider`, or why there is none.
-    pub fn for_provider(&self, provider: &str) -> Result<Arc<ServingPlugin>, String> {
-        let declared = match self {
+    /// The plugin serving StateManagementProvider `provider` (`smp`, when in the files), or why
+    /// there is none.
+    pub fn for_provider(
+        &self,
+        provider: &str,
+        smp: Option<&StateManagementProvider>,
+    ) -> Result<Arc<ServingPlugin>, String> {
+        let (declared, default) = match self {
             Self::Only(plugin) => return Ok(plugin.clone()),
-            Self::Declared(declared) => declared,
+            Self::Declared(declared, default) => (declared, default),
         };
         let specs = declared.iter().map(|(p, _)| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec));
         match assignment(specs, provider) {
@@ -51,6 +70,7 @@ impl OfflinePlugins {
                     declared.iter().find(|(p, _)| p.metadata.name.as_deref() == Some(&name)).expect("assigned");
                 loaded.clone().map_err(|e| format!("AdapterPlugin {name:?}: {e}"))
             }
+            Assignment::Unserved if smp.is_some_and(is_flux_provider) => Ok(default.clone()),
             other => Err(other.problem(provider).unwrap_or_default()),
         }
     }
@@ -59,6 +79,7 @@ impl OfflinePlugins {
 fn load_declared(
     runtime: &Runtime,
     manifests: &Manifests,
+    pulled: &BTreeMap<String, Vec<u8>>,
     plugin: &AdapterPlugin,
     defaults: Limits,
 ) -> Result<Arc<ServingPlugin>, String> {
@@ -76,6 +97,7 @@ fn load_declared(
                 serde_json::from_value(doc.object.clone()).map_err(|e| format!("{}: {e}", doc.origin))?;
             reference.bytes_in(&config_map)?
         }
+        Source::Oci(oci) if pulled.contains_key(&oci.url) => pulled[&oci.url].clone(),
         Source::Oci(oci) => {
             return Err(format!(
                 "render does not pull from registries: `ksm-adapter plugin pull {} -o plugin.wasm`, then pass --plugin plugin.wasm without AdapterPlugins in the files",

@@ -158,9 +158,16 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             let json = ss.object.to_string();
             for (translated, service) in services.iter().zip(&spec.services) {
                 let template = manifests.template(ss.namespace(), &service.template).map(|d| &d.object);
-                let status = plan::service_status(plugin, &json, template, translated, |a, k, ns, n| {
-                    manifests.find(a, k, ns, n).map(|d| d.object.clone())
-                })?;
+                let observe =
+                    |a: &str, k: &str, ns: &str, n: &str| manifests.find(a, k, ns, n).map(|d| d.object.clone());
+                let related = |owner: &Value| {
+                    plan::reads::owned_by(
+                        &plugin.metadata().reads,
+                        owner,
+                        manifests.documents.iter().map(|d| &d.object),
+                    )
+                };
+                let status = plan::service_status(plugin, &json, template, translated, observe, related)?;
                 states.push(report::status(&translated.service, &status));
             }
             Ok(json!({ "serviceSet": ss.key(), "services": states }))

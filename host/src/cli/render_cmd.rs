@@ -10,7 +10,7 @@ use ksm_adapter::manifests::{Document, Manifests};
 use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, recorded};
 use ksm_adapter::plan::claims::{ClaimIndex, Contender, ServiceClaims, arbitrate, key_of};
 use ksm_adapter::plan::decide::{Inputs, decide, foreign_objects};
-use ksm_adapter::plan::{self, TranslatedService};
+use ksm_adapter::plan::{self, TranslatedService, reads};
 use ksm_adapter::rules::RuleCache;
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, SmpObservation};
@@ -56,7 +56,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
 
 /// The claims of every ServiceSet in the files this host serves, as the controller records
 /// them before its first reconcile.
-fn claim_index(
+pub(super) fn claim_index(
     plugins: &OfflinePlugins,
     manifests: &Manifests,
     identity: &AdapterIdentity,
@@ -69,7 +69,7 @@ fn claim_index(
         if !smp::serves(identity, &smp, service_set.labels()).unwrap_or(false) {
             continue;
         }
-        let Ok(plugin) = plugins.for_provider(&service_set.spec.provider.name) else { continue };
+        let Ok(plugin) = plugins.for_provider(&service_set.spec.provider.name, Some(&smp)) else { continue };
         let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
         if let Ok(translated) = plan::translate(&plugin, &doc.object, template, system_namespace) {
             let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
@@ -80,7 +80,10 @@ fn claim_index(
 }
 
 /// The StateManagementProvider a ServiceSet names, if it is in the files.
-fn provider(manifests: &Manifests, service_set: &ServiceSet) -> anyhow::Result<Option<StateManagementProvider>> {
+pub(super) fn provider(
+    manifests: &Manifests,
+    service_set: &ServiceSet,
+) -> anyhow::Result<Option<StateManagementProvider>> {
     let name = &service_set.spec.provider.name;
     manifests
         .k0rdent("StateManagementProvider")
@@ -90,7 +93,7 @@ fn provider(manifests: &Manifests, service_set: &ServiceSet) -> anyhow::Result<O
 }
 
 #[allow(clippy::too_many_arguments)]
-fn render_one(
+pub(super) fn render_one(
     plugins: &OfflinePlugins,
     manifests: &Manifests,
     doc: &Document,
@@ -111,7 +114,7 @@ fn render_one(
             "reason": format!("StateManagementProvider {smp_name:?} names adapter {}/{} or its selector does not match",
                 smp.spec.adapter.namespace, smp.spec.adapter.name) }));
     }
-    let plugin = match plugins.for_provider(smp_name) {
+    let plugin = match plugins.for_provider(smp_name, smp.as_ref()) {
         Ok(plugin) => plugin,
         Err(problem) => return Ok(json!({ "serviceSet": doc.key(), "servedByThisHost": true, "error": problem })),
     };
@@ -134,6 +137,8 @@ fn render_one(
         })
     };
     let arbitrate = |_: &[ServiceClaims]| arbitrate(claims, &key, has_objects);
+    let reads = &plugin.metadata().reads;
+    let related = |owner: &Value| reads::owned_by(reads, owner, manifests.documents.iter().map(|d| &d.object));
     let mut observed = Inputs {
         smp: smp.as_ref(),
         smp_diagnosis: diagnosis,
@@ -141,6 +146,7 @@ fn render_one(
         children: &children,
         foreign: &BTreeMap::new(),
         arbitrate: &arbitrate,
+        related: &related,
     };
     let mut plan = decide(&plugin, &service_set, &observed, system_namespace, now)?;
     // As the controller does: an object in the files with the name of a first apply that is not

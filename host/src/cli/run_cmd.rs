@@ -168,15 +168,20 @@ fn election(args: &RunArgs) -> Election {
     }
 }
 
-/// The API client, counting its requests by verb in `metrics`.
-async fn client(kubeconfig: Option<&PathBuf>, metrics: &Arc<Metrics>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
+/// The client configuration of `--kubeconfig`, else the usual places.
+pub(super) async fn kube_config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let file = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await?
         }
         None => kube::Config::infer().await.context("no kubeconfig found and not running in a cluster")?,
-    };
+    })
+}
+
+/// The API client, counting its requests by verb in `metrics`.
+async fn client(kubeconfig: Option<&PathBuf>, metrics: &Arc<Metrics>) -> anyhow::Result<kube::Client> {
+    let config = kube_config(kubeconfig).await?;
     let metrics = metrics.clone();
     let count = MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
         metrics.api_request(verb_of(&request));

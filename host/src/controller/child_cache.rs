@@ -104,6 +104,11 @@ impl ChildCache {
             .any(|child| self.objects.get(&**child).is_some_and(|e| e.service.as_deref() == Some(service)))
     }
 
+    /// The ServiceSet the cached `child` belongs to.
+    pub fn owner(&self, child: &ChildRef) -> Option<NamespacedName> {
+        self.objects.get(child).map(|e| e.owner.clone())
+    }
+
     /// Whether the cached `child` is being deleted.
     pub fn is_deleting(&self, child: &ChildRef) -> bool {
         self.objects.get(child).is_some_and(|e| e.deleting)
@@ -157,6 +162,7 @@ mod tests {
         assert_eq!(names, ["a-b", "a-c"]);
         assert_eq!(children[0]["spec"]["values"]["replicas"], 2);
         assert!(cache.any(&owner("a"), "c"));
+        assert_eq!(cache.owner(&release("a-c", "a", "c").0), Some(owner("a")));
         assert!(!cache.any(&owner("a"), "d"));
     }
 

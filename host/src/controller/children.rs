@@ -1,7 +1,9 @@
 //! The kinds the plugins create: one cache per kind of the objects the host manages (by label),
-//! and the writes — server-side apply under the field manager `ksm-adapter`, and delete.
+//! and the writes — server-side apply under the field manager `ksm-adapter`, and delete. Plus
+//! the kinds the plugins read, cached for `map-status` (see [`ReadCache`]).
 
 use super::child_cache::ChildCache;
+use super::read_cache::ReadCache;
 use super::watches::WatchHealth;
 use crate::k0rdent::{NamespacedName, ServiceSet};
 use crate::plan::children::{
@@ -26,7 +28,7 @@ use tokio::sync::watch;
 /// The field manager of every server-side apply the host makes.
 pub const FIELD_MANAGER: &str = "ksm-adapter";
 
-/// One kind a plugin creates, and whether the cache holds a complete list of it.
+/// One kind a plugin creates or reads, and whether the cache holds a complete list of it.
 struct ChildKind {
     resource: ApiResource,
     listed: watch::Receiver<bool>,
@@ -40,12 +42,16 @@ pub struct ChildKinds {
     /// Wakes the ServiceSet a changed child belongs to.
     wake: Waker,
     kinds: RwLock<HashMap<(String, String), Arc<ChildKind>>>,
+    /// The kinds the plugins read (not written, and watched whole: the CD tool made them).
+    reads: RwLock<HashMap<(String, String), Arc<ChildKind>>>,
     /// What the API server answered to the host's latest applies, until the caches show the
     /// same content: a reconcile that runs before the watch delivers an applied child must
     /// not apply it again.
     applied: Applied,
     /// The objects the host manages, of every kind.
     cache: Arc<Mutex<ChildCache>>,
+    /// The objects of the kinds the plugins read that have owners.
+    read_cache: Arc<Mutex<ReadCache>>,
     /// Where the watches report their failures.
     health: Arc<WatchHealth>,
     /// The watches' tasks, stopped on drop.
@@ -73,23 +79,43 @@ impl ChildKinds {
     /// No kinds yet; changes to children will wake their ServiceSet through `wake`, and the
     /// watches report their failures to `health`.
     pub fn new(client: &Client, wake: Waker, health: Arc<WatchHealth>) -> Self {
-        let (applied, cache) = (Arc::default(), Arc::default());
-        Self { client: client.clone(), wake, kinds: RwLock::default(), applied, cache, health, tasks: Mutex::default() }
+        Self {
+            client: client.clone(),
+            wake,
+            kinds: RwLock::default(),
+            reads: RwLock::default(),
+            applied: Arc::default(),
+            cache: Arc::default(),
+            read_cache: Arc::default(),
+            health,
+            tasks: Mutex::default(),
+        }
     }
 
     /// Starts caching each of `kinds` not cached yet (a watch of the objects the host manages,
     /// on a task of its own); returns, for every one of `kinds`, the flag that turns true once
     /// its cache holds a complete list.
     pub fn ensure<'a>(&self, kinds: impl IntoIterator<Item = &'a ObjectKind>) -> Vec<watch::Receiver<bool>> {
-        let mut known = self.kinds.write().unwrap();
+        self.ensure_as(Role::Creates, kinds)
+    }
+
+    /// As [`ensure`](Self::ensure), for kinds the plugins read.
+    pub fn ensure_reads<'a>(&self, kinds: impl IntoIterator<Item = &'a ObjectKind>) -> Vec<watch::Receiver<bool>> {
+        self.ensure_as(Role::Reads, kinds)
+    }
+
+    fn ensure_as<'a>(&self, role: Role, kinds: impl IntoIterator<Item = &'a ObjectKind>) -> Vec<watch::Receiver<bool>> {
+        let mut known = match role {
+            Role::Creates => self.kinds.write().unwrap(),
+            Role::Reads => self.reads.write().unwrap(),
+        };
         kinds
             .into_iter()
             .map(|kind| {
                 let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
                 let key = (gvk.api_version(), gvk.kind.clone());
-                let child = known
-                    .entry(key)
-                    .or_insert_with(|| Arc::new(self.watch(ApiResource::from_gvk_with_plural(&gvk, &kind.plural))));
+                let resource = || ApiResource::from_gvk_with_plural(&gvk, &kind.plural);
+                let child = known.entry(key).or_insert_with(|| Arc::new(self.watch(resource(), role)));
                 child.listed.clone()
             })
             .collect()
@@ -107,12 +133,36 @@ impl ChildKinds {
         }
     }
 
-    fn watch(&self, resource: ApiResource) -> ChildKind {
-        let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
+    /// Waits until the caches of `creates` and `reads` hold a complete list: a plugin's
+    /// `map-status` must not see a service's objects without what it reads about them.
+    pub async fn listed_with_reads<'a>(
+        &self,
+        creates: impl IntoIterator<Item = &'a ObjectKind>,
+        reads: impl IntoIterator<Item = &'a ObjectKind>,
+    ) {
+        self.listed(creates).await;
+        for flag in self.ensure_reads(reads) {
+            super::watches::wait_listed(flag).await;
+        }
+    }
+
+    /// The objects of the kinds the plugins read that `child` (live, with its uid) owns.
+    pub fn owned_by(&self, child: &Value) -> Vec<Value> {
+        let Some(uid) = child["metadata"]["uid"].as_str() else { return Vec::new() };
+        let owned = self.read_cache.lock().unwrap().owned_by(uid);
+        owned.into_iter().filter(|o| crate::plan::reads::owns(child, o)).collect()
+    }
+
+    fn watch(&self, resource: ApiResource, role: Role) -> ChildKind {
+        let config = match role {
+            Role::Creates => watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
+            Role::Reads => watcher::Config::default(),
+        };
         let (is_listed, listed) = watch::channel(false);
         let (applied, cache, kind, wake, health) =
             (self.applied.clone(), self.cache.clone(), resource.clone(), self.wake.clone(), self.health.clone());
-        // The children seen since the (re)list began; at its end the others are gone.
+        let read_cache = self.read_cache.clone();
+        // The objects seen since the (re)list began; at its end the others are gone.
         let mut relisted: HashSet<ChildRef> = HashSet::new();
         let events = watcher(Api::<DynamicObject>::all_with(self.client.clone(), &resource), config)
             .default_backoff()
@@ -123,24 +173,12 @@ impl ChildKinds {
             if let watcher::Event::InitApply(object) = &event {
                 relisted.insert(child_ref(&kind, object));
             }
-            let changed = match event {
-                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                    let child = child_ref(&kind, &object);
-                    caught_up(&applied, &child, &object);
-                    cache.lock().unwrap().apply(child, &object)
-                }
-                watcher::Event::Delete(object) => {
-                    let child = child_ref(&kind, &object);
-                    applied.lock().unwrap().remove(&child);
-                    cache.lock().unwrap().delete(&child).into_iter().collect()
-                }
-                watcher::Event::Init => {
-                    relisted.clear();
-                    Vec::new()
-                }
-                watcher::Event::InitDone => {
-                    let listed = std::mem::take(&mut relisted);
-                    cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &listed)
+            let changed = match role {
+                Role::Creates => on_child(event, &kind, &applied, &cache, &mut relisted),
+                Role::Reads => {
+                    let owners = on_read(event, &kind, &read_cache, &mut relisted);
+                    let cache = cache.lock().unwrap();
+                    owners.iter().filter_map(|owner| cache.owner(owner)).collect()
                 }
             };
             for NamespacedName { namespace, name } in changed {
@@ -257,6 +295,70 @@ impl ChildKinds {
             )
         })?;
         Ok(Api::namespaced_with(self.client.clone(), &child.namespace, &kind.resource))
+    }
+}
+
+/// What the host does with the objects of a kind.
+#[derive(Clone, Copy)]
+enum Role {
+    /// Plugins create them: the host's own (by label), applied and deleted.
+    Creates,
+    /// Plugins read them: the CD tool's, only cached.
+    Reads,
+}
+
+/// Takes a watch event of a kind the plugins create into the cache; returns the ServiceSets
+/// whose children changed.
+fn on_child(
+    event: watcher::Event<DynamicObject>,
+    kind: &ApiResource,
+    applied: &Applied,
+    cache: &Mutex<ChildCache>,
+    relisted: &mut HashSet<ChildRef>,
+) -> Vec<NamespacedName> {
+    match event {
+        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+            let child = child_ref(kind, &object);
+            caught_up(applied, &child, &object);
+            cache.lock().unwrap().apply(child, &object)
+        }
+        watcher::Event::Delete(object) => {
+            let child = child_ref(kind, &object);
+            applied.lock().unwrap().remove(&child);
+            cache.lock().unwrap().delete(&child).into_iter().collect()
+        }
+        watcher::Event::Init => {
+            relisted.clear();
+            Vec::new()
+        }
+        watcher::Event::InitDone => {
+            let listed = std::mem::take(relisted);
+            cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &listed)
+        }
+    }
+}
+
+/// Takes a watch event of a kind the plugins read into the read cache; returns the owners whose
+/// owned objects changed.
+fn on_read(
+    event: watcher::Event<DynamicObject>,
+    kind: &ApiResource,
+    cache: &Mutex<ReadCache>,
+    relisted: &mut HashSet<ChildRef>,
+) -> Vec<ChildRef> {
+    match event {
+        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+            cache.lock().unwrap().apply(child_ref(kind, &object), &object)
+        }
+        watcher::Event::Delete(object) => cache.lock().unwrap().delete(&child_ref(kind, &object)),
+        watcher::Event::Init => {
+            relisted.clear();
+            Vec::new()
+        }
+        watcher::Event::InitDone => {
+            let listed = std::mem::take(relisted);
+            cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &listed)
+        }
     }
 }
 

@@ -34,6 +34,7 @@ pub mod arbiter;
 pub mod backoff;
 pub mod caches;
 mod child_cache;
+mod read_cache;
 pub mod children;
 pub mod clusters;
 pub mod config_maps;

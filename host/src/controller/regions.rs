@@ -12,7 +12,7 @@ use crate::k0rdent::ServiceSet;
 use crate::plan::children::owned_by;
 use crate::plan::decide::ChildRef;
 use crate::plan::route::Route;
-use ksm_plugin_sdk::contract::ObjectKind;
+use crate::serving::ServingPlugin;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,14 +47,16 @@ pub struct Home {
 }
 
 impl Home {
-    /// Waits until the caches of `kinds` on this cluster hold a complete list; a region that
-    /// does not list them within [`LISTED_WITHIN`] is reported as unreachable.
-    pub async fn listed<'a>(&self, kinds: impl IntoIterator<Item = &'a ObjectKind>) -> Result<(), String> {
+    /// Waits until the caches of the kinds `serving` creates and reads on this cluster hold a
+    /// complete list; a region that does not list them within [`LISTED_WITHIN`] is reported as
+    /// unreachable.
+    pub async fn listed(&self, serving: &ServingPlugin) -> Result<(), String> {
+        let listed = self.children.listed_with_reads(serving.kinds(), serving.reads());
         let Some(region) = &self.region else {
-            self.children.listed(kinds).await;
+            listed.await;
             return Ok(());
         };
-        tokio::time::timeout(LISTED_WITHIN, self.children.listed(kinds))
+        tokio::time::timeout(LISTED_WITHIN, listed)
             .await
             .map_err(|_| format!("Region {region}: its objects were not listed within {}s", LISTED_WITHIN.as_secs()))
     }
@@ -251,7 +253,7 @@ mod tests {
         static VERSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
         let regions = regions(&VERSION);
         let management = regions.home(&Route::Management).await.unwrap();
-        let kind = ObjectKind {
+        let kind = ksm_plugin_sdk::contract::ObjectKind {
             group: "helm.toolkit.fluxcd.io".into(),
             version: "v2".into(),
             kind: "HelmRelease".into(),

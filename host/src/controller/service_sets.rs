@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,7 +79,11 @@ pub fn error_policy(service_set: Arc<ServiceSet>, error: &Error, ctx: Arc<Contex
         return Action::requeue(CONFLICT_RETRY);
     }
     let (failures, delay) = ctx.failures.failed(&key);
-    tracing::warn!(serviceset = %key, retry_in = ?delay, failures, "{error}");
+    let plugin = match error {
+        Error::Plugin(e) => Some(e.plugin.as_str()),
+        _ => None,
+    };
+    tracing::warn!(serviceset = %key, plugin, retry_in = ?delay, failures, "{error}");
     Action::requeue(delay)
 }
 
@@ -154,7 +159,7 @@ async fn home(service_set: &ServiceSet, ctx: &Context) -> Result<Home, String> {
 /// [`home`], its caches of `serving`'s kinds listed.
 async fn listed_home(service_set: &ServiceSet, ctx: &Context, serving: &ServingPlugin) -> Result<Home, String> {
     let home = home(service_set, ctx).await?;
-    home.listed(serving.kinds()).await?;
+    home.listed(serving).await?;
     Ok(home)
 }
 
@@ -220,6 +225,7 @@ async fn plan(
         None => None,
     };
     let children = home.children.cached(service_set);
+    let kinds = home.children.clone();
     let (service_set, ctx, serving) = (service_set.clone(), ctx.clone(), serving.clone());
     call_blocking(move || {
         let namespace = service_set.namespace().unwrap_or_default();
@@ -228,6 +234,7 @@ async fn plan(
             ctx.regions.any(namespace, name, service)
         };
         let arbitrate = |claims: &[ServiceClaims]| ctx.arbiter.arbitrate(&service_set, claims, has_objects);
+        let related = |child: &Value| kinds.owned_by(child);
         let inputs = Inputs {
             smp: smp.as_deref(),
             smp_diagnosis: diagnosis,
@@ -235,6 +242,7 @@ async fn plan(
             children: &children,
             foreign: &foreign,
             arbitrate: &arbitrate,
+            related: &related,
         };
         decide::decide(&serving, &service_set, &inputs, &ctx.settings.system_namespace, &now())
     })

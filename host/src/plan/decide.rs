@@ -42,6 +42,9 @@ pub struct Inputs<'a> {
     /// Arbitration of claims against the other ServiceSets: given what this ServiceSet's
     /// services claim now, the services that lose (see [`claims`](super::claims)).
     pub arbitrate: &'a dyn Fn(&[ServiceClaims]) -> Arbitration,
+    /// The objects of the plugin's `reads` kinds that a live child owns (see
+    /// [`reads`](super::reads)), for `map-status`.
+    pub related: &'a dyn Fn(&Value) -> Vec<Value>,
 }
 
 /// A child object to delete.
@@ -198,9 +201,16 @@ pub fn decide(
             ServiceOutcome::Conflict(_) => {}
         }
         let template = (observed.template)(&spec.template);
-        let found = service_status(serving.plugin.as_ref(), &json, template.as_ref(), service, |a, k, ns, n| {
-            live(&ChildRef { api_version: a.into(), kind: k.into(), namespace: ns.into(), name: n.into() }).cloned()
-        })?;
+        let found = service_status(
+            serving.plugin.as_ref(),
+            &json,
+            template.as_ref(),
+            service,
+            |a, k, ns, n| {
+                live(&ChildRef { api_version: a.into(), kind: k.into(), namespace: ns.into(), name: n.into() }).cloned()
+            },
+            observed.related,
+        )?;
         let previous = status.services.iter().find(|s| s.name == spec.name);
         states.push(if spec.helm_action.as_deref() == Some(UNINSTALL) {
             let present = children_of(&ours, &spec.name).next().is_some();
@@ -396,6 +406,7 @@ mod tests {
             children,
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
+            related: &|_| vec![],
         };
         decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
     }
@@ -420,6 +431,7 @@ mod tests {
             children: &[],
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
+            related: &|_| vec![],
         };
         let mut ss = service_set(ingress());
         ss.spec.provider.config = Some(json!({"timeout": "9m"}));
@@ -476,6 +488,7 @@ mod tests {
             children: &children,
             foreign: &BTreeMap::new(),
             arbitrate: &arbitrate,
+            related: &|_| vec![],
         };
         let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
         assert!(p.apply.is_empty(), "the loser applies nothing");
@@ -514,6 +527,7 @@ mod tests {
                 children: &[],
                 foreign: &BTreeMap::new(),
                 arbitrate: &arbitrate,
+                related: &|_| vec![],
             };
             decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
         };
@@ -669,6 +683,7 @@ mod tests {
                 assert_eq!(claims.iter().filter(|s| !s.claims.is_empty()).count(), 1, "no claim for a taken service");
                 Arbitration::default()
             },
+            related: &|_| vec![],
         };
         let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
         let applied: Vec<&str> = p.apply.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();

@@ -7,6 +7,7 @@ pub mod claims;
 pub mod decide;
 pub mod events;
 pub mod gate;
+pub mod reads;
 pub mod route;
 pub mod status;
 
@@ -124,14 +125,16 @@ pub fn service_names(service_set: &Value) -> Vec<String> {
 
 /// The state of one translated service: from the plugin's error or refusal, or from
 /// `map-status` over the observed versions of its desired objects (`observe` finds the live
-/// object by apiVersion, kind, namespace and name). `service_set` is the ServiceSet's JSON text
-/// (serialized once for all its services).
+/// object by apiVersion, kind, namespace and name), followed by the objects of the plugin's
+/// `reads` kinds each live one owns (`related`, see [`reads`]). `service_set` is the
+/// ServiceSet's JSON text (serialized once for all its services).
 pub fn service_status(
     plugin: &dyn Plugin,
     service_set: &str,
     template: Option<&Value>,
     translated: &TranslatedService,
     observe: impl Fn(&str, &str, &str, &str) -> Option<Value>,
+    related: impl Fn(&Value) -> Vec<Value>,
 ) -> Result<ServiceStatus, CallError> {
     let objects = match &translated.outcome {
         ServiceOutcome::Error(error) => {
@@ -143,16 +146,27 @@ pub fn service_status(
         ServiceOutcome::Waiting(message) => return Ok(error_status(template, ServiceState::Pending, message)),
         ServiceOutcome::Objects(objects) => objects,
     };
-    let observed = objects
+    let reference = |o: &Value| {
+        let field = |path: &[&str]| path.iter().fold(o, |v, k| &v[*k]).as_str().unwrap_or_default().to_string();
+        let (api_version, kind) = (field(&["apiVersion"]), field(&["kind"]));
+        (api_version, kind, field(&["metadata", "namespace"]), field(&["metadata", "name"]))
+    };
+    let live: Vec<_> = objects
         .iter()
         .map(|o| {
-            let field = |path: &[&str]| path.iter().fold(o, |v, k| &v[*k]).as_str().unwrap_or_default().to_string();
-            let (api_version, kind) = (field(&["apiVersion"]), field(&["kind"]));
-            let (namespace, name) = (field(&["metadata", "namespace"]), field(&["metadata", "name"]));
-            let object = observe(&api_version, &kind, &namespace, &name).map(|v| v.to_string());
-            ObservedObject { api_version, kind, name, namespace, object }
+            let (api_version, kind, namespace, name) = reference(o);
+            let object = observe(&api_version, &kind, &namespace, &name);
+            (ObservedObject { api_version, kind, name, namespace, object: None }, object)
         })
         .collect();
+    let read: Vec<Value> = live.iter().filter_map(|(_, object)| object.as_ref()).flat_map(&related).collect();
+    let own =
+        live.into_iter().map(|(observed, object)| ObservedObject { object: object.map(|v| v.to_string()), ..observed });
+    let read = read.iter().map(|o| {
+        let (api_version, kind, namespace, name) = reference(o);
+        ObservedObject { api_version, kind, name, namespace, object: Some(o.to_string()) }
+    });
+    let observed = own.chain(read).collect();
     let input = StatusInput {
         service_set: service_set.into(),
         service: translated.service.clone(),

@@ -4,11 +4,6 @@ use ksm_plugin_sdk::contract::ObjectKind;
 use ksm_plugin_sdk::k0rdent::SourceRef;
 use serde::Serialize;
 
-/// API version of the Flux source kinds.
-const SOURCE_VERSION: &str = "v1";
-/// API group of Flux source objects.
-const SOURCE_GROUP: &str = "source.toolkit.fluxcd.io";
-
 /// The HelmRelease kind this plugin creates.
 pub fn helm_release_kind() -> ObjectKind {
     kind("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases")
@@ -17,19 +12,6 @@ pub fn helm_release_kind() -> ObjectKind {
 /// The Kustomization kind this plugin creates.
 pub fn kustomization_kind() -> ObjectKind {
     kind("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations")
-}
-
-/// The Flux source kinds the created objects reference.
-pub fn source_kinds() -> Vec<ObjectKind> {
-    [
-        ("HelmChart", "helmcharts"),
-        ("GitRepository", "gitrepositories"),
-        ("OCIRepository", "ocirepositories"),
-        ("Bucket", "buckets"),
-    ]
-    .into_iter()
-    .map(|(k, plural)| kind(SOURCE_GROUP, SOURCE_VERSION, k, plural))
-    .collect()
 }
 
 fn kind(group: &str, version: &str, kind: &str, plural: &str) -> ObjectKind {

@@ -35,7 +35,10 @@ impl PluginApi for FluxPlugin {
             version: env!("CARGO_PKG_VERSION").into(),
             contract_version: CONTRACT_VERSION.into(),
             creates: vec![flux::helm_release_kind(), flux::kustomization_kind()],
-            reads: flux::source_kinds(),
+            // The sources the objects reference are kcm's; the status of a HelmRelease or a
+            // Kustomization already tells what went wrong with them. The host watches what a plugin
+            // reads, so it reads nothing.
+            reads: vec![],
         }
     }
 

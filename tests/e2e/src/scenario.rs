@@ -230,7 +230,54 @@ impl Scenario {
                 && status_service_names(ss) == spec_service_names(ss)
         })
         .await;
-        self.wait_children_match(name).await
+        let expected = self.wait_children_match(name).await;
+        self.check_explained(name).await;
+        expected
+    }
+
+    /// `ksm-adapter explain` on ServiceSet `name`, its YAML answer parsed.
+    pub async fn explain(&self, name: &str) -> Value {
+        let target = format!("{}/{name}", self.namespace());
+        let kubeconfig = self.kubeconfig().to_str().expect("a UTF-8 path").to_string();
+        let namespace = self.namespace().to_string();
+        let output = tokio::task::spawn_blocking(move || {
+            let args = ["explain", &target, "--kubeconfig", &kubeconfig, "--adapter-namespace", &namespace];
+            crate::adapter::run_command(&args)
+        })
+        .await
+        .expect("explain ran");
+        serde_norway::from_slice(&output.stdout).expect("explain prints YAML")
+    }
+
+    /// What `explain` says about a converged ServiceSet agrees with it: served, by a plugin,
+    /// every service named with the state its status has, the status up to date (asked again
+    /// a few times: a status write may be on its way).
+    async fn check_explained(&self, name: &str) {
+        for attempt in 1..=3 {
+            let live = self.must_get(&self.service_set(name)).await;
+            let explained = self.explain(name).await;
+            let context = || format!("explain {name}:\n{}", serde_norway::to_string(&explained).unwrap_or_default());
+            assert_eq!(explained["serviceSet"], format!("{}/{name}", self.namespace()), "{}", context());
+            assert!(explained["plugin"]["servedBy"].is_string(), "{}", context());
+            let states = |services: &Value| -> Vec<(String, String)> {
+                let mut states: Vec<(String, String)> = services
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|s| {
+                        (s["name"].as_str().unwrap_or_default().into(), s["state"].as_str().unwrap_or_default().into())
+                    })
+                    .collect();
+                states.sort();
+                states
+            };
+            if explained["statusUpToDate"] == true {
+                assert_eq!(states(&explained["services"]), states(&live["status"]["services"]), "{}", context());
+                return;
+            }
+            assert!(attempt < 3, "explain says the status is not up to date: {}", context());
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
 
     /// Waits until the children of ServiceSet `name` are exactly what the plugin translates the

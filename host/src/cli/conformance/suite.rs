@@ -413,11 +413,12 @@ impl Suite {
         let service_set = case.service_set.to_string();
         for t in translated {
             let template = case.template_of(&t.service);
+            let observe = |a: &str, k: &str, ns: &str, n: &str| find_observed(&case.observed, a, k, ns, n);
+            let reads = &self.plugin.metadata().reads;
+            let related = |owner: &Value| plan::reads::owned_by(reads, owner, &case.observed);
             let status =
-                plan::service_status(self.plugin.as_ref(), &service_set, template.as_ref(), t, |a, k, ns, n| {
-                    find_observed(&case.observed, a, k, ns, n)
-                })
-                .map_err(|e| e.to_string())?;
+                plan::service_status(self.plugin.as_ref(), &service_set, template.as_ref(), t, observe, related)
+                    .map_err(|e| e.to_string())?;
             services.push(report::status(&t.service, &status));
         }
         compare(expected, &json!({ "services": services }), EXPECTED_STATUS_FILE)

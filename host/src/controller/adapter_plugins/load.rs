@@ -114,16 +114,18 @@ impl Loader {
     /// watch that cannot list (e.g. 403) fails the load, naming the kind and the API server's
     /// answer.
     async fn kinds_listed(&self, serving: &ServingPlugin) -> Result<(), String> {
-        if tokio::time::timeout(LIST_WAIT, self.children.listed(serving.kinds())).await.is_ok() {
+        let listed = self.children.listed_with_reads(serving.kinds(), serving.reads());
+        if tokio::time::timeout(LIST_WAIT, listed).await.is_ok() {
             return Ok(());
         }
         let failing: Vec<String> = serving
             .kinds()
             .filter_map(|k| self.health.failure(&k.kind).map(|f| format!("{}: {}", k.kind, f.message)))
             .collect();
+            .chain(serving.reads())
         let why = if failing.is_empty() { "no complete list yet".to_string() } else { failing.join("; ") };
         Err(format!(
-            "cannot list the kinds plugin {:?} creates within {}s: {why}",
+            "cannot list the kinds plugin {:?} creates and reads within {}s: {why}",
             serving.metadata().name,
             LIST_WAIT.as_secs()
         ))
@@ -134,12 +136,13 @@ impl Loader {
     /// past the namespace rule).
     async fn check_kinds_served(&self, serving: &ServingPlugin) -> Result<(), String> {
         let plugin = &serving.metadata().name;
-        for kind in serving.kinds() {
+        let roles = serving.kinds().map(|k| (k, "creates")).chain(serving.reads().map(|k| (k, "reads")));
+        for (kind, role) in roles {
             let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
             let what = format!("{} {}", gvk.api_version(), kind.kind);
             let not_served = |detail: String| {
                 format!(
-                    "the API server does not serve {what}, which plugin {plugin:?} creates{detail}: is its CRD installed?"
+                    "the API server does not serve {what}, which plugin {plugin:?} {role}{detail}: is its CRD installed?"
                 )
             };
             let (resource, capabilities) = match pinned_kind(&self.client, &gvk).await {

@@ -6,7 +6,7 @@ use super::fetch::Fetched;
 use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::StateManagementProvider;
 use crate::policy::Policy;
-use crate::serving::{Assignment, ServingPlugin, assignment};
+use crate::serving::{Assignment, ServingPlugin, assignment, is_flux_provider};
 use crate::smp::AdapterIdentity;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -27,18 +27,6 @@ pub struct Loaded {
     pub generation: Option<i64>,
     /// The providers that generation named.
     pub providers: Vec<String>,
-}
-
-/// Kinds whose CRDs in an SMP's `spec.provisionerCRDs` make it a Flux provider:
-/// (group, plural).
-const FLUX_CRDS: [(&str, &str); 2] =
-    [("helm.toolkit.fluxcd.io", "helmreleases"), ("kustomize.toolkit.fluxcd.io", "kustomizations")];
-
-/// Whether `smp` is for Flux: its `spec.provisionerCRDs` list HelmRelease's or Kustomization's.
-pub fn is_flux_provider(smp: &StateManagementProvider) -> bool {
-    smp.spec.provisioner_crds.iter().any(|crd| {
-        FLUX_CRDS.iter().any(|(group, plural)| crd.group == *group && crd.resources.iter().any(|r| r == plural))
-    })
 }
 
 /// The plugins loaded from AdapterPlugins, by AdapterPlugin name, and the built-in default.

@@ -113,7 +113,11 @@ impl Providers {
         }
         // No plugin serving the SMP yet is the ServiceSets' condition to report, not RBAC's.
         let serving = self.registry.serving_for(&name).ok();
-        let needed = rbac::host_permissions(self.mode, serving.iter().flat_map(|s| s.kinds()));
+        let needed = rbac::host_permissions(
+            self.mode,
+            serving.iter().flat_map(|s| s.kinds()),
+            serving.iter().flat_map(|s| s.reads()),
+        );
         let check = rbac::check(&self.client, &self.discovery, smp, needed).await;
         self.rbac.put(name, generation, check.clone());
         check

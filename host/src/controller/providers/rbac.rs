@@ -10,8 +10,13 @@ use crate::smp::RbacCheck;
 use ksm_plugin_sdk::contract::ObjectKind;
 use kube::Client;
 
-/// What the host itself does for an SMP in `mode`, served by a plugin creating `kinds`.
-pub fn host_permissions<'a>(mode: Mode, kinds: impl IntoIterator<Item = &'a ObjectKind>) -> Vec<Permission> {
+/// What the host itself does for an SMP in `mode`, served by a plugin creating `kinds` and
+/// reading `reads` (watched, never fetched one by one).
+pub fn host_permissions<'a>(
+    mode: Mode,
+    kinds: impl IntoIterator<Item = &'a ObjectKind>,
+    reads: impl IntoIterator<Item = &'a ObjectKind>,
+) -> Vec<Permission> {
     let k0rdent = "k0rdent.mirantis.com";
     let read = ["get", "list", "watch"];
     let mut needed = Permission::each(&["get", "list", "watch", "patch"], k0rdent, "servicesets");
@@ -30,6 +35,9 @@ pub fn host_permissions<'a>(mode: Mode, kinds: impl IntoIterator<Item = &'a Obje
             &kind.group,
             &kind.plural,
         ));
+    }
+    for kind in reads {
+        needed.extend(Permission::each(&["list", "watch"], &kind.group, &kind.plural));
     }
     needed
 }
@@ -78,7 +86,7 @@ mod tests {
 
     #[test]
     fn the_host_needs_its_own_objects_and_the_plugins_kinds() {
-        let observe = described(&host_permissions(Mode::Observe, &[helm_release()]));
+        let observe = described(&host_permissions(Mode::Observe, &[helm_release()], &[]));
         for needed in [
             "patch servicesets.k0rdent.mirantis.com",
             "update servicesets/status.k0rdent.mirantis.com",
@@ -92,8 +100,20 @@ mod tests {
             !observe.iter().any(|p| p.starts_with("update statemanagementproviders")),
             "observe mode writes no SMP"
         );
-        let manage = described(&host_permissions(Mode::Manage, []));
+        let manage = described(&host_permissions(Mode::Manage, [], []));
         assert!(manage.iter().any(|p| p == "update statemanagementproviders/status.k0rdent.mirantis.com"));
         assert!(!manage.iter().any(|p| p.contains("helmreleases")), "no plugin serving: no kinds");
+        let summaries = ObjectKind {
+            group: "config.projectsveltos.io".into(),
+            kind: "ClusterSummary".into(),
+            plural: "clustersummaries".into(),
+            ..helm_release()
+        };
+        let reading = described(&host_permissions(Mode::Observe, [], &[summaries]));
+        let read: Vec<&String> = reading.iter().filter(|p| p.contains("clustersummaries")).collect();
+        assert_eq!(
+            read,
+            ["list clustersummaries.config.projectsveltos.io", "watch clustersummaries.config.projectsveltos.io"]
+        );
     }
 }

@@ -1,0 +1,396 @@
+//! `ksm-adapter explain <namespace>/<serviceset>`: "why is my service not deployed?" answered
+//! from the live cluster. It reads what the controller would read (the ServiceSet, every
+//! ServiceSet it may contend with for a claim, the templates, the provider and what it refers to,
+//! the AdapterPlugins and their components, the ServiceSet's children and what the plugin reads
+//! about them), then makes the same pure decision `render` makes offline and says, per service,
+//! where it stands and why.
+//!
+//! Children are read on the management cluster; a ServiceSet whose cluster lives in a Region has
+//! them on the regional cluster, which `explain` does not reach (it says so).
+
+use super::offline_plugins::OfflinePlugins;
+use super::render_cmd;
+use anyhow::{Context, bail};
+use clap::Args;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use ksm_adapter::adapter_plugin::{AdapterPlugin, Source};
+use ksm_adapter::k0rdent::{ServiceSet, StateManagementProvider};
+use ksm_adapter::manifests::{Document, Manifests};
+use ksm_adapter::oci::{self, Credentials};
+use ksm_adapter::plan::children::{
+    SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, label_value, recorded,
+};
+use ksm_adapter::plan::decide::ChildRef;
+use ksm_adapter::rules::RuleCache;
+use ksm_adapter::runtime::Runtime;
+use ksm_plugin_sdk::contract::ObjectKind;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The ServiceSet, as `<namespace>/<name>`.
+    service_set: String,
+    /// Kubeconfig file to use [default: $KUBECONFIG, else ~/.kube/config, else the in-cluster
+    /// service account].
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    identity: super::identity::IdentityArgs,
+    #[command(flatten)]
+    plugin: super::plugin_args::PluginArgs,
+}
+
+pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let Some((namespace, name)) = args.service_set.split_once('/') else {
+        bail!("expected <namespace>/<serviceset>, got {:?}", args.service_set);
+    };
+    let runtime = Runtime::new()?;
+    let identity = args.identity.identity();
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let (manifests, plugins) = tokio.block_on(async {
+        let client = Client::try_from(super::run_cmd::kube_config(args.kubeconfig.as_ref()).await?)?;
+        let mut gathered = Gathered::default();
+        let service_set = gathered.k0rdent(&client, namespace, name).await?;
+        let pulled = gathered.plugins(&client, &identity.namespace).await?;
+        let manifests = gathered.manifests();
+        let plugins = OfflinePlugins::load_pulled(&runtime, &manifests, &args.plugin, &pulled)?;
+        let smp = render_cmd::provider(&manifests, &service_set)?;
+        if let Ok(serving) = plugins.for_provider(&service_set.spec.provider.name, smp.as_ref()) {
+            let metadata = serving.metadata();
+            gathered.children(&client, &service_set, serving.kinds(), &metadata.reads).await?;
+        }
+        anyhow::Ok((gathered.manifests(), plugins))
+    })?;
+    let doc = manifests.find(ksm_plugin_sdk::k0rdent::API_VERSION, "ServiceSet", namespace, name).expect("gathered");
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let system_namespace = &args.plugin.system_namespace;
+    let claims = render_cmd::claim_index(&plugins, &manifests, &identity, system_namespace)?;
+    let rules = RuleCache::new();
+    let decision =
+        render_cmd::render_one(&plugins, &manifests, doc, &identity, &rules, &claims, system_namespace, &now)?;
+    super::plugin_cmd::print_yaml(&explain(&manifests, doc, &plugins, decision))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The live objects `explain` decides from, with where each came from.
+#[derive(Default)]
+struct Gathered {
+    objects: Vec<(String, Value)>,
+}
+
+impl Gathered {
+    fn add(&mut self, origin: &str, object: Value) {
+        self.objects.push((origin.to_string(), object));
+    }
+
+    fn manifests(&self) -> Manifests {
+        let documents =
+            self.objects.iter().map(|(origin, object)| Document { origin: origin.clone(), object: object.clone() });
+        Manifests { documents: documents.collect() }
+    }
+
+    /// The ServiceSet, every ServiceSet (claims are arbitrated across all a host serves), the
+    /// ServiceTemplates, the SMPs, and what the ServiceSet's SMP refers to.
+    async fn k0rdent(&mut self, client: &Client, namespace: &str, name: &str) -> anyhow::Result<ServiceSet> {
+        let found = Api::<ServiceSet>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading ServiceSet {namespace}/{name}"))?;
+        let Some(service_set) = found else { bail!("ServiceSet {namespace}/{name} does not exist") };
+        for kind in ["ServiceSet", "ServiceTemplate", "StateManagementProvider"] {
+            let resource = k0rdent_resource(kind);
+            for object in list(client, &resource, ListParams::default()).await? {
+                self.add(&format!("cluster {kind}"), object);
+            }
+        }
+        let smp = self.objects.iter().find(|(_, o)| {
+            o["kind"] == "StateManagementProvider" && o["metadata"]["name"] == service_set.spec.provider.name.as_str()
+        });
+        let smp = smp.map(|(_, o)| serde_json::from_value::<StateManagementProvider>(o.clone())).transpose()?;
+        // kcm's word that it is ready stands; otherwise the host diagnoses why not.
+        if let Some(smp) = smp.filter(|s| !s.status.as_ref().is_some_and(|s| s.ready)) {
+            self.referenced(client, &smp).await;
+        }
+        Ok(service_set)
+    }
+
+    /// The adapter and provisioner workloads and the CRDs `smp` refers to, for the host's own
+    /// diagnosis when kcm says the SMP is not ready. What cannot be read is left out: the
+    /// diagnosis then names it as missing.
+    async fn referenced(&mut self, client: &Client, smp: &StateManagementProvider) {
+        let discovery = kube::Discovery::new(client.clone());
+        let Ok(discovery) = discovery.run().await else { return };
+        for reference in std::iter::once(&smp.spec.adapter).chain(&smp.spec.provisioner) {
+            let (group, version) = split_api_version(&reference.api_version);
+            let gvk = GroupVersionKind::gvk(group, version, &reference.kind);
+            let Some((resource, _)) = discovery.resolve_gvk(&gvk) else { continue };
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &reference.namespace, &resource);
+            if let Ok(Some(object)) = api.get_opt(&reference.name).await {
+                self.add("cluster", without_managed_fields(object));
+            }
+        }
+        let crds = Api::<DynamicObject>::all_with(
+            client.clone(),
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+                "customresourcedefinitions",
+            ),
+        );
+        for crd in &smp.spec.provisioner_crds {
+            for resource in &crd.resources {
+                if let Ok(Some(object)) = crds.get_opt(&format!("{resource}.{}", crd.group)).await {
+                    self.add("cluster", without_managed_fields(object));
+                }
+            }
+        }
+    }
+
+    /// The AdapterPlugins, the ConfigMaps their components are in, and the components of those
+    /// from OCI registries (pulled with the plugin's pull Secret when it can be read), by URL.
+    async fn plugins(&mut self, client: &Client, host_namespace: &str) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+        let resource = ApiResource::erase::<AdapterPlugin>(&());
+        let plugins = match list(client, &resource, ListParams::default()).await {
+            Ok(plugins) => plugins,
+            Err(e) if not_served(&e) => Vec::new(), // no AdapterPlugin CRD: the built-in Flux plugin serves
+            Err(e) => return Err(e),
+        };
+        let mut pulled = BTreeMap::new();
+        for object in plugins {
+            let plugin: AdapterPlugin = serde_json::from_value(object.clone())?;
+            self.add("cluster AdapterPlugin", object);
+            match plugin.spec.source.get() {
+                Ok(Source::ConfigMap(reference)) => {
+                    let config_maps = Api::<DynamicObject>::namespaced_with(
+                        client.clone(),
+                        &reference.namespace,
+                        &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+                    );
+                    if let Ok(Some(config_map)) = config_maps.get_opt(&reference.name).await {
+                        self.add("cluster", without_managed_fields(config_map));
+                    }
+                }
+                Ok(Source::Oci(source)) => {
+                    let secret = source.pull_secret.as_deref();
+                    let credentials = pull_credentials(client, host_namespace, &source.url, secret).await;
+                    let bounds = oci::PullBounds::default();
+                    let result = oci::pull(&source.url, &credentials, source.sha256.as_deref(), bounds).await;
+                    match result {
+                        Ok(component) => {
+                            pulled.insert(source.url.clone(), component.bytes);
+                        }
+                        Err(e) => eprintln!("note: AdapterPlugin {}: {e}", plugin.name_any()),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(pulled)
+    }
+
+    /// The children of `service_set` (by its labels) of the kinds its plugin creates, and the
+    /// objects of the kinds it reads (the decision keeps those its children own).
+    async fn children<'a>(
+        &mut self,
+        client: &Client,
+        service_set: &ServiceSet,
+        creates: impl Iterator<Item = &'a ObjectKind>,
+        reads: &[ObjectKind],
+    ) -> anyhow::Result<()> {
+        let labels = format!(
+            "{SERVICE_SET_NAMESPACE_LABEL}={},{SERVICE_SET_LABEL}={}",
+            service_set.namespace().unwrap_or_default(),
+            label_value(&service_set.name_any())
+        );
+        for kind in creates {
+            for object in list(client, &resource_of(kind), ListParams::default().labels(&labels)).await? {
+                self.add(&format!("cluster {}", kind.kind), object);
+            }
+        }
+        for kind in reads {
+            for object in list(client, &resource_of(kind), ListParams::default()).await? {
+                if object["metadata"]["ownerReferences"].is_array() {
+                    self.add(&format!("cluster {}", kind.kind), object);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The decision, explained: `render`'s output with, per service, its children (applied,
+/// pending, drifted, to delete), its state and why, and what the host would change in the
+/// ServiceSet's status.
+fn explain(manifests: &Manifests, doc: &Document, plugins: &OfflinePlugins, decision: Value) -> Value {
+    let service_set = &doc.object;
+    let provider = service_set["spec"]["provider"]["name"].as_str().unwrap_or_default();
+    let mut out = json!({ "serviceSet": doc.key() });
+    if decision["servedByThisHost"] == false {
+        out["servedByThisHost"] = json!(false);
+        out["why"] = decision["reason"].clone();
+        return out;
+    }
+    let smp = serde_json::from_value::<ServiceSet>(service_set.clone())
+        .ok()
+        .and_then(|s| render_cmd::provider(manifests, &s).ok().flatten());
+    out["plugin"] = match plugins.for_provider(provider, smp.as_ref()) {
+        Ok(serving) => {
+            let m = serving.metadata();
+            json!({"servedBy": serving.name, "plugin": format!("{} {}", m.name, m.version)})
+        }
+        Err(problem) => json!({"problem": problem}),
+    };
+    if let Some(error) = decision.get("error") {
+        out["problem"] = error.clone();
+        return out;
+    }
+    let status = &decision["status"];
+    let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    let condition = |t: &str| conditions.iter().find(|c| c["type"] == t).cloned();
+    out["provider"] = json!({"name": provider, "condition": condition("ProviderReady")});
+    if let Some(region) = service_set["spec"]["cluster"].as_str().filter(|c| !c.is_empty()) {
+        out["cluster"] = json!(region);
+    }
+    let live: Vec<&Value> = manifests
+        .documents
+        .iter()
+        .filter(|d| d.object["metadata"]["labels"][SERVICE_SET_NAMESPACE_LABEL] == doc.namespace())
+        .filter(|d| recorded(&d.object, SERVICE_SET_LABEL) == Some(doc.name()))
+        .map(|d| &d.object)
+        .collect();
+    let to_apply: BTreeMap<ChildRef, &Value> =
+        decision["apply"].as_array().into_iter().flatten().map(|c| (ChildRef::of(c), c)).collect();
+    let to_delete: Vec<String> =
+        decision["delete"].as_array().into_iter().flatten().filter_map(|d| d.as_str().map(String::from)).collect();
+    let services = status["services"].as_array().cloned().unwrap_or_default();
+    let live_services = service_set["status"]["services"].as_array().cloned().unwrap_or_default();
+    let names: Vec<String> = service_set["spec"]["services"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["name"].as_str().map(String::from))
+        .collect();
+    out["services"] = names
+        .iter()
+        .map(|service| {
+            let state = services.iter().find(|s| s["name"] == service.as_str());
+            let mut children = Vec::new();
+            for child in live.iter().filter(|c| recorded(c, SERVICE_LABEL) == Some(service.as_str())) {
+                let reference = ChildRef::of(child);
+                let what = describe(&reference);
+                let listed =
+                    format!("{} {} {}/{}", reference.api_version, reference.kind, reference.namespace, reference.name);
+                let state = if to_delete.contains(&listed) {
+                    "to delete: no longer desired"
+                } else if child["metadata"]["deletionTimestamp"].is_string() {
+                    "being deleted"
+                } else if to_apply.contains_key(&reference) {
+                    "drifted: differs from what the plugin asks for, would be applied again"
+                } else {
+                    "applied, up to date"
+                };
+                children.push(json!({"object": what, "state": state}));
+            }
+            let desired = to_apply.iter().filter(|(_, c)| recorded(c, SERVICE_LABEL) == Some(service.as_str()));
+            for (reference, _) in desired.filter(|(r, _)| !live.iter().any(|c| ChildRef::of(c) == **r)) {
+                children.push(json!({"object": describe(reference), "state": "pending: not created yet"}));
+            }
+            let live_state = live_services.iter().find(|s| s["name"] == service.as_str()).map(|s| s["state"].clone());
+            let decided = state.map(|s| s["state"].clone()).unwrap_or(json!("unknown"));
+            let mut explained = json!({
+                "name": service,
+                "state": decided,
+                "why": state.and_then(|s| s.get("failureMessage")).cloned().unwrap_or(Value::Null),
+                "children": children,
+            });
+            if live_state.as_ref().is_some_and(|live| *live != explained["state"]) {
+                explained["statusSays"] = live_state.unwrap_or_default();
+            }
+            explained
+        })
+        .collect();
+    let problems: Vec<Value> = conditions.iter().filter(|c| c["status"] != "True").cloned().collect();
+    if !problems.is_empty() {
+        out["conditions"] = json!(problems);
+    }
+    out["statusUpToDate"] = json!(same_status(&service_set["status"], status));
+    out
+}
+
+/// Whether the live status says what the decision says: each service's state and message, and
+/// the conditions the decision sets (the host adds what it learns carrying a plan out, e.g.
+/// service health on the target cluster, which `explain` does not read).
+fn same_status(live: &Value, decided: &Value) -> bool {
+    let services = |status: &Value| -> Vec<(Value, Value, Value)> {
+        let services = status["services"].as_array().into_iter().flatten();
+        services.map(|s| (s["name"].clone(), s["state"].clone(), s["failureMessage"].clone())).collect()
+    };
+    let decided_conditions = decided["conditions"].as_array().into_iter().flatten();
+    let conditions_agree = decided_conditions.into_iter().all(|c| {
+        let live = live["conditions"].as_array().into_iter().flatten().find(|l| l["type"] == c["type"]);
+        live.is_some_and(|l| l["status"] == c["status"] && l["reason"] == c["reason"] && l["message"] == c["message"])
+    });
+    services(live) == services(decided) && conditions_agree
+}
+
+fn describe(reference: &ChildRef) -> String {
+    format!("{} {}/{}", reference.kind, reference.namespace, reference.name)
+}
+
+fn k0rdent_resource(kind: &str) -> ApiResource {
+    let gvk = GroupVersionKind::gvk("k0rdent.mirantis.com", "v1beta1", kind);
+    ApiResource::from_gvk_with_plural(&gvk, &format!("{}s", kind.to_lowercase()))
+}
+
+fn resource_of(kind: &ObjectKind) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind), &kind.plural)
+}
+
+fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.rsplit_once('/').unwrap_or(("", api_version))
+}
+
+/// Every object of `resource` that `params` select, as JSON with apiVersion and kind set.
+async fn list(client: &Client, resource: &ApiResource, params: ListParams) -> anyhow::Result<Vec<Value>> {
+    let api = Api::<DynamicObject>::all_with(client.clone(), resource);
+    let listed =
+        api.list(&params).await.map_err(|e| anyhow::Error::new(e).context(format!("listing {}", resource.plural)))?;
+    Ok(listed
+        .items
+        .into_iter()
+        .map(|mut object| {
+            object.types =
+                Some(kube::core::TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() });
+            without_managed_fields(object)
+        })
+        .collect())
+}
+
+fn without_managed_fields(mut object: DynamicObject) -> Value {
+    object.managed_fields_mut().clear();
+    serde_json::to_value(object).unwrap_or(Value::Null)
+}
+
+fn not_served(error: &anyhow::Error) -> bool {
+    matches!(error.downcast_ref::<kube::Error>(), Some(kube::Error::Api(e)) if e.is_not_found())
+}
+
+/// The credentials in the plugin's pull Secret (in the host's namespace), or anonymous when
+/// there is none or it cannot be read.
+async fn pull_credentials(client: &Client, namespace: &str, url: &str, secret: Option<&str>) -> Credentials {
+    let Some(secret) = secret else { return Credentials::anonymous() };
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), namespace);
+    let found = secrets.get_opt(secret).await.ok().flatten();
+    let config = found.as_ref().and_then(|s| s.data.as_ref()?.get(".dockerconfigjson").map(|b| b.0.clone()));
+    match (config, oci::registry(url)) {
+        (Some(config), Ok(registry)) => {
+            Credentials::from_dockerconfigjson(&config, &registry).unwrap_or_else(|_| Credentials::anonymous())
+        }
+        _ => Credentials::anonymous(),
+    }
+}
