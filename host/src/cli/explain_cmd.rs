@@ -95,18 +95,24 @@ impl Gathered {
         Manifests { documents: documents.collect() }
     }
 
-    /// The ServiceSet, every ServiceSet (claims are arbitrated across all a host serves), the
-    /// ServiceTemplates, the SMPs, and what the ServiceSet's SMP refers to.
+    /// The ServiceSet and those that may contend with it for a claim (the ones with the same
+    /// target: a claim names its target cluster), the ServiceTemplates, the SMPs, and what the
+    /// ServiceSet's SMP refers to.
     async fn k0rdent(&mut self, client: &Client, namespace: &str, name: &str) -> anyhow::Result<ServiceSet> {
         let found = Api::<ServiceSet>::namespaced(client.clone(), namespace)
             .get_opt(name)
             .await
             .with_context(|| format!("reading ServiceSet {namespace}/{name}"))?;
         let Some(service_set) = found else { bail!("ServiceSet {namespace}/{name} does not exist") };
+        let contends = |other: &Value| {
+            serde_json::from_value::<ServiceSet>(other.clone()).is_ok_and(|o| target(&o) == target(&service_set))
+        };
         for kind in ["ServiceSet", "ServiceTemplate", "StateManagementProvider"] {
             let resource = k0rdent_resource(kind);
             for object in list(client, &resource, ListParams::default()).await? {
-                self.add(&format!("cluster {kind}"), object);
+                if kind != "ServiceSet" || contends(&object) {
+                    self.add(&format!("cluster {kind}"), object);
+                }
             }
         }
         let smp = self.objects.iter().find(|(_, o)| {
@@ -151,9 +157,17 @@ impl Gathered {
         }
     }
 
-    /// The AdapterPlugins, the ConfigMaps their components are in, and the components of those
-    /// from OCI registries (pulled with the plugin's pull Secret when it can be read), by URL.
+    /// The AdapterPlugins naming the providers of the gathered ServiceSets (the others serve
+    /// nothing the decision looks at), the ConfigMaps their components are in, and the components
+    /// of those from OCI registries (pulled with the plugin's pull Secret when it can be read), by
+    /// URL.
     async fn plugins(&mut self, client: &Client, host_namespace: &str) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+        let providers: Vec<Value> = self
+            .objects
+            .iter()
+            .filter(|(_, o)| o["kind"] == "ServiceSet")
+            .map(|(_, o)| o["spec"]["provider"]["name"].clone())
+            .collect();
         let resource = ApiResource::erase::<AdapterPlugin>(&());
         let plugins = match list(client, &resource, ListParams::default()).await {
             Ok(plugins) => plugins,
@@ -163,6 +177,9 @@ impl Gathered {
         let mut pulled = BTreeMap::new();
         for object in plugins {
             let plugin: AdapterPlugin = serde_json::from_value(object.clone())?;
+            if !plugin.spec.providers.iter().any(|p| providers.contains(&json!(p))) {
+                continue;
+            }
             self.add("cluster AdapterPlugin", object);
             match plugin.spec.source.get() {
                 Ok(Source::ConfigMap(reference)) => {
@@ -336,6 +353,14 @@ fn same_status(live: &Value, decided: &Value) -> bool {
         live.is_some_and(|l| l["status"] == c["status"] && l["reason"] == c["reason"] && l["message"] == c["message"])
     });
     services(live) == services(decided) && conditions_agree
+}
+
+/// Where a ServiceSet's services go, as claims name it: the management cluster (`None`), or a
+/// cluster of its namespace.
+fn target(service_set: &ServiceSet) -> Option<(String, String)> {
+    let spec = &service_set.spec;
+    let remote = !spec.provider.self_management && !spec.cluster.is_empty();
+    remote.then(|| (service_set.namespace().unwrap_or_default(), spec.cluster.clone()))
 }
 
 fn describe(reference: &ChildRef) -> String {

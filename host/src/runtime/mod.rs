@@ -155,9 +155,10 @@ impl Compiled {
 
 /// Core instances, memories and tables one component instance may hold: components of
 /// interpreted languages hold several of each (the Argo CD plugin, QuickJS: 15 core instances,
-/// 3 memories), with room for larger runtimes such as CPython's. Also its share of the pool: a component that
-/// needs more is refused when it is compiled, so it can never take the slots of the others.
-const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+/// 3 memories; the Sveltos plugin, CPython by componentize-py: 38 core instances). Also its share
+/// of the pool: a component that needs more is refused when it is compiled, so it can never take
+/// the slots of the others.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 48;
 const MEMORIES_PER_COMPONENT: u32 = 4;
 const TABLES_PER_COMPONENT: u32 = 8;
 
