@@ -59,6 +59,7 @@ fn main() {
             children,
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
+            related: &|_| vec![],
         };
         decide(&serving, &service_set, &observed, "kcm-system", &now).expect("a plan")
     };

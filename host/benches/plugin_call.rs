@@ -5,8 +5,15 @@
 //! One "ServiceSet" = `translate` + `map-status` for each of its 3 services. Prints a table of
 //! medians over batches and the WASM/native ratio, all measured in this run.
 //!
-//! `cargo bench -p ksm-adapter --bench plugin_call [-- --iterations N]`
+//! `--plugin NAME=PATH` (repeatable) adds rows for other plugins' components on the same
+//! ServiceSet, e.g. the Argo CD plugin in JavaScript and the Sveltos plugin in Python (their
+//! `build.sh` write `plugins/*/dist/*.wasm`), configured with the chart repository the templates
+//! name. They observe none of their objects (the examples hold Flux's), so their `map-status`
+//! maps "nothing yet"; Flux's maps live HelmReleases.
+//!
+//! `cargo bench -p ksm-adapter --bench plugin_call [-- --iterations N] [--plugin NAME=PATH]...`
 
+use ksm_adapter::adapter_plugin::AdapterPluginSpec;
 use ksm_adapter::builtin;
 use ksm_adapter::manifests::Manifests;
 use ksm_adapter::plan::{self, TranslatedService};
@@ -73,11 +80,16 @@ fn main() {
     let native = ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new()));
     assert_eq!(fixture.translate(&wasm), fixture.translate(&native), "both builds must agree before they are compared");
 
-    let builds = [
-        ("native", &native, false),
-        ("wasm, fresh instance per call", &wasm, false),
-        ("wasm, one instance per ServiceSet", &wasm, true),
+    let others = other_plugins(&runtime);
+    let mut builds = vec![
+        ("native".to_string(), &native, false),
+        ("wasm, fresh instance per call".to_string(), &wasm, false),
+        ("wasm, one instance per ServiceSet".to_string(), &wasm, true),
     ];
+    for (name, plugin) in &others {
+        builds.push((format!("{name} (wasm), fresh instance per call"), plugin, false));
+        builds.push((format!("{name} (wasm), one instance per ServiceSet"), plugin, true));
+    }
     // A session per ServiceSet, as `plan::decide` opens; without one, every call is fresh.
     let session = |plugin: &ServingPlugin, per_service_set: bool| {
         if per_service_set { plugin.session() } else { plugin.clone() }
@@ -106,12 +118,12 @@ fn main() {
     let rows: Vec<_> = builds
         .iter()
         .zip(translate.iter().zip(total))
-        .map(|(&(name, ..), (&translate, &total))| (name, translate, total.saturating_sub(translate), total))
+        .map(|((name, ..), (&translate, &total))| (name, translate, total.saturating_sub(translate), total))
         .collect();
 
     let base = rows[0].3.as_secs_f64();
     println!(
-        "Flux plugin per ServiceSet (3 services): translate + 3x map-status, median of {BATCHES} interleaved batches x {iterations}"
+        "Per ServiceSet (3 services): translate + 3x map-status, median of {BATCHES} interleaved batches x {iterations}; the first three rows are the Flux plugin"
     );
     println!("| build | translate | 3x map-status (per ServiceSet − translate) | per ServiceSet | ratio to native |");
     println!("|---|---|---|---|---|");
@@ -125,8 +137,31 @@ fn main() {
         );
     }
     println!(
-        "component: {} KiB; first load (compile + metadata call): {:.1} ms",
+        "Flux component: {} KiB; first load (compile + metadata call): {:.1} ms",
         builtin::FLUX.len() / 1024,
         cold_load.as_secs_f64() * 1e3
     );
+}
+
+/// The plugins of `--plugin NAME=PATH`, each configured with the chart repository the examples'
+/// templates name, under limits roomy enough for an interpreter's first call.
+fn other_plugins(runtime: &Runtime) -> Vec<(String, ServingPlugin)> {
+    let args: Vec<String> = std::env::args().collect();
+    let spec: AdapterPluginSpec = serde_json::from_value(serde_json::json!({
+        "providers": [], "source": {"builtin": "flux"},
+        "config": {"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}},
+    }))
+    .expect("a valid spec");
+    let limits = Limits { timeout: std::time::Duration::from_secs(10), ..Limits::default() };
+    args.windows(2)
+        .filter(|pair| pair[0] == "--plugin")
+        .map(|pair| {
+            let (name, path) = pair[1].split_once('=').expect("--plugin takes NAME=PATH");
+            let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+            let started = Instant::now();
+            let wasm = runtime.load(&bytes, limits).unwrap_or_else(|e| panic!("loading {path}: {e}"));
+            eprintln!("{name}: {} KiB; first load {:.0} ms", bytes.len() / 1024, started.elapsed().as_secs_f64() * 1e3);
+            (name.to_string(), ServingPlugin::configured(name, Arc::new(wasm), &spec))
+        })
+        .collect()
 }
