@@ -80,12 +80,12 @@ enum Command {
     /// this host serves it, the provider's readiness as the host evaluates it, the objects it
     /// would apply and delete, and the ServiceSet status it would write.
     Render(render_cmd::RenderArgs),
-    /// Prints CRDs as YAML: those of the k0rdent kinds the host serves (ServiceSet,
     /// Explains one ServiceSet from the live cluster (kubeconfig): whether this host serves it
     /// and with which plugin, the provider gate with the host's own diagnosis, each service's
     /// children (applied, pending, drifted, to delete), its state and why (claims lost included),
     /// and whether the status is up to date. The decision `render` makes offline.
     Explain(explain_cmd::ExplainArgs),
+    /// Prints CRDs as YAML: those of the k0rdent kinds the host serves (ServiceSet,
     /// StateManagementProvider, ServiceTemplate; in a k0rdent cluster kcm installs them) and the
     /// host's own `AdapterPlugin`. What `crds/` holds.
     Crds {
@@ -104,8 +104,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugin(command) => plugin_cmd::run(command),
         Command::Run(args) => run_cmd::run(args),
         Command::Render(args) => render_cmd::run(args),
-        Command::Crds { own, k0rdent } => {
         Command::Explain(args) => explain_cmd::run(args),
+        Command::Crds { own, k0rdent } => {
             if !own {
                 print!("{}", ksm_adapter::k0rdent::crds_yaml());
             }

@@ -120,9 +120,9 @@ impl Loader {
         }
         let failing: Vec<String> = serving
             .kinds()
+            .chain(serving.reads())
             .filter_map(|k| self.health.failure(&k.kind).map(|f| format!("{}: {}", k.kind, f.message)))
             .collect();
-            .chain(serving.reads())
         let why = if failing.is_empty() { "no complete list yet".to_string() } else { failing.join("; ") };
         Err(format!(
             "cannot list the kinds plugin {:?} creates and reads within {}s: {why}",
