@@ -191,6 +191,65 @@ pub struct OciSource {
     /// periodically and loads what it points to now.
     #[serde(default)]
     pub pull_policy: PullPolicy,
+    /// Requires a cosign signature of the pulled manifest digest by one of these keys, stored in
+    /// the same repository (`cosign sign --key`, `ksm-adapter plugin sign`); checked before
+    /// anything is compiled. Unset: not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verify>,
+}
+
+/// `AdapterPlugin.spec.source.oci.verify`: who must have signed the plugin.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Verify {
+    /// Public keys (PEM, as `cosign.pub`); a signature by any one of them is enough.
+    #[schemars(length(min = 1))]
+    pub keys: Vec<VerifyKey>,
+}
+
+/// One public key of `verify`: inline, or in a Secret of the host's namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.publicKey) != has(self.secretKeyRef)",
+    "message": "exactly one of publicKey and secretKeyRef must be set"
+}]))]
+pub struct VerifyKey {
+    /// The PEM public key (`-----BEGIN PUBLIC KEY-----`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<String>,
+    /// A key of a Secret in the host's namespace holding the PEM public key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<SecretKeyRef>,
+}
+
+/// A key of a Secret in the host's namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The `data` key.
+    pub key: String,
+}
+
+/// Where one key of [`Verify`] comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeySource<'a> {
+    /// The PEM itself.
+    Inline(&'a str),
+    /// A Secret key in the host's namespace.
+    Secret(&'a SecretKeyRef),
+}
+
+impl VerifyKey {
+    /// The source that is set, or an error naming the field (`field` is this key's path)
+    /// unless exactly one is.
+    pub fn get(&self, field: &str) -> Result<KeySource<'_>, String> {
+        match (&self.public_key, &self.secret_key_ref) {
+            (Some(pem), None) => Ok(KeySource::Inline(pem)),
+            (None, Some(secret)) => Ok(KeySource::Secret(secret)),
+            _ => Err(format!("{field}: set exactly one of publicKey and secretKeyRef")),
+        }
+    }
 }
 
 /// When an OCI reference is pulled again.
@@ -242,7 +301,7 @@ pub struct AdapterPluginStatus {
     /// True when the current spec's plugin is loaded and serving.
     #[serde(default)]
     pub ready: bool,
-    /// `Fetched`, `Compiled`, `Validated`.
+    /// `Fetched`, `Verified`, `Compiled`, `Validated`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -342,6 +401,34 @@ mod tests {
     }
 
     #[test]
+    fn verify_keys_are_inline_or_in_a_secret_and_exactly_one() {
+        let oci: OciSource = serde_json::from_value(json!({
+            "url": "r/p:1",
+            "verify": {"keys": [{"publicKey": "PEM"}, {"secretKeyRef": {"name": "signers", "key": "team.pub"}}, {}]}
+        }))
+        .unwrap();
+        let keys = oci.verify.unwrap().keys;
+        assert_eq!(keys[0].get("k").unwrap(), KeySource::Inline("PEM"));
+        assert_eq!(
+            keys[1].get("k").unwrap(),
+            KeySource::Secret(&SecretKeyRef { name: "signers".into(), key: "team.pub".into() })
+        );
+        assert_eq!(
+            keys[2].get("spec.source.oci.verify.keys[2]").unwrap_err(),
+            "spec.source.oci.verify.keys[2]: set exactly one of publicKey and secretKeyRef"
+        );
+
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(AdapterPlugin::crd()).unwrap();
+        let oci = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["source"]
+            ["properties"]["oci"];
+        let verify = &oci["properties"]["verify"];
+        assert_eq!(verify["properties"]["keys"]["minItems"], 1);
+        let key = &verify["properties"]["keys"]["items"];
+        assert!(key["x-kubernetes-validations"][0]["rule"].as_str().unwrap().contains("secretKeyRef"), "{key:#}");
+    }
+
+    #[test]
     fn specs_read_with_the_documented_field_names() {
         let spec: AdapterPluginSpec = serde_json::from_value(json!({
             "source": {"oci": {"url": "registry.local/ksm/argocd:1.0", "pullSecret": "regcred", "pullPolicy": "Always"}},
@@ -353,6 +440,7 @@ mod tests {
         .unwrap();
         let oci = spec.source.oci.unwrap();
         assert_eq!((oci.pull_policy, oci.pull_secret.as_deref()), (PullPolicy::Always, Some("regcred")));
+        assert_eq!(oci.verify, None, "signatures are checked only when asked");
         assert_eq!(spec.limits.unwrap().objects_per_service, Some(4));
     }
 }

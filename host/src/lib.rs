@@ -14,7 +14,9 @@
 //! - [`plan`]: the pure core deciding desired objects and service states, with [`policy`]
 //!   checking everything a plugin returns;
 //! - [`manifests`]: objects read from YAML files, for the offline commands;
-//! - [`oci`]: WASM plugins in OCI registries (pull with sha256 verification, resolve, push);
+//! - [`oci`]: WASM plugins in OCI registries (pull with sha256 verification, resolve, push) and
+//!   their cosign signatures;
+//! - [`signature`]: cosign signatures of plugin artifacts: signing and verification (pure);
 //! - [`metrics`]: Prometheus metrics and the /metrics, /healthz, /readyz endpoint;
 //! - [`controller`]: the Kubernetes I/O of `ksm-adapter run` (watches, apply, status);
 //! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions);
@@ -38,4 +40,5 @@ pub mod retry;
 pub mod rules;
 pub mod runtime;
 pub mod serving;
+pub mod signature;
 pub mod smp;

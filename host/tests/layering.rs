@@ -201,8 +201,19 @@ fn no_module_cycle() {
 
 #[test]
 fn the_pure_core_does_no_io() {
-    let core =
-        ["plan", "health", "smp", "policy", "serving", "conditions", "rules", "plugin", "k0rdent", "adapter_plugin"];
+    let core = [
+        "plan",
+        "health",
+        "smp",
+        "policy",
+        "serving",
+        "conditions",
+        "rules",
+        "plugin",
+        "k0rdent",
+        "adapter_plugin",
+        "signature",
+    ];
     let io = ["controller", "runtime", "oci", "cli", "metrics", "manifests"];
     let (_, edges) = edges(&source("host"));
     let mut found = Vec::new();

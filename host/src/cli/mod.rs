@@ -7,6 +7,8 @@ mod json_diff;
 mod offline_plugins;
 mod plugin_args;
 mod plugin_cmd;
+mod plugin_sign;
+mod registry_args;
 mod render_cmd;
 mod run_cmd;
 mod scaffold;

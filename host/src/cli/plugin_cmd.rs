@@ -1,11 +1,12 @@
-//! `ksm-adapter plugin ...`: run a plugin offline on YAML files; push and pull plugins to and
-//! from OCI registries.
+//! `ksm-adapter plugin ...`: run a plugin offline on YAML files; push, pull and sign plugins in
+//! OCI registries.
 
 use super::plugin_args::{LimitArgs, PluginArgs, load, plugin_bytes};
+use super::registry_args::{RegistryArgs, block_on};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use ksm_adapter::manifests::{Document, Manifests};
-use ksm_adapter::oci::{self, Credentials};
+use ksm_adapter::oci;
 use ksm_adapter::plan::{self, ServiceOutcome, TranslateFailure, TranslatedService};
 use ksm_adapter::plugin::Limits;
 use ksm_adapter::plugin::Plugin;
@@ -51,6 +52,7 @@ pub enum PluginCommand {
     /// Accepts the CNCF layout (layer `application/wasm`) and the older wasm-to-oci one (layer
     /// `application/vnd.wasm.content.layer.v1+wasm`). The layer is verified against its
     /// descriptor, the manifest against a `@sha256:` reference, and the bytes against `--sha256`;
+    /// with `--verify-key`, the manifest digest must carry a cosign signature by one of the keys;
     /// it is written only if it loads as a plugin. Prints the manifest digest and the sha256.
     Pull {
         /// What to pull, e.g. `ghcr.io/acme/flux-plugin:v1` or `ghcr.io/acme/flux-plugin@sha256:...`.
@@ -66,9 +68,29 @@ pub enum PluginCommand {
         /// downloading); the controller uses the default.
         #[arg(long, default_value_t = oci::PullBounds::default().size >> 10)]
         max_kib: u64,
+        /// A public key (PEM, as `cosign.pub`; repeatable): nothing is written unless the pulled
+        /// manifest digest has a signature by one of them under its `sha256-<hex>.sig` tag, as
+        /// `cosign sign --key` and `plugin sign` store it. What `spec.source.oci.verify` checks.
+        #[arg(long, value_name = "FILE")]
+        verify_key: Vec<PathBuf>,
         #[command(flatten)]
         registry: RegistryArgs,
     },
+    /// Signs a pushed plugin with a private key, as `cosign sign --key` does.
+    ///
+    /// Signs the manifest digest the reference points to (a simple-signing payload naming it)
+    /// and pushes the signature to the same repository under the tag `sha256-<hex>.sig`,
+    /// beside the signatures already there. `cosign verify --key`, `plugin pull --verify-key`
+    /// and an AdapterPlugin whose `spec.source.oci.verify` lists the public key accept it.
+    /// Prints the pinned reference, the signature tag and how many signatures it holds.
+    Sign(super::plugin_sign::SignArgs),
+    /// Writes a new signing key pair, as `cosign generate-key-pair` does.
+    ///
+    /// `cosign.key`: the ECDSA P-256 private key, encrypted with the password from
+    /// `COSIGN_PASSWORD` (empty when unset), mode 0600, for `plugin sign --key`. `cosign.pub`:
+    /// the public key, for `spec.source.oci.verify` and `plugin pull --verify-key`. Existing
+    /// files are never overwritten.
+    Keygen(super::plugin_sign::KeygenArgs),
     /// Runs the conformance suite: checks a plugin against the contract's invariants and its
     /// golden cases.
     ///
@@ -81,35 +103,6 @@ pub enum PluginCommand {
     /// The plugin turns each service into one ConfigMap carrying its values and rejects unknown
     /// config fields: trivial, but contract-correct. See docs/plugins.md.
     New(super::scaffold::NewArgs),
-}
-
-/// Registry credentials (anonymous without any).
-#[derive(Debug, Args)]
-pub struct RegistryArgs {
-    /// User name for the registry's basic auth.
-    #[arg(long, env = "KSM_REGISTRY_USERNAME", requires = "password")]
-    username: Option<String>,
-    /// Password or token for the registry's basic auth.
-    #[arg(long, env = "KSM_REGISTRY_PASSWORD", hide_env_values = true, requires = "username")]
-    password: Option<String>,
-    /// A Docker config file holding the registry's credentials (`~/.docker/config.json`, or the
-    /// `.dockerconfigjson` of a pull Secret). Used instead of --username/--password when given.
-    #[arg(long, value_name = "FILE")]
-    docker_config: Option<PathBuf>,
-}
-
-impl RegistryArgs {
-    /// The credentials these flags give for `reference`'s registry.
-    fn credentials(&self, reference: &str) -> anyhow::Result<Credentials> {
-        if let Some(path) = &self.docker_config {
-            let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            return Ok(Credentials::from_dockerconfigjson(&bytes, &oci::registry(reference)?)?);
-        }
-        Ok(match (&self.username, &self.password) {
-            (Some(username), Some(password)) => Credentials::basic(username, password),
-            _ => Credentials::anonymous(),
-        })
-    }
 }
 
 #[derive(Debug, Args)]
@@ -184,31 +177,43 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             print_yaml(&json!({ "reference": oci::pin(&reference, &digest)?, "sha256": sha256 }))?;
             Ok(ExitCode::SUCCESS)
         }
-        PluginCommand::Pull { reference, output, sha256, max_kib, registry } => {
+        PluginCommand::Pull { reference, output, sha256, max_kib, verify_key, registry } => {
             let credentials = registry.credentials(&reference)?;
+            let keys = super::plugin_sign::trusted_keys(&verify_key)?;
             let bounds = oci::PullBounds { size: max_kib << 10, ..Default::default() };
             let pulled = block_on(oci::pull(&reference, &credentials, sha256.as_deref(), bounds))?;
+            let verified_by = if keys.is_empty() {
+                None
+            } else {
+                Some(block_on(oci::verify(&reference, &pulled.manifest_digest, &credentials, &keys))?)
+            };
             runtime
                 .load(&pulled.bytes, Limits::default())
                 .with_context(|| format!("{reference} does not load as a plugin; nothing written"))?;
             std::fs::write(&output, &pulled.bytes).with_context(|| format!("writing {}", output.display()))?;
-            print_yaml(&json!({
+            let mut printed = json!({
                 "reference": oci::pin(&reference, &pulled.manifest_digest)?,
                 "sha256": pulled.sha256,
                 "size": pulled.bytes.len(),
                 "output": output,
-            }))?;
+            });
+            if let Some(key) = verified_by {
+                printed["signedBy"] = json!(key);
+            }
+            print_yaml(&printed)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        PluginCommand::Sign(args) => {
+            print_yaml(&super::plugin_sign::sign(args)?)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        PluginCommand::Keygen(args) => {
+            print_yaml(&super::plugin_sign::keygen(args)?)?;
             Ok(ExitCode::SUCCESS)
         }
         PluginCommand::Test(args) => super::conformance::run(&runtime, args),
         PluginCommand::New(args) => super::scaffold::run(args),
     }
-}
-
-/// Runs a registry operation on a runtime of its own.
-fn block_on<T>(operation: impl Future<Output = Result<T, oci::OciError>>) -> anyhow::Result<T> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    Ok(runtime.block_on(operation)?)
 }
 
 /// Translates every ServiceSet in the files and prints what `report` makes of each, as a YAML

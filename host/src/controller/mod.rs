@@ -299,7 +299,7 @@ pub async fn run(
         .shutdown_on_signal()
         .run(
             adapter_plugins::reconcile::reconcile,
-            |_, error, _| adapter_plugins::reconcile::error_policy(error),
+            |plugin, error, _| adapter_plugins::reconcile::error_policy(&plugin, error),
             plugin_ctx,
         )
         .for_each(log_error);
@@ -378,8 +378,20 @@ fn routing<K: kube::Resource + Send + 'static>(
     errors_reported(events).predicate_filter(kube::runtime::predicates::generation, PredicateConfig::default())
 }
 
-async fn log_error<T, E: std::fmt::Display>(result: Result<T, E>) {
-    if let Err(e) = result {
-        tracing::debug!("{e}");
+/// Logs what a controller's stream reports besides the failed reconciles (which its
+/// `error_policy` logs), e.g. a wake-up for an object gone meanwhile; a line about an object names
+/// it in the field `serviceset` or `adapterplugin`.
+async fn log_error<T, E: std::error::Error + 'static, Q: std::error::Error + 'static>(
+    result: Result<T, controller::Error<E, Q>>,
+) {
+    const NOT_CACHED: &str = "woken for an object the cache does not hold (gone meanwhile, or not this host's)";
+    match result {
+        // Its error_policy logged it, with the ServiceSet's or AdapterPlugin's field.
+        Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
+        Err(controller::Error::ObjectNotFound(object)) => match object.dyntype.kind.as_str() {
+            "ServiceSet" => tracing::debug!(serviceset = %object, "{NOT_CACHED}"),
+            _ => tracing::debug!(adapterplugin = %object.name, "{NOT_CACHED}"),
+        },
+        Err(e) => tracing::debug!("{e}"),
     }
 }

@@ -55,6 +55,35 @@ impl Registry {
         path
     }
 
+    /// Tags the manifest `from` of `repository` as `to` as well, over the registry's HTTP API
+    /// (anonymous registries only): e.g. a cosign signature copied to another digest's tag.
+    pub fn copy_manifest(&self, repository: &str, from: &str, to: &str) {
+        const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+        let get = format!(
+            "GET /v2/{repository}/manifests/{from} HTTP/1.0\r\nHost: {}\r\nAccept: {OCI_MANIFEST}\r\n\r\n",
+            self.host
+        );
+        let answer = self.exchange(get.as_bytes());
+        let manifest = answer.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
+        assert_eq!(answer.split(' ').nth(1), Some("200"), "GET {repository}:{from}:\n{answer}");
+        let put = format!(
+            "PUT /v2/{repository}/manifests/{to} HTTP/1.0\r\nHost: {}\r\nContent-Type: {OCI_MANIFEST}\r\nContent-Length: {}\r\n\r\n{manifest}",
+            self.host,
+            manifest.len()
+        );
+        let answer = self.exchange(put.as_bytes());
+        assert_eq!(answer.split(' ').nth(1), Some("201"), "PUT {repository}:{to}:\n{answer}");
+    }
+
+    /// Sends one HTTP/1.0 request and returns the whole answer.
+    fn exchange(&self, request: &[u8]) -> String {
+        let mut stream = TcpStream::connect(&self.host).unwrap_or_else(|e| panic!("connecting to {}: {e}", self.host));
+        stream.write_all(request).expect("sending a request to the registry");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("reading the registry's answer");
+        answer
+    }
+
     fn spawn(htpasswd: Option<String>) -> Self {
         assert!(Self::installed(), "{BINARY} is missing: apt-get install docker-registry");
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();

@@ -147,3 +147,92 @@ fn push_refuses_what_is_not_a_plugin_component() {
     let stderr = failing(&["plugin", "push", module.to_str().unwrap(), "127.0.0.1:9/plugins/module:v1"]);
     assert!(stderr.contains("refusing to push") && stderr.contains("a core module"), "{stderr}");
 }
+
+/// `plugin keygen -o <dir>` with `password` in COSIGN_PASSWORD: the public key's path.
+fn keygen(dir: &Path, password: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let output = Command::new(binary())
+        .args(["plugin", "keygen", "-o", dir.to_str().unwrap()])
+        .env("COSIGN_PASSWORD", password)
+        .output()
+        .expect("running ksm-adapter");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let key = std::fs::read_to_string(dir.join("cosign.key")).unwrap();
+    assert!(key.starts_with("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----"), "cosign's format: {key}");
+    dir.join("cosign.pub")
+}
+
+/// `plugin sign --key <dir>/cosign.key <reference>` with `password`: what it printed, or its stderr.
+fn sign(dir: &Path, password: &str, reference: &str) -> Result<Value, String> {
+    let key = dir.join("cosign.key");
+    let output = Command::new(binary())
+        .args(["plugin", "sign", "--key", key.to_str().unwrap(), reference])
+        .env("COSIGN_PASSWORD", password)
+        .output()
+        .expect("running ksm-adapter");
+    if output.status.success() { Ok(printed(&output)) } else { Err(String::from_utf8_lossy(&output.stderr).into()) }
+}
+
+const HOSTILE: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASM"));
+
+/// Signed with one key, verified with it; refused when unsigned, signed by another key, or
+/// signed for another digest (a signature copied to another digest's tag); never written then.
+#[test]
+fn pull_with_verify_key_accepts_only_a_signature_of_this_digest_by_that_key() {
+    let registry = Registry::start();
+    let dir = workdir("signed");
+    let (team, other) = (keygen(&dir.join("team"), "s3cret"), keygen(&dir.join("other"), ""));
+    let stderr = failing(&["plugin", "keygen", "-o", dir.join("team").to_str().unwrap()]);
+    assert!(stderr.contains("exists: refusing to overwrite a key"), "{stderr}");
+    let repository = "plugins/flux";
+    let (flux, _) = push_flux(&format!("{}/{repository}:v1", registry.host()), &[]);
+    let hostile_file = dir.join("hostile.wasm");
+    std::fs::write(&hostile_file, HOSTILE).unwrap();
+    let hostile = printed(&run_command(&[
+        "plugin",
+        "push",
+        hostile_file.to_str().unwrap(),
+        &format!("{}/{repository}:v2", registry.host()),
+    ]))["reference"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (flux_digest, hostile_digest) = (flux.split_once('@').unwrap().1, hostile.split_once('@').unwrap().1);
+    let output = dir.join("verified.wasm");
+    let pull_verified = |reference: &str, key: &Path| {
+        failing(&["plugin", "pull", reference, "-o", output.to_str().unwrap(), "--verify-key", key.to_str().unwrap()])
+    };
+
+    let stderr = pull_verified(&flux, &team);
+    let tag = format!("sha256-{}.sig", &flux_digest[7..]);
+    assert!(stderr.contains(&format!("{flux} is not signed by a trusted key: no signature")), "{stderr}");
+    assert!(stderr.contains(&tag), "names the tag looked up: {stderr}");
+
+    let error = sign(&dir.join("team"), "wrong", &flux).unwrap_err();
+    assert!(error.contains("is the password right?"), "{error}");
+    let signed = sign(&dir.join("team"), "s3cret", &format!("{}/{repository}:v1", registry.host())).unwrap();
+    assert_eq!(signed["reference"], flux.as_str(), "a tag is signed by its digest");
+    assert_eq!(signed["signature"], format!("{}/{repository}:{tag}", registry.host()));
+    assert_eq!(signed["signatures"], 1);
+    let out = pull(&flux, &output, &["--verify-key", team.to_str().unwrap()]);
+    assert_eq!(out["signedBy"], team.to_str().unwrap());
+    assert_eq!(inspected_sha256(output.to_str().unwrap()), inspected_sha256("builtin:flux"));
+    std::fs::remove_file(&output).unwrap();
+
+    let stderr = pull_verified(&flux, &other);
+    assert!(stderr.contains("(checked against 1 key(s)): signature 1: signed by another key"), "{stderr}");
+    assert!(!output.exists(), "nothing is written");
+    // A second signature is added beside the first, as cosign does: either key verifies.
+    assert_eq!(sign(&dir.join("other"), "", &flux).unwrap()["signatures"], 2);
+    assert_eq!(pull(&flux, &output, &["--verify-key", other.to_str().unwrap()])["signedBy"], other.to_str().unwrap());
+    let keys = ["--verify-key", other.to_str().unwrap(), "--verify-key", team.to_str().unwrap()];
+    assert_eq!(pull(&flux, &output, &keys)["signedBy"], team.to_str().unwrap(), "the first signature's key");
+    std::fs::remove_file(&output).unwrap();
+
+    // The valid signatures of the Flux plugin, copied to the hostile plugin's signature tag.
+    registry.copy_manifest(repository, &tag, &format!("sha256-{}.sig", &hostile_digest[7..]));
+    let stderr = pull_verified(&hostile, &team);
+    assert!(stderr.contains(&format!("{hostile} is not signed by a trusted key")), "{stderr}");
+    assert!(stderr.contains(&format!("signed by {} for {flux_digest}, another artifact", team.display())), "{stderr}");
+    assert!(!output.exists(), "nothing is written");
+}

@@ -82,19 +82,36 @@ pub async fn fetch(
 
 /// The registry credentials in the pull secret (a `kubernetes.io/dockerconfigjson` Secret in
 /// `namespace`), or none.
-async fn credentials(client: &Client, namespace: &str, url: &str, secret: Option<&str>) -> Result<Credentials, String> {
+pub(super) async fn credentials(
+    client: &Client,
+    namespace: &str,
+    url: &str,
+    secret: Option<&str>,
+) -> Result<Credentials, String> {
     let Some(secret) = secret else { return Ok(Credentials::anonymous()) };
     let what = format!("spec.source.oci.pullSecret: Secret {namespace}/{secret}");
+    let config = secret_key(client, namespace, secret, ".dockerconfigjson", &what).await?;
+    let registry = oci::registry(url).map_err(|e| e.to_string())?;
+    Credentials::from_dockerconfigjson(&config, &registry).map_err(|e| format!("{what}: {e}"))
+}
+
+/// The `data` key `key` of Secret `name` in `namespace`; `what` names the Secret and the field
+/// naming it in errors.
+pub(super) async fn secret_key(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    key: &str,
+    what: &str,
+) -> Result<Vec<u8>, String> {
     let found = Api::<Secret>::namespaced(client.clone(), namespace)
-        .get_opt(secret)
+        .get_opt(name)
         .await
         .map_err(|e| format!("reading {what}: {e}"))?
         .ok_or_else(|| format!("{what} not found"))?;
-    let data = found.data.unwrap_or_default();
-    let ByteString(config) =
-        data.get(".dockerconfigjson").ok_or_else(|| format!("{what} has no .dockerconfigjson key"))?;
-    let registry = oci::registry(url).map_err(|e| e.to_string())?;
-    Credentials::from_dockerconfigjson(config, &registry).map_err(|e| format!("{what}: {e}"))
+    let mut data = found.data.unwrap_or_default();
+    let ByteString(bytes) = data.remove(key).ok_or_else(|| format!("{what} has no {key} key"))?;
+    Ok(bytes)
 }
 
 #[cfg(test)]

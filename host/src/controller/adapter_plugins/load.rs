@@ -28,6 +28,8 @@ pub const DEFAULT_PLUGIN_NAME: &str = "builtin-flux";
 pub enum Step {
     /// Getting the bytes.
     Fetch,
+    /// Checking the signature `spec.source.oci.verify` asks for.
+    Verify,
     /// Compiling them (includes reading the metadata and the contract version).
     Compile,
     /// The host's checks of the plugin's metadata against the AdapterPlugin.

@@ -5,6 +5,8 @@
 //!
 //! - [`fetch`]: a component's bytes: built in, from a ConfigMap or an OCI registry (credentials
 //!   from a pull secret);
+//! - [`verify`]: an OCI plugin's cosign signature by a key its spec lists, checked before
+//!   compiling;
 //! - [`load`]: compiling them off the async executor and validating the plugin against its
 //!   spec and the API server's discovery;
 //! - [`registry`]: what serves for each AdapterPlugin now, and which plugin serves an SMP;
@@ -17,3 +19,4 @@ pub mod load;
 pub mod reconcile;
 pub mod registry;
 pub mod status;
+pub mod verify;

@@ -11,6 +11,7 @@ use super::fetch::fetch;
 use super::load::{Failure, Loader, Step};
 use super::registry::{Loaded, Registry};
 use super::status;
+use super::verify::{required, verify};
 use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
 use crate::k0rdent::ServiceSet;
 use crate::metrics::Metrics;
@@ -69,19 +70,28 @@ impl PluginContext {
             return Ok(());
         }
         self.registry.serve_default(self.loader.builtin_flux().await?);
-        tracing::info!("the built-in Flux plugin serves SMPs for Flux that no AdapterPlugin names");
+        tracing::info!(
+            plugin = super::load::DEFAULT_PLUGIN_NAME,
+            "the built-in Flux plugin serves SMPs for Flux that no AdapterPlugin names"
+        );
         Ok(())
     }
 
     /// Loads the current spec of `plugin` unless it is what serves already; returns how that
     /// went and, when what serves changed, the providers whose ServiceSets it affects. When the
     /// spec fails to load, the previous version keeps serving, under the narrowest of its
-    /// policy and the new spec's: a narrowing never waits for the rest of the change.
+    /// policy and the new spec's: a narrowing never waits for the rest of the change. A spec
+    /// asking for a signature the previous version was not verified with stops it serving.
     pub async fn sync(&self, plugin: &AdapterPlugin) -> (Attempt, Option<BTreeSet<String>>) {
         let name = plugin.name_any();
         let previous = self.registry.current(&name);
         let (attempt, affected) = self.load(plugin, previous.clone()).await;
         let Some(previous) = previous.filter(|_| attempt.is_err()) else { return (attempt, affected) };
+        if required(plugin).is_some_and(|v| previous.verify.as_ref() != Some(v)) {
+            tracing::warn!(adapterplugin = %name, "the spec asks for a signature the serving version was not verified with; it stops serving");
+            self.registry.remove(&name);
+            return (attempt, Some(previous.providers.into_iter().collect()));
+        }
         let new = ServingPlugin::configured(&name, previous.serving.plugin.clone(), &plugin.spec).policy;
         let narrowest = previous.policy.narrowest(&new);
         if narrowest == previous.serving.policy {
@@ -106,6 +116,11 @@ impl PluginContext {
         if previous.as_ref().is_some_and(|p| p.fetched.sha256 == fetched.sha256 && p.generation == generation) {
             return (Ok(()), None);
         }
+        match verify(&self.client, &self.namespace, plugin, &fetched).await {
+            Ok(Some(key)) => tracing::info!(adapterplugin = %name, %key, "signature verified"),
+            Ok(None) => {}
+            Err(message) => return (Err(Failure::at(Step::Verify, message)), None),
+        }
         let serving = match self.loader.load(plugin, fetched.bytes.clone()).await {
             Ok(serving) => serving,
             Err(failure) => return (Err(failure), None),
@@ -114,8 +129,9 @@ impl PluginContext {
         let mut affected: BTreeSet<String> = providers.iter().cloned().collect();
         affected.extend(previous.into_iter().flat_map(|p| p.providers));
         let policy = serving.policy.clone();
-        self.registry
-            .serve(name.clone(), Loaded { serving: Arc::new(serving), policy, fetched, generation, providers });
+        let verify = required(plugin).cloned();
+        let loaded = Loaded { serving: Arc::new(serving), policy, fetched, generation, verify, providers };
+        self.registry.serve(name.clone(), loaded);
         tracing::info!(adapterplugin = %name, "plugin loaded and serving");
         (Ok(()), Some(affected))
     }
@@ -210,7 +226,7 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> R
 }
 
 /// A status write that failed is tried again shortly.
-pub fn error_policy(error: &kube::Error) -> Action {
-    tracing::warn!("writing AdapterPlugin status: {error}");
+pub fn error_policy(plugin: &AdapterPlugin, error: &kube::Error) -> Action {
+    tracing::warn!(adapterplugin = %plugin.name_any(), "writing AdapterPlugin status: {error}");
     Action::requeue(Duration::from_secs(5))
 }

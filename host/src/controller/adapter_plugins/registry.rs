@@ -3,7 +3,7 @@
 
 use super::super::settings::DefaultPlugin;
 use super::fetch::Fetched;
-use crate::adapter_plugin::AdapterPlugin;
+use crate::adapter_plugin::{AdapterPlugin, Verify};
 use crate::k0rdent::StateManagementProvider;
 use crate::policy::Policy;
 use crate::serving::{Assignment, ServingPlugin, assignment, is_flux_provider};
@@ -25,6 +25,8 @@ pub struct Loaded {
     pub fetched: Fetched,
     /// The AdapterPlugin generation it was loaded for.
     pub generation: Option<i64>,
+    /// The signature it was verified with (`spec.source.oci.verify`), if any.
+    pub verify: Option<Verify>,
     /// The providers that generation named.
     pub providers: Vec<String>,
 }
@@ -184,6 +186,7 @@ pub(super) mod tests {
             serving: Arc::new(serving),
             fetched,
             generation: Some(1),
+            verify: None,
             providers: providers.iter().map(|p| p.to_string()).collect(),
         }
     }

@@ -4,6 +4,7 @@
 
 use super::load::{Failure, Step};
 use super::registry::Loaded;
+use super::verify::required;
 use crate::adapter_plugin::{AdapterPlugin, AdapterPluginStatus, PluginInfo};
 use crate::conditions::{self, Status};
 use crate::serving::ServingPlugin;
@@ -11,20 +12,22 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 
 /// The steps of a load, in order.
-const STEPS: [Step; 3] = [Step::Fetch, Step::Compile, Step::Validate];
+const STEPS: [Step; 4] = [Step::Fetch, Step::Verify, Step::Compile, Step::Validate];
 
 /// Condition type, reason when the step succeeded, reason when it failed.
 fn condition_of(step: Step) -> (&'static str, &'static str, &'static str) {
     match step {
         Step::Fetch => ("Fetched", "Fetched", "FetchFailed"),
+        Step::Verify => ("Verified", "Verified", "VerificationFailed"),
         Step::Compile => ("Compiled", "Compiled", "CompileFailed"),
         Step::Validate => ("Validated", "Validated", "ValidationFailed"),
     }
 }
 
 /// The status of `plugin`: ready only when its current spec serves and no provider it names is
-/// `contested`; one condition per step (those after a failed step `Unknown`); the error in
-/// words, saying when a previous version keeps serving.
+/// `contested`; one condition per step (those after a failed step `Unknown`; `Verified` says
+/// `NotRequired` when the spec asks for no signature); the error in words, saying when a
+/// previous version keeps serving.
 pub fn decide(
     plugin: &AdapterPlugin,
     loaded: Option<&Loaded>,
@@ -43,6 +46,10 @@ pub fn decide(
             }
             Some(failure) if (failure.step as u8) < (step as u8) => {
                 conditions::new(type_, Status::Unknown, "NotReached", "an earlier step failed", generation, now)
+            }
+            _ if step == Step::Verify && required(plugin).is_none() => {
+                let why = "spec.source.oci.verify is not set: no signature is checked";
+                conditions::new(type_, Status::True, "NotRequired", why, generation, now)
             }
             _ => conditions::new(type_, Status::True, ok, "", generation, now),
         };
@@ -101,10 +108,29 @@ mod tests {
         assert!(status.ready);
         assert_eq!(status.error, "");
         assert_eq!(status.sha256, "abc");
+        assert_eq!(condition(&status, "Verified").1, "NotRequired", "a built-in plugin is not signed");
         assert_eq!(status.plugin.unwrap().name, "flux");
-        for type_ in ["Fetched", "Compiled", "Validated"] {
+        for type_ in ["Fetched", "Verified", "Compiled", "Validated"] {
             assert_eq!(condition(&decide(&plugin, None, &Ok(()), vec![], &now()), type_).0, "True");
         }
+    }
+
+    #[test]
+    fn a_plugin_that_must_be_signed_says_whether_it_was() {
+        let mut plugin = adapter_plugin("argocd", &["ksm-argocd"], "");
+        plugin.spec.source = serde_json::from_value(serde_json::json!(
+            {"oci": {"url": "r/p:1", "verify": {"keys": [{"publicKey": "PEM"}]}}}
+        ))
+        .unwrap();
+        let verified = decide(&plugin, Some(&loaded(&["ksm-argocd"])), &Ok(()), vec![], &now());
+        assert_eq!(condition(&verified, "Verified"), ("True".into(), "Verified".into()));
+        let failure = Err(Failure::at(Step::Verify, "AdapterPlugin \"argocd\": r/p@sha256:… is not signed"));
+        let status = decide(&plugin, None, &failure, vec![], &now());
+        assert!(!status.ready);
+        assert_eq!(condition(&status, "Fetched"), ("True".into(), "Fetched".into()));
+        assert_eq!(condition(&status, "Verified"), ("False".into(), "VerificationFailed".into()));
+        assert_eq!(condition(&status, "Compiled"), ("Unknown".into(), "NotReached".into()));
+        assert_eq!(status.error, "AdapterPlugin \"argocd\": r/p@sha256:… is not signed");
     }
 
     #[test]

@@ -305,6 +305,112 @@ async fn a_plugin_pulled_from_a_registry_by_digest_serves() {
     assert_eq!(refused["status"]["ready"], false);
 }
 
+/// Waits until AdapterPlugin `<namespace>-<suffix>` fails verification with an error holding
+/// `expected`, and checks that nothing was compiled; returns its status.
+async fn refused(t: &Scenario, suffix: &str, expected: &str) -> Value {
+    let name = format!("{}-{suffix}", t.namespace());
+    let p = wait_plugin(t, &name, "VerificationFailed", |p| {
+        condition_is(p, "Verified", "False", "VerificationFailed")
+            && p["status"]["error"].as_str().is_some_and(|e| e.contains(expected))
+    })
+    .await;
+    assert_eq!(p["status"]["ready"], false);
+    assert!(condition_is(&p, "Compiled", "Unknown", "NotReached"), "nothing was compiled: {p:#}");
+    p["status"].clone()
+}
+
+/// A plugin whose AdapterPlugin lists keys in `spec.source.oci.verify` loads only with a
+/// signature of its manifest digest by one of them: signed by the key in a Secret of the
+/// host's namespace, it serves; signed by another key, unsigned, or carrying a signature copied
+/// from another digest, it is refused before compiling (`Verified=False`), naming the
+/// AdapterPlugin, the digest and what is missing; a serving unsigned version stops serving
+/// once its spec asks for a signature.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest() {
+    use ksm_e2e::adapter::run_command;
+    let registry = ksm_e2e::registry::Registry::start();
+    let t = Scenario::start("signed-plugin", Mode::Observe).await;
+    let push = |bytes: &[u8], tag: &str| {
+        let file = t.workdir().join(format!("{tag}.wasm"));
+        std::fs::write(&file, bytes).unwrap();
+        let reference = format!("{}/ksm/hostile:{tag}", registry.host());
+        let pushed: Value =
+            serde_norway::from_slice(&run_command(&["plugin", "push", file.to_str().unwrap(), &reference]).stdout)
+                .unwrap();
+        pushed["reference"].as_str().unwrap().to_string()
+    };
+    let (signed, unsigned) = (push(HOSTILE, "signed"), push(HOSTILE_WASI, "unsigned"));
+    let keygen = |name: &str| {
+        let dir = t.workdir().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        run_command(&["plugin", "keygen", "-o", dir.to_str().unwrap()]);
+        (dir.join("cosign.key"), std::fs::read_to_string(dir.join("cosign.pub")).unwrap())
+    };
+    let ((team_key, team_pub), (_, other_pub)) = (keygen("team"), keygen("other"));
+    run_command(&["plugin", "sign", "--key", team_key.to_str().unwrap(), &signed]);
+    t.create(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plugin-signers", "namespace": t.namespace()},
+                    "data": {"team.pub": serde_json::to_value(ByteString(team_pub.into_bytes())).unwrap()}}),
+    )
+    .await;
+    let team = json!({"keys": [{"secretKeyRef": {"name": "plugin-signers", "key": "team.pub"}}]});
+
+    // One SMP and AdapterPlugin per case; `verify` None first for the unsigned one.
+    let plugin = |suffix: &str, url: &str, verify: Option<&Value>| {
+        let name = format!("{}-{suffix}", t.namespace());
+        let mut source = json!({"oci": {"url": url}});
+        if let Some(verify) = verify {
+            source["oci"]["verify"] = verify.clone();
+        }
+        let mut plugin = fixtures::adapter_plugin(&name, t.namespace(), source, &[&name]);
+        plugin["spec"]["allowedKinds"] = json!([{"group": "", "kind": "ConfigMap"}]);
+        (name, plugin)
+    };
+
+    let (name, good) = plugin("team", &signed, Some(&team));
+    t.create(good).await;
+    let loaded = wait_plugin(&t, &name, "ready", |p| p["status"]["ready"] == true).await;
+    assert!(condition_is(&loaded, "Verified", "True", "Verified"), "{loaded:#}");
+    let smp = |name: &str| {
+        let mut smp = fixtures::smp(name, ksm_e2e::ADAPTER_NAME, t.namespace());
+        smp["status"] = fixtures::smp_status(true);
+        smp
+    };
+    t.create(smp(&name)).await;
+    hostile_service_set(&t, &name, "signed-honest").await;
+    wait_hostile_child(&t, "signed-honest").await;
+
+    let other = json!({"keys": [{"publicKey": other_pub}]});
+    t.create(plugin("other", &signed, Some(&other)).1).await;
+    let status = refused(&t, "other", "signed by another key").await;
+    let error = status["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!(
+            "AdapterPlugin \"{}-other\": {}@sha256:",
+            t.namespace(),
+            signed.split('@').next().unwrap()
+        )),
+        "{error}"
+    );
+
+    let (name, open) = plugin("unsigned", &unsigned, None);
+    t.create(open).await;
+    let serving = wait_plugin(&t, &name, "ready unsigned", |p| p["status"]["ready"] == true).await;
+    assert!(condition_is(&serving, "Verified", "True", "NotRequired"), "{serving:#}");
+    t.merge_patch(&adapter_plugin(&name), json!({"spec": {"source": {"oci": {"verify": team}}}})).await;
+    let status = refused(&t, "unsigned", "no signature").await;
+    let digest = unsigned.split_once('@').unwrap().1;
+    assert!(status["error"].as_str().unwrap().contains(&format!("sha256-{}.sig", &digest[7..])), "{status:#}");
+    assert!(status.get("sha256").is_none(), "the unsigned version no longer serves: {status:#}");
+
+    // The signed plugin's signature, copied to the unsigned one's tag: signs another digest.
+    let signed_digest = signed.split_once('@').unwrap().1;
+    let tag = |digest: &str| format!("sha256-{}.sig", &digest[7..]);
+    registry.copy_manifest("ksm/hostile", &tag(signed_digest), &tag(digest));
+    t.create(plugin("copied", &unsigned, Some(&team)).1).await;
+    refused(&t, "copied", &format!("for {signed_digest}, another artifact")).await;
+}
+
 /// Flux's CRDs as an SMP's provisionerCRDs.
 fn flux_crds() -> Value {
     json!([{"group": "helm.toolkit.fluxcd.io", "version": "v2", "resources": ["helmreleases"]}])

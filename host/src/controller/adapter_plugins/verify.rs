@@ -1,0 +1,108 @@
+//! The signature check of a plugin from an OCI registry (`spec.source.oci.verify`), between
+//! fetching and compiling: nothing of a plugin that no trusted key signed is ever compiled.
+
+use super::fetch::{Fetched, credentials, secret_key};
+use crate::adapter_plugin::{AdapterPlugin, KeySource, Verify};
+use crate::oci;
+use crate::signature::TrustedKey;
+use kube::{Client, ResourceExt};
+
+/// The `verify` of `plugin`'s spec, if it asks for one.
+pub fn required(plugin: &AdapterPlugin) -> Option<&Verify> {
+    plugin.spec.source.oci.as_ref().and_then(|o| o.verify.as_ref())
+}
+
+/// Checks that the manifest `fetched` was pulled from is signed by one of the keys `plugin`
+/// lists (Secrets are read in `namespace`, the host's); returns the key's origin, or `None`
+/// when the spec asks for no signature.
+pub async fn verify(
+    client: &Client,
+    namespace: &str,
+    plugin: &AdapterPlugin,
+    fetched: &Fetched,
+) -> Result<Option<String>, String> {
+    let (Some(source), Some(verify)) = (plugin.spec.source.oci.as_ref(), required(plugin)) else { return Ok(None) };
+    let name = plugin.name_any();
+    let pulled =
+        fetched.pulled.as_ref().ok_or_else(|| format!("AdapterPlugin {name:?}: no manifest digest to verify"))?;
+    let keys = keys(client, namespace, verify).await?;
+    let credentials = credentials(client, namespace, &source.url, source.pull_secret.as_deref()).await?;
+    match oci::verify(&source.url, &pulled.digest, &credentials, &keys).await {
+        Ok(origin) => Ok(Some(origin)),
+        Err(e) => Err(format!("AdapterPlugin {name:?}: {e}")),
+    }
+}
+
+/// The keys `verify` lists, each named by its field (and Secret) in errors.
+async fn keys(client: &Client, namespace: &str, verify: &Verify) -> Result<Vec<TrustedKey>, String> {
+    if verify.keys.is_empty() {
+        return Err("spec.source.oci.verify.keys: list at least one public key".into());
+    }
+    let mut keys = Vec::new();
+    for (i, key) in verify.keys.iter().enumerate() {
+        let field = format!("spec.source.oci.verify.keys[{i}]");
+        keys.push(match key.get(&field)? {
+            KeySource::Inline(pem) => TrustedKey::from_pem(format!("{field}.publicKey"), pem.as_bytes())?,
+            KeySource::Secret(secret) => {
+                let what = format!("{field}.secretKeyRef: Secret {namespace}/{}", secret.name);
+                let pem = secret_key(client, namespace, &secret.name, &secret.key, &what).await?;
+                TrustedKey::from_pem(format!("{what} key {}", secret.key), &pem)?
+            }
+        });
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::mock_api;
+    use super::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn plugin(verify: serde_json::Value) -> AdapterPlugin {
+        let source = json!({"oci": {"url": "127.0.0.1:9/ksm/argocd:v1", "verify": verify}});
+        AdapterPlugin::new("argocd", serde_json::from_value(json!({"source": source})).unwrap())
+    }
+
+    fn fetched() -> Fetched {
+        let pulled = super::super::fetch::Pulled {
+            reference: "127.0.0.1:9/ksm/argocd:v1".into(),
+            digest: format!("sha256:{}", "a".repeat(64)),
+        };
+        Fetched { bytes: Arc::from(&b"component"[..]), sha256: "abc".into(), pulled: Some(pulled) }
+    }
+
+    #[tokio::test]
+    async fn keys_are_read_and_named_before_the_registry_is_asked() {
+        let (client, asked) = mock_api::client(|_| None);
+        let bad_pem = plugin(json!({"keys": [{"publicKey": "not a key"}]}));
+        let error = verify(&client, "kcm-system", &bad_pem, &fetched()).await.unwrap_err();
+        assert!(error.starts_with("spec.source.oci.verify.keys[0].publicKey: not a PEM public key"), "{error}");
+
+        let in_secret = plugin(json!({"keys": [{"secretKeyRef": {"name": "signers", "key": "team.pub"}}]}));
+        let error = verify(&client, "kcm-system", &in_secret, &fetched()).await.unwrap_err();
+        assert_eq!(error, "spec.source.oci.verify.keys[0].secretKeyRef: Secret kcm-system/signers not found");
+        assert_eq!(*asked.lock().unwrap(), ["GET /api/v1/namespaces/kcm-system/secrets/signers"]);
+
+        let (client, _) = mock_api::client(|line| {
+            line.ends_with("/secrets/signers").then(|| {
+                (200, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "signers"}, "data": {}}))
+            })
+        });
+        let error = verify(&client, "kcm-system", &in_secret, &fetched()).await.unwrap_err();
+        assert!(error.ends_with("Secret kcm-system/signers has no team.pub key"), "{error}");
+
+        let none = plugin(json!({"keys": []}));
+        let error = verify(&client, "kcm-system", &none, &fetched()).await.unwrap_err();
+        assert_eq!(error, "spec.source.oci.verify.keys: list at least one public key");
+    }
+
+    #[tokio::test]
+    async fn a_spec_without_verify_checks_nothing() {
+        let (client, asked) = mock_api::client(|_| None);
+        let unsigned = plugin(json!(null));
+        assert_eq!(verify(&client, "kcm-system", &unsigned, &fetched()).await, Ok(None));
+        assert!(asked.lock().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,369 @@
+//! Cosign signatures of plugin artifacts, in the format `cosign sign --key` stores them: under
+//! the tag `sha256-<hex>.sig` of the artifact's repository, one layer per signature whose blob
+//! is a simple-signing payload naming the signed manifest digest and whose annotation
+//! `dev.cosignproject.cosign/signature` is the base64 signature over that blob.
+//!
+//! A signature is valid when it verifies against one of the operator's keys **and** its payload
+//! names the digest being loaded: a valid signature copied from another artifact's tag signs
+//! that artifact, not this one. The payload's `docker-reference` is not compared: the digest
+//! names the content, wherever it was pushed. Pure: the registry I/O is in [`crate::oci`].
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use sigstore::crypto::signing_key::SigStoreKeyPair;
+use sigstore::crypto::{CosignVerificationKey, SigStoreSigner, Signature, SigningScheme};
+
+/// Media type of a signature layer.
+pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The layer annotation holding the base64 signature.
+pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// `critical.type` of a container image signature payload.
+const SIGNATURE_TYPE: &str = "cosign container image signature";
+
+/// The tag cosign stores the signatures of manifest `digest` (`sha256:<hex>`) under:
+/// `sha256-<hex>.sig`.
+pub fn signature_tag(digest: &str) -> Result<String, String> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("{digest:?} is not a sha256 manifest digest (sha256:<64 hex digits>)"));
+    }
+    Ok(format!("sha256-{}.sig", hex.to_ascii_lowercase()))
+}
+
+/// One stored signature: its layer's blob and annotation, as the registry holds them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredSignature {
+    /// The simple-signing payload, the bytes that were signed.
+    pub payload: Vec<u8>,
+    /// The base64 signature annotation, if the layer has one.
+    pub signature: Option<String>,
+}
+
+/// The simple-signing payload; fields in the order cosign writes them.
+#[derive(Debug, Serialize, Deserialize)]
+struct Payload {
+    critical: Critical,
+    optional: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Critical {
+    identity: Identity,
+    image: Image,
+    #[serde(rename = "type")]
+    type_: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Identity {
+    #[serde(rename = "docker-reference")]
+    docker_reference: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Image {
+    #[serde(rename = "docker-manifest-digest")]
+    docker_manifest_digest: String,
+}
+
+/// A public key the operator trusts, named by where it was listed (for messages).
+pub struct TrustedKey {
+    /// Where the key was listed, e.g. `spec.source.oci.verify.keys[0]` or a file.
+    pub origin: String,
+    key: CosignVerificationKey,
+}
+
+impl TrustedKey {
+    /// The PEM public key (`-----BEGIN PUBLIC KEY-----`, as `cosign.pub`) listed at `origin`;
+    /// the algorithm (ECDSA P-256 for cosign's keys) follows from the key.
+    pub fn from_pem(origin: impl Into<String>, pem: &[u8]) -> Result<Self, String> {
+        let origin = origin.into();
+        match CosignVerificationKey::try_from_pem(pem) {
+            Ok(key) => Ok(Self { origin, key }),
+            Err(e) => Err(format!("{origin}: not a PEM public key: {e}")),
+        }
+    }
+}
+
+/// Why one stored signature does not make the artifact verified.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejected {
+    /// Not a cosign signature.
+    #[error("malformed: {0}")]
+    Malformed(String),
+    /// Verifies against none of the keys.
+    #[error("signed by another key")]
+    OtherKey,
+    /// Signed by a listed key, for another manifest.
+    #[error("signed by {key} for {signed}, another artifact (a signature copied from another digest's tag)")]
+    OtherDigest {
+        /// The key it verified against.
+        key: String,
+        /// The digest its payload names.
+        signed: String,
+    },
+}
+
+/// Why an artifact is not verified.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unverified {
+    /// The digest is not a sha256 manifest digest: no signature tag can name it.
+    #[error("{0}")]
+    BadDigest(String),
+    /// No signature tag, or one holding no signature layer.
+    #[error("no signature: the repository has no tag {tag} holding a {SIMPLE_SIGNING_MEDIA_TYPE} layer")]
+    Unsigned {
+        /// The signature tag looked up.
+        tag: String,
+    },
+    /// Signatures exist, none valid.
+    #[error("no valid signature under tag {tag} (checked against {keys} key(s)): {}", list(.rejected))]
+    Rejected {
+        /// The signature tag.
+        tag: String,
+        /// How many keys were tried.
+        keys: usize,
+        /// Each signature's problem, in layer order.
+        rejected: Vec<Rejected>,
+    },
+}
+
+fn list(rejected: &[Rejected]) -> String {
+    let each: Vec<String> = rejected.iter().enumerate().map(|(i, r)| format!("signature {}: {r}", i + 1)).collect();
+    each.join("; ")
+}
+
+/// Checks the signatures stored for manifest `digest` against `keys`: returns the origin of
+/// the first key that signed this digest, or why none did. `stored` is `None` when the
+/// signature tag does not exist.
+pub fn verify<'k>(
+    keys: &'k [TrustedKey],
+    digest: &str,
+    stored: Option<&[StoredSignature]>,
+) -> Result<&'k str, Unverified> {
+    let tag = signature_tag(digest).map_err(Unverified::BadDigest)?;
+    let stored = stored.unwrap_or_default();
+    if stored.is_empty() {
+        return Err(Unverified::Unsigned { tag });
+    }
+    let mut rejected = Vec::new();
+    for signature in stored {
+        match check(keys, digest, signature) {
+            Ok(key) => return Ok(&key.origin),
+            Err(why) => rejected.push(why),
+        }
+    }
+    Err(Unverified::Rejected { tag, keys: keys.len(), rejected })
+}
+
+/// One signature: verified first (the payload is read only once a trusted key signed it),
+/// then its payload must name `digest`.
+fn check<'k>(keys: &'k [TrustedKey], digest: &str, stored: &StoredSignature) -> Result<&'k TrustedKey, Rejected> {
+    let malformed = |why: String| Rejected::Malformed(why);
+    let encoded =
+        stored.signature.as_deref().ok_or_else(|| malformed(format!("no annotation {SIGNATURE_ANNOTATION}")))?;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|_| malformed(format!("the annotation {SIGNATURE_ANNOTATION} is not base64")))?;
+    let key = keys
+        .iter()
+        .find(|k| k.key.verify_signature(Signature::Raw(&raw), &stored.payload).is_ok())
+        .ok_or(Rejected::OtherKey)?;
+    let payload: Payload = serde_json::from_slice(&stored.payload)
+        .map_err(|e| malformed(format!("the payload is not a simple-signing document: {e}")))?;
+    if payload.critical.type_ != SIGNATURE_TYPE {
+        return Err(malformed(format!("the payload's type is {:?}, not {SIGNATURE_TYPE:?}", payload.critical.type_)));
+    }
+    let signed = payload.critical.image.docker_manifest_digest;
+    if !signed.eq_ignore_ascii_case(digest) {
+        return Err(Rejected::OtherDigest { key: key.origin.clone(), signed });
+    }
+    Ok(key)
+}
+
+/// A private key that signs plugin artifacts: ECDSA P-256, cosign's default.
+pub struct SigningKey(SigStoreSigner);
+
+impl SigningKey {
+    /// Reads cosign's encrypted private key (`cosign.key`, decrypted with `password`) or an
+    /// unencrypted PKCS#8 PEM private key.
+    pub fn from_pem(pem: &[u8], password: &[u8]) -> Result<Self, String> {
+        let encrypted = String::from_utf8_lossy(pem).contains("-----BEGIN ENCRYPTED");
+        let pair =
+            if encrypted { SigStoreKeyPair::from_encrypted_pem(pem, password) } else { SigStoreKeyPair::from_pem(pem) }
+                .map_err(|e| {
+                    let hint = if encrypted { " (is the password right?)" } else { "" };
+                    format!("not a PEM private key{hint}: {e}")
+                })?;
+        pair.to_sigstore_signer(&SigningScheme::ECDSA_P256_SHA256_ASN1)
+            .map(Self)
+            .map_err(|e| format!("only ECDSA P-256 keys (cosign's default) sign plugins: {e}"))
+    }
+
+    /// A new key pair: the private key encrypted with `password` in cosign's format
+    /// (`cosign.key`), and the public key PEM (`cosign.pub`).
+    pub fn generate(password: &[u8]) -> Result<(String, String), String> {
+        let signer = SigningScheme::ECDSA_P256_SHA256_ASN1.create_signer().map_err(|e| e.to_string())?;
+        let pair = signer.to_sigstore_keypair().map_err(|e| e.to_string())?;
+        let private = pair.private_key_to_encrypted_pem(password).map_err(|e| e.to_string())?;
+        let public = pair.public_key_to_pem().map_err(|e| e.to_string())?;
+        Ok((private.to_string(), public))
+    }
+
+    /// The signature of manifest `digest` of `repository` (`registry/repository`, the payload's
+    /// `docker-reference`), as cosign makes it.
+    pub fn sign(&self, repository: &str, digest: &str) -> Result<StoredSignature, String> {
+        let payload = Payload {
+            critical: Critical {
+                identity: Identity { docker_reference: repository.into() },
+                image: Image { docker_manifest_digest: digest.into() },
+                type_: SIGNATURE_TYPE.into(),
+            },
+            optional: None,
+        };
+        let payload = serde_json::to_vec(&payload).expect("a payload serializes");
+        let raw = self.0.sign(&payload).map_err(|e| format!("signing: {e}"))?;
+        Ok(StoredSignature { payload, signature: Some(base64::engine::general_purpose::STANDARD.encode(raw)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::LazyLock;
+
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    const OTHER: &str = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
+    /// Two key pairs (generating one runs scrypt: once per test binary).
+    static PAIRS: LazyLock<[(String, String); 2]> =
+        LazyLock::new(|| [SigningKey::generate(b"pw").unwrap(), SigningKey::generate(b"").unwrap()]);
+
+    fn signer(i: usize) -> SigningKey {
+        let password: &[u8] = if i == 0 { b"pw" } else { b"" };
+        SigningKey::from_pem(PAIRS[i].0.as_bytes(), password).unwrap()
+    }
+
+    fn trusted(i: usize) -> TrustedKey {
+        TrustedKey::from_pem(format!("key {i}"), PAIRS[i].1.as_bytes()).unwrap()
+    }
+
+    fn signed(i: usize, digest: &str) -> StoredSignature {
+        signer(i).sign("registry.example.com/ksm/argocd", digest).unwrap()
+    }
+
+    #[test]
+    fn the_signature_tag_is_cosigns() {
+        assert!(matches!(verify(&[trusted(0)], "sha512:00", None), Err(Unverified::BadDigest(_))));
+        assert_eq!(signature_tag(DIGEST).unwrap(), format!("sha256-{}.sig", &DIGEST[7..]));
+        for bad in [
+            "sha256:abc",
+            "sha512:00",
+            &DIGEST[7..],
+            "sha256:zz23456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert!(signature_tag(bad).unwrap_err().contains("not a sha256 manifest digest"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_payload_is_the_simple_signing_document_cosign_writes() {
+        let payload = String::from_utf8(signed(1, DIGEST).payload).unwrap();
+        assert_eq!(
+            payload,
+            format!(
+                r#"{{"critical":{{"identity":{{"docker-reference":"registry.example.com/ksm/argocd"}},"image":{{"docker-manifest-digest":"{DIGEST}"}},"type":"cosign container image signature"}},"optional":null}}"#
+            )
+        );
+    }
+
+    #[test]
+    fn a_signature_by_a_listed_key_for_this_digest_verifies() {
+        let keys = [trusted(1), trusted(0)];
+        let stored = [signed(1, OTHER), signed(0, DIGEST)];
+        assert_eq!(verify(&keys, DIGEST, Some(&stored)), Ok("key 0"), "any valid signature is enough");
+        assert_eq!(verify(&keys, &DIGEST.to_uppercase().replace("SHA256", "sha256"), Some(&stored)), Ok("key 0"));
+    }
+
+    #[test]
+    fn no_tag_or_no_layer_is_unsigned() {
+        let unsigned = Unverified::Unsigned { tag: signature_tag(DIGEST).unwrap() };
+        assert_eq!(verify(&[trusted(0)], DIGEST, None), Err(unsigned.clone()));
+        assert_eq!(verify(&[trusted(0)], DIGEST, Some(&[])), Err(unsigned.clone()));
+        assert!(unsigned.to_string().starts_with("no signature: the repository has no tag sha256-0123"), "{unsigned}");
+    }
+
+    #[test]
+    fn a_signature_by_another_key_is_rejected() {
+        let error = verify(&[trusted(0)], DIGEST, Some(&[signed(1, DIGEST)])).unwrap_err();
+        assert_eq!(
+            error,
+            Unverified::Rejected { tag: signature_tag(DIGEST).unwrap(), keys: 1, rejected: vec![Rejected::OtherKey] }
+        );
+        assert!(
+            error.to_string().ends_with("(checked against 1 key(s)): signature 1: signed by another key"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_signature_for_another_digest_is_rejected_naming_that_digest() {
+        let error = verify(&[trusted(0)], DIGEST, Some(&[signed(0, OTHER)])).unwrap_err();
+        let Unverified::Rejected { rejected, .. } = &error else { panic!("{error}") };
+        assert_eq!(rejected, &[Rejected::OtherDigest { key: "key 0".into(), signed: OTHER.into() }]);
+        assert!(error.to_string().contains(&format!("signed by key 0 for {OTHER}, another artifact")), "{error}");
+    }
+
+    #[test]
+    fn a_tampered_payload_no_longer_verifies() {
+        let mut stored = signed(0, OTHER);
+        stored.payload = String::from_utf8(stored.payload).unwrap().replace(OTHER, DIGEST).into_bytes();
+        let error = verify(&[trusted(0)], DIGEST, Some(&[stored])).unwrap_err();
+        assert!(
+            matches!(&error, Unverified::Rejected { rejected, .. } if rejected == &[Rejected::OtherKey]),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn malformed_signatures_say_what_is_wrong() {
+        let key = [trusted(0)];
+        let good = signed(0, DIGEST);
+        let without_annotation = StoredSignature { signature: None, ..good.clone() };
+        let bad_base64 = StoredSignature { signature: Some("not base64!".into()), ..good.clone() };
+        // Signed by the key, but not a payload: only then is it read.
+        let sign_bytes = |payload: &[u8]| StoredSignature {
+            payload: payload.to_vec(),
+            signature: Some(base64::engine::general_purpose::STANDARD.encode(signer(0).0.sign(payload).unwrap())),
+        };
+        let not_json = sign_bytes(b"not json");
+        let other_type =
+            sign_bytes(String::from_utf8(good.payload.clone()).unwrap().replace("container image", "other").as_bytes());
+        let cases = [
+            (without_annotation, "no annotation dev.cosignproject.cosign/signature"),
+            (bad_base64, "is not base64"),
+            (not_json, "the payload is not a simple-signing document"),
+            (other_type, "the payload's type is \"cosign other signature\""),
+        ];
+        for (stored, expected) in cases {
+            let error = verify(&key, DIGEST, Some(&[stored])).unwrap_err();
+            let Unverified::Rejected { rejected, .. } = &error else { panic!("{error}") };
+            assert!(matches!(&rejected[..], [Rejected::Malformed(m)] if m.contains(expected)), "{expected}: {error}");
+        }
+    }
+
+    #[test]
+    fn keys_that_are_not_pem_public_keys_are_named() {
+        let error = TrustedKey::from_pem("spec.source.oci.verify.keys[1].publicKey", b"nope").err().unwrap();
+        assert!(error.starts_with("spec.source.oci.verify.keys[1].publicKey: not a PEM public key"), "{error}");
+        let private = TrustedKey::from_pem("k", PAIRS[1].0.as_bytes()).err().unwrap();
+        assert!(private.starts_with("k: not a PEM public key"), "{private}");
+    }
+
+    #[test]
+    fn a_private_key_needs_its_password() {
+        let error = SigningKey::from_pem(PAIRS[0].0.as_bytes(), b"wrong").err().unwrap();
+        assert!(error.contains("is the password right?"), "{error}");
+        assert!(SigningKey::from_pem(PAIRS[0].1.as_bytes(), b"").is_err(), "a public key does not sign");
+    }
+}
