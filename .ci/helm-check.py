@@ -6,12 +6,21 @@ is `helm lint` and `helm template`, not an imitation. What it checks:
 
 - `helm lint --strict` of the chart and its CRD subcharts, for the default values and for
   deploy/chart/ci/extra-values.yaml;
-- the objects rendered for the default values, for `adapter.mode=manage` and for the extra
-  values: the Deployment's security context, probes, identity, image, resources and cache
-  volume; the ServiceAccount and the bindings; RBAC without wildcards, with leases only in the
-  release namespace and secrets cluster-wide (get) only for health verification or regions; the default
-  health-rule ConfigMap; the StateManagementProvider and AdapterPlugins (fields and a
-  structural check against the CRDs' schemas); Service, ServiceMonitor, replicas;
+- the objects rendered for the default values, for `adapter.mode=manage`, for the extra values
+  and for three shards (`sharding.shards=3`, manage mode): each Deployment's security context,
+  probes, identity, image, resources, log format and cache volume; the ServiceAccount and the
+  bindings; RBAC without wildcards, with leases only in the release namespace and secrets
+  cluster-wide (get) only for health verification or regions; the default health-rule
+  ConfigMap; the StateManagementProvider and AdapterPlugins (fields and a structural check
+  against the CRDs' schemas); Service (selecting every shard's pods), ServiceMonitor, replicas;
+- sharding: one shard renders no sharding flag; N shards render N Deployments of one adapter
+  identity with distinct Leases, and --shard-selector label selectors that (evaluated here on
+  sample ServiceSet labels) give every ServiceSet to exactly one shard; in manage mode only
+  shard 0 writes SMP status;
+- the PrometheusRule (files/prometheus-rules.yaml minus `prometheusRule.disabled`, with
+  `prometheusRule.for` and `alertLabels`) and the Grafana dashboard ConfigMap
+  (files/dashboard.json); tests/e2e/tests/e2e/observability.rs checks their PromQL against a
+  running host;
 - the chart's CRD copies are byte-for-byte the repository's crds/*.yaml;
 - deploy/manifests (plain manifests for `kubectl apply -k`) are what the chart renders with the
   default values (`--write-manifests` regenerates them);
@@ -20,8 +29,9 @@ is `helm lint` and `helm template`, not an imitation. What it checks:
 
 With `--rbac-out PATH` it writes the RBAC rules rendered for the default values (observe mode)
 and for `adapter.mode=manage` as JSON, with the container's arguments and environment variable
-names; tests/e2e/tests/rbac.rs compares them with the requests the host really makes and with
-the flags of `ksm-adapter run --help`.
+names, and those of each shard's Deployment for three shards; tests/e2e/tests/rbac.rs compares
+them with the requests the host really makes and with the flags of `ksm-adapter run --help`,
+and tests/e2e (ksm_e2e::chart) starts hosts with exactly these arguments.
 
     pip install helm-python-sdk==0.2.2 PyYAML
     python3 .ci/helm-check.py --rbac-out target/chart-rbac.json
@@ -66,6 +76,14 @@ CRD_COPIES = [
     (CHART / "charts/crds/crds/adapterplugin.yaml", ROOT / "crds/adapterplugin.yaml", ("crds", "install")),
     (CHART / "charts/k0rdent-crds/crds/k0rdent.yaml", ROOT / "crds/k0rdent.yaml", ("k0rdentCrds", "install")),
 ]
+
+RULES = CHART / "files" / "prometheus-rules.yaml"
+# Values rendered with sharding (and manage mode: one shard writes SMP status), also the shards
+# tests/e2e starts from --rbac-out's file.
+SHARDED = {"sharding": {"shards": 3}, "adapter": {"mode": "manage"}}
+SHARDED_LABEL = "sharding.shards=3, adapter.mode=manage"
+DASHBOARD = CHART / "files" / "dashboard.json"
+SHARD_LABEL = "ksm.k0rdent.mirantis.com/shard"
 
 FLUX_CONTROLLERS = ["helm-controller", "kustomize-controller", "source-controller"]
 FLUX_GROUPS = {"helm.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"}
@@ -248,7 +266,6 @@ def container(deployment: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_common(documents, merged: dict[str, Any], label: str) -> None:
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     for source, _, obj in documents:
         meta = obj.get("metadata") or {}
         name = f"{label}: {source}: {obj.get('kind')} {meta.get('name')}"
@@ -259,11 +276,57 @@ def check_common(documents, merged: dict[str, Any], label: str) -> None:
             F.check(meta.get("namespace") == NAMESPACE, f"{name}: namespace is not the release namespace")
         F.check((meta.get("labels") or {}).get("app.kubernetes.io/instance") == RELEASE, f"{name}: no instance label")
 
-    deployment = one(documents, "Deployment", label)
+    # One Deployment per shard, shard 0 first (template order); each one a complete adapter.
+    deployments = by_kind(documents, "Deployment")
+    shards = merged["sharding"]["shards"]
+    F.check(len(deployments) == shards, f"{label}: {len(deployments)} Deployments for sharding.shards={shards}")
+    pods = [check_deployment(documents, deployment, merged, label) for deployment in deployments]
+    if not deployments:
+        return
+    deployment = deployments[0]
+    F.check(deployment["metadata"]["name"] == adapter_name(merged), f"{label}: the first Deployment is not shard 0")
+    sa_name = deployment["spec"]["template"]["spec"].get("serviceAccountName")
+    check_rbac(documents, sa_name, merged, label)
+
+    # Service in front of the metrics port, selecting the pods of every shard.
+    port = merged["metrics"]["port"]
+    if merged["metrics"]["service"]["enabled"]:
+        service = one(documents, "Service", label)
+        sp = {p.get("name"): p for p in service.get("spec", {}).get("ports") or []}
+        F.check(sp.get("metrics", {}).get("targetPort") in ("metrics", port), f"{label}: Service does not target the metrics port")
+        sel = service.get("spec", {}).get("selector") or {}
+        for pod_labels in pods:
+            F.check(bool(sel) and all(pod_labels.get(k) == v for k, v in sel.items()), f"{label}: Service selector {sel} does not match the pods {pod_labels}")
+    monitors = by_kind(documents, "ServiceMonitor")
+    F.check(len(monitors) == (1 if merged["metrics"]["serviceMonitor"]["enabled"] else 0), f"{label}: ServiceMonitor count {len(monitors)}")
+    for monitor in monitors:
+        endpoints = monitor.get("spec", {}).get("endpoints") or [{}]
+        F.check(endpoints[0].get("port") == "metrics" and endpoints[0].get("path") == "/metrics", f"{label}: ServiceMonitor endpoint {endpoints}")
+
+    check_smp(documents, deployment, merged, label)
+    check_plugins(documents, merged, label)
+    check_health_rules(documents, deployments, merged, label)
+    check_sharding(deployments, merged, label)
+    check_prometheus_rule(documents, merged, label)
+    check_dashboard(documents, merged, label)
+    check_custom_resources(documents, label)
+
+
+def adapter_name(merged: dict[str, Any]) -> str:
+    """The full name for release RELEASE: the adapter's identity and shard 0's Deployment."""
+    if merged.get("fullnameOverride"):
+        return merged["fullnameOverride"][:63].rstrip("-")
+    name = merged.get("nameOverride") or CHART_NAME
+    return (RELEASE if name in RELEASE else f"{RELEASE}-{name}")[:63].rstrip("-")
+
+
+def check_deployment(documents, deployment: dict[str, Any], merged: dict[str, Any], label: str) -> dict[str, str]:
+    """One shard's Deployment (all of them without sharding); returns its pods' labels."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     spec = deployment.get("spec", {})
     pod = spec.get("template", {}).get("spec", {})
     c = container(deployment)
-    d = f"{label}: Deployment"
+    d = f"{label}: Deployment {deployment['metadata']['name']}"
     F.check(spec.get("replicas") == merged["replicaCount"], f"{d}: replicas {spec.get('replicas')} != {merged['replicaCount']}")
     selector = spec.get("selector", {}).get("matchLabels") or {}
     pod_labels = spec.get("template", {}).get("metadata", {}).get("labels") or {}
@@ -304,7 +367,6 @@ def check_common(documents, merged: dict[str, Any], label: str) -> None:
 
     # Identity: the Deployment's own name and namespace.
     env = {e.get("name"): e for e in c.get("env") or []}
-    F.check((env.get("KSM_ADAPTER_NAME") or {}).get("value") == deployment["metadata"]["name"], f"{d}: KSM_ADAPTER_NAME is not the Deployment's name")
     field = ((env.get("KSM_ADAPTER_NAMESPACE") or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath")
     F.check(field == "metadata.namespace", f"{d}: KSM_ADAPTER_NAMESPACE is not the downward-API metadata.namespace")
 
@@ -315,29 +377,148 @@ def check_common(documents, merged: dict[str, Any], label: str) -> None:
     volumes = {v.get("name"): v for v in pod.get("volumes") or []}
     F.check("emptyDir" in volumes.get(mounts.get(cache), {}), f"{d}: no emptyDir mounted at {cache}")
 
-    # ServiceAccount and bindings.
+    # ServiceAccount: the same for every shard.
     sa_name = pod.get("serviceAccountName")
     accounts = [o["metadata"]["name"] for o in by_kind(documents, "ServiceAccount")]
     F.check(sa_name in accounts, f"{d}: serviceAccountName {sa_name} is not rendered ({accounts})")
-    check_rbac(documents, sa_name, merged, label)
 
-    # Service in front of the metrics port.
-    if merged["metrics"]["service"]["enabled"]:
-        service = one(documents, "Service", label)
-        sp = {p.get("name"): p for p in service.get("spec", {}).get("ports") or []}
-        F.check(sp.get("metrics", {}).get("targetPort") in ("metrics", port), f"{label}: Service does not target the metrics port")
-        sel = service.get("spec", {}).get("selector") or {}
-        F.check(bool(sel) and all(pod_labels.get(k) == v for k, v in sel.items()), f"{label}: Service selector does not match the pods")
-    monitors = by_kind(documents, "ServiceMonitor")
-    F.check(len(monitors) == (1 if merged["metrics"]["serviceMonitor"]["enabled"] else 0), f"{label}: ServiceMonitor count {len(monitors)}")
-    for monitor in monitors:
-        endpoints = monitor.get("spec", {}).get("endpoints") or [{}]
-        F.check(endpoints[0].get("port") == "metrics" and endpoints[0].get("path") == "/metrics", f"{label}: ServiceMonitor endpoint {endpoints}")
+    # Identity: every shard is the adapter the SMP names; JSON logs unless told otherwise.
+    F.check((env.get("KSM_ADAPTER_NAME") or {}).get("value") == adapter_name(merged), f"{d}: KSM_ADAPTER_NAME is not {adapter_name(merged)}")
+    log_format = merged["adapter"]["logFormat"]
+    F.check(f"--log-format={log_format}" in c.get("args", []), f"{d}: --log-format={log_format} not passed")
+    return pod_labels
 
-    check_smp(documents, deployment, merged, label)
-    check_plugins(documents, merged, label)
-    check_health_rules(documents, deployment, merged, label)
-    check_custom_resources(documents, label)
+
+def flag(args: list[str], name: str) -> str | None:
+    """The value of `--name=value` in args, if given."""
+    values = [a.split("=", 1)[1] for a in args if a.startswith(f"{name}=")]
+    F.check(len(values) <= 1, f"{name} given {len(values)} times: {args}")
+    return values[0] if values else None
+
+
+def selector_matches(selector: str, labels: dict[str, str]) -> bool:
+    """Whether a Kubernetes label selector (`k=v`, `k==v`, `k!=v`, `k in (..)`, `k notin (..)`,
+    `k`, `!k`, comma-separated) matches `labels`, as the API server decides."""
+    requirements = re.findall(r"(?:[^,(]|\([^)]*\))+", selector)
+    for requirement in (r.strip() for r in requirements):
+        match = re.fullmatch(r"(\S+)\s+(in|notin)\s+\(([^)]*)\)", requirement)
+        if match:
+            key, op, values = match.group(1), match.group(2), {v.strip() for v in match.group(3).split(",")}
+            inside = key in labels and labels[key] in values
+            if inside != (op == "in"):
+                return False
+            continue
+        match = re.fullmatch(r"([^!=\s]+)\s*(==|=|!=)\s*(\S*)", requirement)
+        if match:
+            key, op, value = match.groups()
+            if (labels.get(key) == value) != (op != "!="):
+                return False
+            continue
+        if requirement.startswith("!"):
+            if requirement[1:] in labels:
+                return False
+        elif requirement not in labels:
+            return False
+    return True
+
+
+def check_sharding(deployments: list[dict[str, Any]], merged: dict[str, Any], label: str) -> None:
+    """Shards: distinct Deployments and Leases, one adapter identity, selectors that give every
+    ServiceSet to exactly one shard, and one writer of SMP status in manage mode."""
+    shards, key = merged["sharding"]["shards"], merged["sharding"]["labelKey"]
+    args = [container(d).get("args") or [] for d in deployments]
+    names = [d["metadata"]["name"] for d in deployments]
+    F.check(len(set(names)) == len(names), f"{label}: Deployment names repeat: {names}")
+    if shards == 1:
+        # Unsharded: exactly what the chart rendered before sharding existed.
+        F.check(flag(args[0], "--shard-selector") is None, f"{label}: one shard but a --shard-selector")
+        F.check(flag(args[0], "--leader-election-id") is None, f"{label}: one shard but a --leader-election-id")
+        pod_labels = deployments[0]["spec"]["template"]["metadata"]["labels"]
+        F.check(SHARD_LABEL not in pod_labels, f"{label}: one shard but pods labelled {SHARD_LABEL}")
+        return
+    identities = {next(e.get("value") for e in container(d).get("env") or [] if e.get("name") == "KSM_ADAPTER_NAME") for d in deployments}
+    F.check(identities == {adapter_name(merged)}, f"{label}: shards are not all adapter {adapter_name(merged)}: {identities}")
+    if merged["leaderElection"]["enabled"]:
+        leases = [flag(a, "--leader-election-id") or adapter_name(merged) for a in args]
+        F.check(len(set(leases)) == shards, f"{label}: the shards share Leases: {leases}")
+    selectors = [flag(a, "--shard-selector") for a in args]
+    F.check(all(selectors), f"{label}: a shard without --shard-selector: {selectors}")
+    # Every ServiceSet, whatever its labels, is served by exactly one shard.
+    samples = [{}, {"other": "shard-1"}, {key: ""}, {key: "shard-0"}, {key: f"shard-{shards}"}, {key: "x"}]
+    samples += [{key: f"shard-{i}"} for i in range(1, shards)] + [{key: f"shard-{i}", "other": "y"} for i in range(shards)]
+    for sample in samples:
+        serving = [i for i, s in enumerate(selectors) if s and selector_matches(s, sample)]
+        F.check(len(serving) == 1, f"{label}: a ServiceSet labelled {sample} is served by shards {serving}: {selectors}")
+    for i in range(1, shards):
+        F.check(selector_matches(selectors[i] or "", {key: f"shard-{i}"}), f"{label}: shard {i} does not serve `{key}: shard-{i}`")
+    # The selectors of the shards' Deployments: shard i > 0 selects only its own pods (shard 0's
+    # selector is the unsharded one, immutable).
+    pods = [d["spec"]["template"]["metadata"]["labels"] for d in deployments]
+    for i, deployment in enumerate(deployments[1:], 1):
+        own = deployment["spec"]["selector"]["matchLabels"]
+        chosen = [j for j, labels in enumerate(pods) if all(labels.get(k) == v for k, v in own.items())]
+        F.check(chosen == [i], f"{label}: the Deployment of shard {i} selects the pods of shards {chosen}")
+    # manage mode: shard 0 evaluates the SMP and writes its status, the others read it.
+    modes = [flag(a, "--mode") for a in args]
+    expected = [merged["adapter"]["mode"]] + ["observe"] * (shards - 1)
+    F.check(modes == expected, f"{label}: shard modes {modes} != {expected}")
+
+
+def check_selector_evaluation() -> None:
+    """`selector_matches` agrees with the API server on known cases (the sharding checks rely on it)."""
+    cases = [
+        ("k=a", {"k": "a"}, True), ("k=a", {}, False), ("k==a", {"k": "a"}, True), ("k!=a", {}, True),
+        ("k!=a", {"k": "a"}, False), ("k in (a, b)", {"k": "b"}, True), ("k in (a,b)", {}, False),
+        ("k notin (a,b)", {}, True), ("k notin (a,b)", {"k": "a"}, False), ("k notin (a,b)", {"k": "c"}, True),
+        ("k", {"k": ""}, True), ("!k", {"k": ""}, False), ("k notin (a),j=b", {"j": "b"}, True),
+        ("k notin (a),j=b", {"j": "c"}, False),
+    ]
+    for selector, labels, expected in cases:
+        F.check(selector_matches(selector, labels) == expected, f"selector_matches({selector!r}, {labels}) != {expected}")
+
+
+def rule_file() -> dict[str, Any]:
+    return yaml.safe_load(RULES.read_text())
+
+
+def check_prometheus_rule(documents, merged: dict[str, Any], label: str) -> None:
+    """The PrometheusRule holds the rules file's alerts, minus the disabled ones, with the `for`
+    and labels the values set."""
+    values = merged["prometheusRule"]
+    rendered = by_kind(documents, "PrometheusRule")
+    F.check(len(rendered) == (1 if values["enabled"] else 0), f"{label}: {len(rendered)} PrometheusRules with prometheusRule.enabled={values['enabled']}")
+    for rule in rendered:
+        F.check(rule.get("apiVersion") == "monitoring.coreos.com/v1", f"{label}: PrometheusRule apiVersion {rule.get('apiVersion')}")
+        got = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+        shipped = {r["alert"]: r for group in rule_file()["groups"] for r in group["rules"]}
+        expected = [name for name in shipped if name not in values["disabled"]]
+        F.check(list(got) == expected, f"{label}: PrometheusRule alerts {list(got)} != {expected}")
+        for name, alert in got.items():
+            source = shipped[name]
+            F.check(alert["expr"] == source["expr"], f"{label}: alert {name}: expr differs from {rel(RULES)}")
+            F.check(alert.get("annotations") == source.get("annotations"), f"{label}: alert {name}: annotations differ from {rel(RULES)}")
+            F.check(alert.get("for") == values["for"].get(name, source.get("for")), f"{label}: alert {name}: for {alert.get('for')}")
+            F.check(alert.get("labels") == {**source.get("labels", {}), **values["alertLabels"]}, f"{label}: alert {name}: labels {alert.get('labels')}")
+    # The rules file itself: every alert has a severity, a summary and a description.
+    for group in rule_file()["groups"]:
+        for alert in group["rules"]:
+            F.check(alert.get("labels", {}).get("severity") in ("critical", "warning", "info"), f"{rel(RULES)}: {alert.get('alert')}: severity")
+            F.check({"summary", "description"} <= set(alert.get("annotations") or {}), f"{rel(RULES)}: {alert.get('alert')}: summary or description missing")
+
+
+def check_dashboard(documents, merged: dict[str, Any], label: str) -> None:
+    """The dashboard ConfigMap carries files/dashboard.json for Grafana's sidecar."""
+    values = merged["grafana"]["dashboard"]
+    maps = [cm for cm in by_kind(documents, "ConfigMap") if "ksm-adapter.json" in (cm.get("data") or {})]
+    F.check(len(maps) == (1 if values["enabled"] else 0), f"{label}: {len(maps)} dashboard ConfigMaps with grafana.dashboard.enabled={values['enabled']}")
+    shipped = json.loads(DASHBOARD.read_text())
+    for cm in maps:
+        labels = cm["metadata"].get("labels") or {}
+        F.check(all(labels.get(k) == v for k, v in values["labels"].items()), f"{label}: dashboard ConfigMap labels {labels}")
+        F.check(json.loads(cm["data"]["ksm-adapter.json"]) == shipped, f"{label}: the dashboard ConfigMap is not {rel(DASHBOARD)}")
+    targets = [t for panel in shipped.get("panels", []) for t in panel.get("targets", [])]
+    F.check(bool(targets) and all(t.get("expr") for t in targets), f"{rel(DASHBOARD)}: panels without PromQL targets")
+    F.check(len({p.get("id") for p in shipped.get("panels", [])}) == len(shipped.get("panels", [])), f"{rel(DASHBOARD)}: panel ids repeat")
 
 
 def rules_of(documents, kind: str) -> list[dict[str, Any]]:
@@ -381,7 +562,7 @@ def check_rbac(documents, sa_name: str, merged: dict[str, Any], label: str) -> N
             F.check(subjects == [{"kind": "ServiceAccount", "name": sa_name, "namespace": NAMESPACE}], f"{label}: {kind} subjects {subjects}")
 
 
-def check_health_rules(documents, deployment: dict[str, Any], merged: dict[str, Any], label: str) -> None:
+def check_health_rules(documents, deployments: list[dict[str, Any]], merged: dict[str, Any], label: str) -> None:
     verification = merged["healthVerification"]
     labelled = [cm for cm in by_kind(documents, "ConfigMap")
                 if (cm["metadata"].get("labels") or {}).get("k0rdent.mirantis.com/health-rule-target")]
@@ -394,9 +575,10 @@ def check_health_rules(documents, deployment: dict[str, Any], merged: dict[str, 
         rules = yaml.safe_load(cm.get("data", {}).get("rules", ""))
         kinds = [rule.get("kind") for rule in rules or []]
         F.check(kinds == ["Deployment", "StatefulSet", "DaemonSet", "Pod", "Job"], f"{label}: default health rules for {kinds}")
-    args = container(deployment).get("args") or []
-    for flag, value in (("--health-poll-seconds", verification["pollSeconds"]), ("--max-target-clusters", verification["maxTargetClusters"])):
-        F.check(f"{flag}={value}" in args, f"{label}: {flag}={value} not passed: {args}")
+    for deployment in deployments:
+        args = container(deployment).get("args") or []
+        for flag, value in (("--health-poll-seconds", verification["pollSeconds"]), ("--max-target-clusters", verification["maxTargetClusters"])):
+            F.check(f"{flag}={value}" in args, f"{label}: {flag}={value} not passed: {args}")
 
 
 def check_smp(documents, deployment: dict[str, Any], merged: dict[str, Any], label: str) -> None:
@@ -591,11 +773,13 @@ def main() -> int:
     lint(CHART, None, "default values")
     lint(CHART, extra, EXTRA_VALUES.name)
     lint(CHART, manage, "adapter.mode=manage")
+    lint(CHART, SHARDED, SHARDED_LABEL)
+    check_selector_evaluation()
     for subchart in ("crds", "k0rdent-crds"):
         lint(CHART / "charts" / subchart, None, "subchart")
 
     rendered = {}
-    for label, values in (("default values", None), ("adapter.mode=manage", manage), (EXTRA_VALUES.name, extra)):
+    for label, values in (("default values", None), ("adapter.mode=manage", manage), (EXTRA_VALUES.name, extra), (SHARDED_LABEL, SHARDED)):
         documents, merged = render(values)
         check_common(documents, merged, label)
         rendered[label] = (documents, merged)
@@ -636,6 +820,20 @@ def main() -> int:
             "container": {
                 "args": container(one(default_docs, "Deployment", "default values")).get("args", []),
                 "env": [e["name"] for e in container(one(default_docs, "Deployment", "default values")).get("env", [])],
+            },
+            # The shards' Deployments for SHARDED, so that tests/e2e runs hosts exactly as the
+            # chart starts them (tests/e2e/tests/e2e/sharding.rs).
+            "sharded": {
+                "values": SHARDED,
+                "labelKey": rendered[SHARDED_LABEL][1]["sharding"]["labelKey"],
+                "deployments": [
+                    {
+                        "name": d["metadata"]["name"],
+                        "args": container(d).get("args", []),
+                        "env": [e["name"] for e in container(d).get("env", [])],
+                    }
+                    for d in by_kind(rendered[SHARDED_LABEL][0], "Deployment")
+                ],
             },
         }
         args.rbac_out.parent.mkdir(parents=True, exist_ok=True)

@@ -70,3 +70,40 @@ matchLabels:
   ksm.k0rdent.mirantis.com/adapter: {{ .Release.Name | quote }}
 {{- end -}}
 {{- end }}
+
+{{/*
+Sharding (sharding.shards > 1). Each takes (dict "root" $ "shard" <index>).
+The name of a shard's Deployment and Lease: the full name for shard 0, `<fullname>-shard-<i>`.
+*/}}
+{{- define "ksm-adapter.shardName" -}}
+{{- $fullname := include "ksm-adapter.fullname" .root }}
+{{- if eq (int .shard) 0 }}
+{{- $fullname }}
+{{- else }}
+{{- $suffix := printf "-shard-%d" (int .shard) }}
+{{- printf "%s%s" ($fullname | trunc (int (sub 63 (len $suffix))) | trimSuffix "-") $suffix }}
+{{- end }}
+{{- end }}
+
+{{/* The label of a shard's Deployment and pods (not of ServiceSets): its index. */}}
+{{- define "ksm-adapter.shardLabel" -}}
+ksm.k0rdent.mirantis.com/shard: {{ .shard | toString | quote }}
+{{- end }}
+
+{{/*
+A shard's --shard-selector over the ServiceSet label sharding.labelKey. Shard i > 0 serves
+`<key>=shard-<i>`; shard 0 serves every other ServiceSet, `<key> notin (shard-1,...,shard-<N-1>)`,
+unlabelled ones and unknown values included. So every ServiceSet is served by exactly one shard.
+*/}}
+{{- define "ksm-adapter.shardSelector" -}}
+{{- $key := .root.Values.sharding.labelKey }}
+{{- if eq (int .shard) 0 }}
+{{- $others := list }}
+{{- range $i := untilStep 1 (int .root.Values.sharding.shards) 1 }}
+{{- $others = append $others (printf "shard-%d" $i) }}
+{{- end }}
+{{- printf "%s notin (%s)" $key (join "," $others) }}
+{{- else }}
+{{- printf "%s=shard-%d" $key (int .shard) }}
+{{- end }}
+{{- end }}

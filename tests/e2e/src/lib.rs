@@ -11,6 +11,7 @@
 //! - [`envtest`]: etcd, kube-apiserver and kube-controller-manager for a test binary;
 //! - [`objects`]: the kinds the tests touch and object CRUD on the dynamic API;
 //! - [`adapter`]: the `ksm-adapter run` process and its log;
+//! - [`chart`]: the Helm chart as Helm renders it, and the files it ships;
 //! - [`fixtures`]: StateManagementProviders, ServiceTemplates, ServiceSets, workloads;
 //! - [`flux`]: Flux-style HelmRelease status;
 //! - [`naive`]: the k0rdent guide's controller, the benchmark's baseline (`ksm-naive-adapter`);
@@ -26,6 +27,7 @@
 //! a panic, which is what makes the adapter's log tail appear.
 
 pub mod adapter;
+pub mod chart;
 pub mod env;
 pub mod envtest;
 pub mod expect;

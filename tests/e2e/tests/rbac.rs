@@ -23,12 +23,10 @@
 //!   scenario cannot show it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
-use std::time::SystemTime;
+use std::path::PathBuf;
 
 use ksm_e2e::adapter::{Adapter, Mode, run_command};
+use ksm_e2e::chart;
 use ksm_e2e::env::{Env, kubeconfig_client};
 use ksm_e2e::fixtures::{self, PROVISIONER_NAME, service_templates, set_workload_ready, two_services};
 use ksm_e2e::flux::FluxState;
@@ -80,30 +78,39 @@ async fn manage_mode_works_under_the_chart_rbac() {
 }
 
 /// The chart's container arguments are flags `ksm-adapter run` has, and the environment
-/// variables it sets are ones the binary reads (a wrong one would crash-loop the pod).
+/// variables it sets are ones the binary reads (a wrong one would crash-loop the pod): for the
+/// default values and for every shard's Deployment of a sharded installation.
 #[test]
 fn chart_container_flags_exist_in_the_binary() {
-    let path = rbac_file();
-    let all: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("the rendered chart file"))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let args: Vec<&str> = all["container"]["args"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    let env: Vec<&str> = all["container"]["env"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    assert_eq!(args.first(), Some(&"run"), "{}: container args {args:?}", path.display());
+    let path = chart::rendered_file();
+    let all = chart::rendered();
+    let mut containers = vec![("default values".to_string(), &all["container"])];
+    let shards = all["sharded"]["deployments"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}: no sharded Deployments", path.display()));
+    containers.extend(shards.iter().map(|d| (format!("sharded Deployment {}", d["name"]), d)));
     let help = String::from_utf8(run_command(&["run", "--help"]).stdout).expect("UTF-8 help");
     let mut missing = Vec::new();
-    for arg in &args[1..] {
-        let flag = arg.split('=').next().unwrap_or(arg);
-        if !help
-            .lines()
-            .map(str::trim)
-            .any(|line| line == flag || line.starts_with(&format!("{flag} ")) || line.contains(&format!(", {flag} ")))
-        {
-            missing.push(format!("flag {flag}"));
+    for (what, container) in containers {
+        let (args, env) = (chart::strings(&container["args"]), chart::strings(&container["env"]));
+        assert_eq!(
+            args.first().map(String::as_str),
+            Some("run"),
+            "{}: {what}: container args {args:?}",
+            path.display()
+        );
+        for arg in &args[1..] {
+            let flag = arg.split('=').next().unwrap_or(arg);
+            if !help.lines().map(str::trim).any(|line| {
+                line == flag || line.starts_with(&format!("{flag} ")) || line.contains(&format!(", {flag} "))
+            }) {
+                missing.push(format!("{what}: flag {flag}"));
+            }
         }
-    }
-    for name in &env {
-        if !help.contains(&format!("[env: {name}=")) {
-            missing.push(format!("environment variable {name}"));
+        for name in &env {
+            if !help.contains(&format!("[env: {name}=")) {
+                missing.push(format!("{what}: environment variable {name}"));
+            }
         }
     }
     assert!(missing.is_empty(), "the chart passes what `ksm-adapter run` does not know: {missing:?}\n{help}");
@@ -156,9 +163,8 @@ struct ChartRules {
 impl ChartRules {
     /// Reads `target/chart-rbac.json` (or renders the chart) and takes `mode`'s rules.
     fn load(mode: &str) -> Self {
-        let path = rbac_file();
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        let all: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let path = chart::rendered_file();
+        let all = chart::rendered();
         let rendered = |key: &str| all["modes"][mode][key].clone();
         let rules = |key: &str| -> Vec<Rule> {
             serde_json::from_value(rendered(key))
@@ -174,60 +180,6 @@ impl ChartRules {
             rendered_namespaced: rendered("namespaceRules"),
         }
     }
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `target/chart-rbac.json` when it is newer than everything it is made from; otherwise the
-/// chart is rendered now (once per test process), into the temporary directory.
-fn rbac_file() -> PathBuf {
-    static FILE: OnceLock<PathBuf> = OnceLock::new();
-    FILE.get_or_init(find_or_render).clone()
-}
-
-fn find_or_render() -> PathBuf {
-    let root = workspace();
-    let ready = root.join("target/chart-rbac.json");
-    let sources = newest_mtime(&root.join("deploy/chart")).max(mtime(&root.join(".ci/helm-check.py")));
-    if mtime(&ready) > sources {
-        return ready;
-    }
-    let out = std::env::temp_dir().join("ksm-e2e").join(format!("chart-rbac-{}.json", std::process::id()));
-    let _ = std::fs::remove_file(&out);
-    let result =
-        Command::new("python3").arg(".ci/helm-check.py").arg("--rbac-out").arg(&out).current_dir(&root).output();
-    let install = "the chart's RBAC is rendered by Helm through helm-python-sdk: \
-                   `pip install helm-python-sdk==0.2.2 PyYAML` (CI installs them in .ci/run), then \
-                   `python3 .ci/helm-check.py --rbac-out target/chart-rbac.json`";
-    let output = result.unwrap_or_else(|e| panic!("running python3 .ci/helm-check.py: {e}\n{install}"));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        out.is_file(),
-        "python3 .ci/helm-check.py did not write {} ({}):\n{stderr}{}\n{install}",
-        out.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stdout)
-    );
-    if !output.status.success() {
-        // The rules are written before the other checks fail; those fail CI on their own.
-        eprintln!("warning: .ci/helm-check.py reports failures (the RBAC rules are used all the same):\n{stderr}");
-    }
-    out
-}
-
-fn mtime(path: &Path) -> SystemTime {
-    std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH)
-}
-
-fn newest_mtime(dir: &Path) -> SystemTime {
-    let mut newest = mtime(dir);
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        newest = newest.max(if path.is_dir() { newest_mtime(&path) } else { mtime(&path) });
-    }
-    newest
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ mod health;
 mod leader;
 mod manage;
 mod metrics;
+mod observability;
 mod ownership;
 mod plugins;
 mod provider;

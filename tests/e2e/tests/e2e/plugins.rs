@@ -10,7 +10,7 @@ use ksm_e2e::status::{condition_is, condition_message, service};
 use ksm_e2e::{Mode, Scenario, WAIT};
 use serde_json::{Value, json};
 
-const HOSTILE: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASM"));
+pub(crate) const HOSTILE: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASM"));
 const HOSTILE_WASI: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASI_WASM"));
 const LIAR: &[u8] = include_bytes!(env!("KSM_LIAR_WASM"));
 /// The ConfigMap holding the external plugin, and its key.
@@ -18,14 +18,14 @@ const PLUGIN_CONFIG_MAP: &str = "hostile-plugin";
 const KEY: &str = "plugin.wasm";
 
 /// The ConfigMap holding `bytes` as the plugin.
-fn plugin_config_map(namespace: &str, bytes: &[u8]) -> Value {
+pub(crate) fn plugin_config_map(namespace: &str, bytes: &[u8]) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": PLUGIN_CONFIG_MAP, "namespace": namespace},
            "binaryData": {KEY: serde_json::to_value(ByteString(bytes.to_vec())).unwrap()}})
 }
 
 /// The SMP `<namespace>-hostile` (ready) and the AdapterPlugin serving it from the ConfigMap,
 /// with tight limits; returns the SMP name.
-async fn hostile_provider(t: &Scenario) -> String {
+pub(crate) async fn hostile_provider(t: &Scenario) -> String {
     let name = format!("{}-hostile", t.namespace());
     let mut smp = fixtures::smp(&name, ksm_e2e::ADAPTER_NAME, t.namespace());
     smp["status"] = fixtures::smp_status(true);
@@ -46,7 +46,7 @@ fn hostile_kinds() -> Value {
 
 /// A ServiceSet of the hostile provider whose one service has the ServiceSet's name (the
 /// hostile plugin behaves by that name).
-async fn hostile_service_set(t: &Scenario, provider: &str, behaviour: &str) {
+pub(crate) async fn hostile_service_set(t: &Scenario, provider: &str, behaviour: &str) {
     let services = json!([{"name": behaviour, "namespace": "apps", "template": "ingress-nginx-4-11-3"}]);
     t.create(fixtures::service_set(t.namespace(), behaviour, provider, services)).await;
 }
