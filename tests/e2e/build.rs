@@ -1,7 +1,8 @@
 //! Builds the plugins the e2e tests hand to the adapter as external components: the hostile
 //! plugin (both builds: two valid digests for hot reload), the plugin whose metadata lies, and
 //! the Argo CD plugin written in JavaScript (`plugins/argocd-js/build.sh`: npm and
-//! componentize-qjs; needs Node.js and npm).
+//! componentize-qjs; needs Node.js and npm) and the Sveltos plugin written in Python
+//! (`plugins/sveltos-py/build.sh`: pip and componentize-py; needs python3 with venv or pip).
 
 use ksm_guest_build::{GuestTarget, build};
 use std::path::{Path, PathBuf};
@@ -15,20 +16,24 @@ fn main() {
     println!("cargo:rustc-env=KSM_HOSTILE_WASM={}", hostile.display());
     println!("cargo:rustc-env=KSM_HOSTILE_WASI_WASM={}", hostile_wasi.display());
     println!("cargo:rustc-env=KSM_LIAR_WASM={}", liar.display());
-    println!("cargo:rustc-env=KSM_ARGOCD_WASM={}", argocd(&root).display());
+    let argocd = plugin(&root, "argocd-js", &["src", "package.json", "package-lock.json"], "Node.js 18+ and npm");
+    println!("cargo:rustc-env=KSM_ARGOCD_WASM={}", argocd.display());
+    let sveltos = plugin(&root, "sveltos-py", &["src", "wit"], "python3 with pip (and venv)");
+    println!("cargo:rustc-env=KSM_SVELTOS_WASM={}", sveltos.display());
 }
 
-/// Builds the JavaScript Argo CD plugin; panics with what to install when Node.js is missing.
-fn argocd(root: &Path) -> PathBuf {
-    let dir = root.join("plugins/argocd-js");
-    for watched in ["src", "package.json", "package-lock.json", "build.sh", "../../wit"] {
+/// Builds the plugin in `plugins/<name>` with its `build.sh` (rebuilt when `sources` change);
+/// panics with what to install (`needs`) when it fails.
+fn plugin(root: &Path, name: &str, sources: &[&str], needs: &str) -> PathBuf {
+    let dir = root.join("plugins").join(name);
+    for watched in sources.iter().chain(&["build.sh", "../../wit"]) {
         println!("cargo:rerun-if-changed={}", dir.join(watched).display());
     }
-    let output = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("argocd.wasm");
+    let output = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join(format!("{name}.wasm"));
     let status = Command::new("bash").arg(dir.join("build.sh")).arg(&output).status();
     match status {
         Ok(status) if status.success() => output,
-        Ok(status) => panic!("plugins/argocd-js/build.sh failed ({status}); it needs Node.js 18+ and npm"),
-        Err(e) => panic!("running plugins/argocd-js/build.sh: {e}; it needs bash, Node.js 18+ and npm"),
+        Ok(status) => panic!("plugins/{name}/build.sh failed ({status}); it needs {needs}"),
+        Err(e) => panic!("running plugins/{name}/build.sh: {e}; it needs bash and {needs}"),
     }
 }

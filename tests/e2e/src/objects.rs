@@ -59,6 +59,10 @@ pub enum Kind {
     Credential,
     /// `k0rdent.mirantis.com/v1beta1` Region (cluster-scoped).
     Region,
+    /// `config.projectsveltos.io/v1beta1` Profile.
+    Profile,
+    /// `config.projectsveltos.io/v1beta1` ClusterSummary.
+    ClusterSummary,
 }
 
 /// Group, version, kind, plural, namespaced.
@@ -68,7 +72,7 @@ impl Kind {
     /// The kinds of children the Flux plugin creates.
     pub const CHILDREN: [Kind; 2] = [Kind::HelmRelease, Kind::Kustomization];
 
-    const ALL: [Kind; 21] = [
+    const ALL: [Kind; 23] = [
         Kind::ServiceSet,
         Kind::ServiceTemplate,
         Kind::StateManagementProvider,
@@ -90,6 +94,8 @@ impl Kind {
         Kind::ClusterDeployment,
         Kind::Credential,
         Kind::Region,
+        Kind::Profile,
+        Kind::ClusterSummary,
     ];
 
     fn parts(self) -> Parts {
@@ -123,6 +129,8 @@ impl Kind {
             }
             Kind::Credential => ("k0rdent.mirantis.com", "v1beta1", "Credential", "credentials", true),
             Kind::Region => ("k0rdent.mirantis.com", "v1beta1", "Region", "regions", false),
+            Kind::Profile => ("config.projectsveltos.io", "v1beta1", "Profile", "profiles", true),
+            Kind::ClusterSummary => ("config.projectsveltos.io", "v1beta1", "ClusterSummary", "clustersummaries", true),
         }
     }
 

@@ -235,6 +235,39 @@ impl Scenario {
         expected
     }
 
+    /// Pushes component `bytes` to `registry` as plugin `name` and serves provider
+    /// `<namespace>-<name>` with it: an SMP naming the adapter (ready, as kcm would say) and an
+    /// AdapterPlugin pulling it by digest, allowed `kinds` (group, kind), with `config`; returns
+    /// the provider once the plugin is ready (within `ready_within`: interpreters compile slowly).
+    pub async fn serve_plugin(
+        &self,
+        registry: &crate::registry::Registry,
+        (name, bytes): (&str, &[u8]),
+        kinds: &[(&str, &str)],
+        config: Value,
+        ready_within: Duration,
+    ) -> String {
+        let file = self.workdir().join(format!("{name}.wasm"));
+        std::fs::write(&file, bytes).unwrap();
+        let tag = format!("{}/ksm/{name}:0.1.0", registry.host());
+        let pushed = crate::adapter::run_command(&["plugin", "push", file.to_str().unwrap(), &tag]);
+        let pushed: Value = serde_norway::from_slice(&pushed.stdout).unwrap();
+        let provider = format!("{}-{name}", self.namespace());
+        let mut smp = fixtures::smp(&provider, ADAPTER_NAME, self.namespace());
+        smp["status"] = fixtures::smp_status(true);
+        self.create(smp).await;
+        let source = json!({"oci": {"url": pushed["reference"], "sha256": pushed["sha256"]}});
+        let mut plugin = fixtures::adapter_plugin(&provider, self.namespace(), source, &[&provider]);
+        plugin["spec"]["allowedKinds"] =
+            kinds.iter().map(|(group, kind)| json!({"group": group, "kind": kind})).collect();
+        plugin["spec"]["config"] = config;
+        plugin["spec"]["limits"] = json!({"timeoutMs": 5000}); // an interpreter's first calls are slow
+        self.create(plugin).await;
+        let plugin = ObjRef::cluster(Kind::AdapterPlugin, &provider);
+        self.wait_object("ready", &plugin, ready_within, |p| p["status"]["ready"] == true).await;
+        provider
+    }
+
     /// `ksm-adapter explain` on ServiceSet `name`, its YAML answer parsed.
     pub async fn explain(&self, name: &str) -> Value {
         let target = format!("{}/{name}", self.namespace());

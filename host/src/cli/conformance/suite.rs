@@ -48,6 +48,11 @@ pub struct TestArgs {
     /// CD plugin's `helmRepositories`).
     #[arg(long, value_name = "JSON", value_parser = parse_json)]
     pub(super) config: Option<Value>,
+    /// A namespace, besides the ServiceSet's own, the plugin's objects may be placed in, as an
+    /// AdapterPlugin's `spec.allowedNamespaces` lists (e.g. `mgmt` for the Sveltos plugin's
+    /// self-management Profiles, beside kcm's `SveltosCluster mgmt/mgmt`). Repeatable.
+    #[arg(long = "allowed-namespace", value_name = "NAMESPACE")]
+    pub(super) allowed_namespaces: Vec<String>,
     #[command(flatten)]
     pub(super) limits: LimitArgs,
 }
@@ -79,7 +84,8 @@ pub fn run(runtime: &Runtime, args: TestArgs) -> anyhow::Result<ExitCode> {
                 plugin.info().size,
                 plugin.info().sha256
             );
-            let serving = ServingPlugin { config: args.config.clone(), ..ServingPlugin::plain(plugin.clone()) };
+            let mut serving = ServingPlugin { config: args.config.clone(), ..ServingPlugin::plain(plugin.clone()) };
+            serving.policy.allowed_namespaces = args.allowed_namespaces.clone();
             let suite = Suite { serving, plugin, limits, update: args.update };
             suite.check_plugin(&mut report);
             for (name, input, invariants) in BUILTIN {

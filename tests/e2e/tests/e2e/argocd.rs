@@ -6,7 +6,7 @@ use ksm_e2e::fixtures::{self, ingress_service};
 use ksm_e2e::objects::{Kind, ObjRef};
 use ksm_e2e::status::service_state;
 use ksm_e2e::{Mode, Scenario, WAIT};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const ARGOCD: &[u8] = include_bytes!(env!("KSM_ARGOCD_WASM"));
 
@@ -14,25 +14,10 @@ const ARGOCD: &[u8] = include_bytes!(env!("KSM_ARGOCD_WASM"));
 async fn an_argocd_plugin_in_javascript_serves_beside_flux() {
     let registry = ksm_e2e::registry::Registry::start();
     let t = Scenario::start("argocd", Mode::Observe).await;
-    let file = t.workdir().join("argocd.wasm");
-    std::fs::write(&file, ARGOCD).unwrap();
-    let tag = format!("{}/ksm/argocd:0.1.0", registry.host());
-    let pushed = ksm_e2e::adapter::run_command(&["plugin", "push", file.to_str().unwrap(), &tag]);
-    let pushed: Value = serde_norway::from_slice(&pushed.stdout).unwrap();
-
-    let provider = format!("{}-argocd", t.namespace());
-    let mut smp = fixtures::smp(&provider, ksm_e2e::ADAPTER_NAME, t.namespace());
-    smp["status"] = fixtures::smp_status(true);
-    t.create(smp).await;
-    let source = json!({"oci": {"url": pushed["reference"], "sha256": pushed["sha256"]}});
-    let mut plugin = fixtures::adapter_plugin(&provider, t.namespace(), source, &[&provider]);
-    plugin["spec"]["allowedKinds"] = json!([{"group": "argoproj.io", "kind": "Application"}]);
     // The chart repository's URL, which a ServiceTemplate's chartSpec only names.
-    plugin["spec"]["config"] = json!({"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}});
-    plugin["spec"]["limits"] = json!({"timeoutMs": 5000});
-    t.create(plugin).await;
-    t.wait_object("ready", &ObjRef::cluster(Kind::AdapterPlugin, &provider), WAIT, |p| p["status"]["ready"] == true)
-        .await;
+    let config = json!({"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}});
+    let kinds = [("argoproj.io", "Application")];
+    let provider = t.serve_plugin(&registry, ("argocd", ARGOCD), &kinds, config, WAIT).await;
 
     // The ingress service goes to cluster "edge" through Argo CD; another cluster's goes through Flux.
     let mut edge = fixtures::service_set(t.namespace(), "edge", &provider, json!([ingress_service()]));

@@ -24,4 +24,5 @@ mod regions;
 mod scale_smoke;
 mod sharding;
 mod steady;
+mod sveltos;
 mod templates;
