@@ -81,29 +81,32 @@ fn main() {
     assert_eq!(fixture.translate(&wasm), fixture.translate(&native), "both builds must agree before they are compared");
 
     let others = other_plugins(&runtime);
+    // The other plugins get the ServiceSet without its provider config, which is Flux's.
+    let mut plain = Fixture::load();
+    plain.service_set["spec"]["provider"]["config"] = Value::Null;
+    let (fixture, plain) = (&fixture, &plain);
     let mut builds = vec![
-        ("native".to_string(), &native, false),
-        ("wasm, fresh instance per call".to_string(), &wasm, false),
-        ("wasm, one instance per ServiceSet".to_string(), &wasm, true),
+        ("native".to_string(), &native, false, fixture),
+        ("wasm, fresh instance per call".to_string(), &wasm, false, fixture),
+        ("wasm, one instance per ServiceSet".to_string(), &wasm, true, fixture),
     ];
     for (name, plugin) in &others {
-        builds.push((format!("{name} (wasm), fresh instance per call"), plugin, false));
-        builds.push((format!("{name} (wasm), one instance per ServiceSet"), plugin, true));
+        builds.push((format!("{name} (wasm), fresh instance per call"), plugin, false, plain));
+        builds.push((format!("{name} (wasm), one instance per ServiceSet"), plugin, true, plain));
     }
     // A session per ServiceSet, as `plan::decide` opens; without one, every call is fresh.
     let session = |plugin: &ServingPlugin, per_service_set: bool| {
         if per_service_set { plugin.session() } else { plugin.clone() }
     };
-    let fixture = &fixture;
     let mut translates: Vec<Box<dyn FnMut()>> = builds
         .iter()
-        .map(|&(_, plugin, per_service_set)| -> Box<dyn FnMut()> {
+        .map(|&(_, plugin, per_service_set, fixture)| -> Box<dyn FnMut()> {
             Box::new(move || drop(black_box(fixture.translate(&session(plugin, per_service_set)))))
         })
         .collect();
     let mut totals: Vec<Box<dyn FnMut()>> = builds
         .iter()
-        .map(|&(_, plugin, per_service_set)| -> Box<dyn FnMut()> {
+        .map(|&(_, plugin, per_service_set, fixture)| -> Box<dyn FnMut()> {
             Box::new(move || {
                 let session = session(plugin, per_service_set);
                 let translated = fixture.translate(&session);
