@@ -401,8 +401,11 @@ fn without_managed_fields(mut object: DynamicObject) -> Value {
     serde_json::to_value(object).unwrap_or(Value::Null)
 }
 
+/// Whether listing failed because the API server does not serve the kind: a 404, which a real
+/// kube-apiserver answers for a group no CRD installs with a plain `404 page not found` (no
+/// Status reason NotFound).
 fn not_served(error: &anyhow::Error) -> bool {
-    matches!(error.downcast_ref::<kube::Error>(), Some(kube::Error::Api(e)) if e.is_not_found())
+    matches!(error.downcast_ref::<kube::Error>(), Some(kube::Error::Api(e)) if e.code == 404)
 }
 
 /// The credentials in the plugin's pull Secret (in the host's namespace), or anonymous when

@@ -21,6 +21,9 @@
 //! - A CRD's defaults are applied there (a HelmRelease's `chart.spec` gets `reconcileStrategy: ChartVersion` and
 //!   `version: "*"`), not here (no defaulting, below): the e2e suite compares a child's spec as a superset of what
 //!   was applied, and the host's drift check does the same.
+//! - Listing a kind of a group no CRD installs is a plain-text `404 page not found` there (a Status with no
+//!   reason once parsed), a `NotFound` Status here: a client must go by the 404, as `explain` does (the
+//!   no-AdapterPlugin-CRD scenario showed it on envtest).
 //!
 //! # Deviations from real Kubernetes
 //!
