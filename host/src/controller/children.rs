@@ -316,26 +316,20 @@ fn on_child(
     cache: &Mutex<ChildCache>,
     relisted: &mut HashSet<ChildRef>,
 ) -> Vec<NamespacedName> {
-    match event {
-        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-            let child = child_ref(kind, &object);
-            caught_up(applied, &child, &object);
-            cache.lock().unwrap().apply(child, &object)
-        }
-        watcher::Event::Delete(object) => {
-            let child = child_ref(kind, &object);
+    on_event(
+        event,
+        kind,
+        relisted,
+        |child, object| {
+            caught_up(applied, &child, object);
+            cache.lock().unwrap().apply(child, object)
+        },
+        |child| {
             applied.lock().unwrap().remove(&child);
             cache.lock().unwrap().delete(&child).into_iter().collect()
-        }
-        watcher::Event::Init => {
-            relisted.clear();
-            Vec::new()
-        }
-        watcher::Event::InitDone => {
-            let listed = std::mem::take(relisted);
-            cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &listed)
-        }
-    }
+        },
+        |listed| cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &listed),
+    )
 }
 
 /// Takes a watch event of a kind the plugins read into the read cache; returns the owners whose
@@ -346,19 +340,34 @@ fn on_read(
     cache: &Mutex<ReadCache>,
     relisted: &mut HashSet<ChildRef>,
 ) -> Vec<ChildRef> {
+    on_event(
+        event,
+        kind,
+        relisted,
+        |read, object| cache.lock().unwrap().apply(read, object),
+        |read| cache.lock().unwrap().delete(&read),
+        |listed| cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &listed),
+    )
+}
+
+/// One watch event of kind `kind`, for a cache: `apply` an object seen, `delete` one gone, and at
+/// the end of a (re)list `keep` only the objects it held (`relisted` collects them meanwhile).
+fn on_event<T>(
+    event: watcher::Event<DynamicObject>,
+    kind: &ApiResource,
+    relisted: &mut HashSet<ChildRef>,
+    apply: impl FnOnce(ChildRef, &DynamicObject) -> Vec<T>,
+    delete: impl FnOnce(ChildRef) -> Vec<T>,
+    keep: impl FnOnce(HashSet<ChildRef>) -> Vec<T>,
+) -> Vec<T> {
     match event {
-        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-            cache.lock().unwrap().apply(child_ref(kind, &object), &object)
-        }
-        watcher::Event::Delete(object) => cache.lock().unwrap().delete(&child_ref(kind, &object)),
+        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => apply(child_ref(kind, &object), &object),
+        watcher::Event::Delete(object) => delete(child_ref(kind, &object)),
         watcher::Event::Init => {
             relisted.clear();
             Vec::new()
         }
-        watcher::Event::InitDone => {
-            let listed = std::mem::take(relisted);
-            cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &listed)
-        }
+        watcher::Event::InitDone => keep(std::mem::take(relisted)),
     }
 }
 
