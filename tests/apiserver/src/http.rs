@@ -18,7 +18,7 @@ use crate::errors::{ApiError, ApiResult};
 use crate::kinds::Kind;
 use crate::patch::{PatchType, patched};
 use crate::selectors::Selector;
-use crate::store::{Part, Store};
+use crate::store::{Page, Part, Store};
 use crate::watch::{WatchRequest, error_body, stream_body};
 use crate::{Access, Shared};
 
@@ -259,14 +259,38 @@ impl ResourceRequest<'_> {
     }
 
     fn list(&self, store: &Store, kind: &Kind) -> ApiResult<(u16, Value)> {
-        let (items, rv) = store.list(kind, self.path.namespace, &self.selector()?);
+        let page = self.page()?;
+        let listed = store.list(kind, self.path.namespace, &self.selector()?, &page);
+        let mut metadata = json!({"resourceVersion": listed.rv.to_string()});
+        if let Some((namespace, name)) = listed.next {
+            metadata["continue"] = json!(format!("{}/{namespace}/{name}", listed.rv));
+        }
         let list = json!({
             "kind": format!("{}List", kind.kind),
             "apiVersion": kind.api_version(),
-            "metadata": {"resourceVersion": rv.to_string()},
-            "items": items,
+            "metadata": metadata,
+            "items": listed.items,
         });
         Ok((200, list))
+    }
+
+    /// The page a list asks for: `limit` (0 or absent: all) and `continue` (the token a
+    /// previous page returned: `rv/namespace/name`, the list's resourceVersion and its last
+    /// object).
+    fn page(&self) -> ApiResult<Page> {
+        let limit = match self.param("limit").map(str::parse::<usize>) {
+            None | Some(Ok(0)) => None,
+            Some(Ok(limit)) => Some(limit),
+            Some(Err(_)) => return Err(ApiError::bad_request("invalid limit")),
+        };
+        let Some(token) = self.param("continue") else { return Ok(Page { limit, after: None, rv: None }) };
+        let mut parts = token.splitn(3, '/');
+        match (parts.next().map(str::parse::<u64>), parts.next(), parts.next()) {
+            (Some(Ok(rv)), Some(namespace), Some(name)) => {
+                Ok(Page { limit, after: Some((namespace.to_string(), name.to_string())), rv: Some(rv) })
+            }
+            _ => Err(ApiError::bad_request("invalid continue token")),
+        }
     }
 
     fn watch(&self, kind: Kind) -> Response<Body> {

@@ -52,8 +52,11 @@
 //!   resourceVersion, no event), as in Kubernetes.
 //! - **Status subresource**: on create, `status` is dropped for kinds with a status subresource; writes to the
 //!   main resource keep the stored `status`; writes to `/status` change only `status`.
-//! - **List**: `limit` and `continue` are ignored (everything is returned in one page);
-//!   `resourceVersion`/`resourceVersionMatch` on list are ignored (always the latest state). Field selectors
+//! - **List**: `limit` and `continue` page through the objects in (namespace, name) order. Every page
+//!   carries the first page's resourceVersion, but later pages are read from the latest state
+//!   (kube-apiserver serves them from the first page's snapshot): a watch from that resourceVersion
+//!   still sees every change, some of them already shown. The continue token is
+//!   `rv/namespace/name`, not opaque, and never expires (no 410); no `remainingItemCount`. `resourceVersion`/`resourceVersionMatch` on list are ignored (always the latest state). Field selectors
 //!   support only `metadata.name` and `metadata.namespace` (others → 400).
 //! - **Watch**: the history keeps the last 10,000 events (plus [`TestApiServer::compact_history`] to expire every
 //!   resourceVersion issued so far); a watch from an older resourceVersion gets one `ERROR` event with a 410

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -13,6 +14,26 @@ use crate::selectors::Selector;
 
 /// How many events are kept for resuming watches.
 const HISTORY_LEN: usize = 10_000;
+
+/// Which page of a list to return: at most `limit` objects, after the key `after`
+/// (namespace, name) where the previous page ended, of a list that began at resourceVersion
+/// `rv`.
+#[derive(Debug, Default)]
+pub(crate) struct Page {
+    pub limit: Option<usize>,
+    pub after: Option<(String, String)>,
+    pub rv: Option<u64>,
+}
+
+/// One page of a list.
+pub(crate) struct Listed {
+    pub items: Vec<Value>,
+    /// The resourceVersion the list began at: a watch from it sees every change made while
+    /// the pages were read (objects on later pages may already show some of them).
+    pub rv: u64,
+    /// The key the next page starts after, when more objects match.
+    pub next: Option<(String, String)>,
+}
 
 /// Identity of a stored object; `namespace` is empty for cluster-scoped kinds.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -211,18 +232,35 @@ impl Store {
             .ok_or_else(|| ApiError::not_found(&kind.plural, name))
     }
 
-    /// Matching objects (all namespaces when `namespace` is `None`) and the list resourceVersion.
-    pub fn list(&self, kind: &Kind, namespace: Option<&str>, selector: &Selector) -> (Vec<Value>, u64) {
+    /// Matching objects (all namespaces when `namespace` is `None`) in key order, at most
+    /// `page.limit` of them after `page.after`; the list resourceVersion; and, when more match,
+    /// where the next page starts (the last returned key).
+    pub fn list(&self, kind: &Kind, namespace: Option<&str>, selector: &Selector, page: &Page) -> Listed {
         let storage = kind.storage();
-        let items = self
+        let start = match &page.after {
+            Some((namespace, name)) => Bound::Excluded(ObjectKey {
+                storage: storage.clone(),
+                namespace: namespace.clone(),
+                name: name.clone(),
+            }),
+            None => {
+                Bound::Included(ObjectKey { storage: storage.clone(), namespace: String::new(), name: String::new() })
+            }
+        };
+        let mut matching = self
             .objects
-            .iter()
-            .filter(|(k, o)| {
-                k.storage == storage && namespace.is_none_or(|ns| k.namespace == ns) && selector.matches(o)
-            })
-            .map(|(_, o)| Self::render(kind, o))
-            .collect();
-        (items, self.rv)
+            .range((start, Bound::Unbounded))
+            .take_while(|(k, _)| k.storage == storage)
+            .filter(|(k, o)| namespace.is_none_or(|ns| k.namespace == ns) && selector.matches(o));
+        let limit = page.limit.unwrap_or(usize::MAX);
+        let mut items = Vec::new();
+        let mut last = None;
+        for (key, object) in matching.by_ref().take(limit) {
+            items.push(Self::render(kind, object));
+            last = Some((key.namespace.clone(), key.name.clone()));
+        }
+        let next = matching.next().and(last);
+        Listed { items, rv: page.rv.unwrap_or(self.rv), next }
     }
 
     /// Subscribes to changes of `kind` after `rv` (`None`: synthetic ADDED events for the current objects first).

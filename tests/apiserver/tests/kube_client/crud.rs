@@ -137,3 +137,40 @@ async fn list_with_label_and_field_selectors() {
     assert!(everywhere.metadata.resource_version.is_some_and(|rv| !rv.is_empty()));
     assert_eq!(names(all.list(&ListParams::default().fields("metadata.namespace=other")).await.unwrap()), ["web"]);
 }
+
+/// kube's watcher lists in pages of 500, as a real API server serves them: a list with `limit`
+/// returns at most that many and a `continue` token, and the pages together hold every object
+/// once, in order, with the label selector applied.
+#[tokio::test]
+async fn lists_are_paged_with_limit_and_continue() {
+    let (_server, client) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    for i in 0..7 {
+        let labels: &[(&str, &str)] = if i == 3 { &[] } else { &[("paged", "yes")] };
+        cms.create(&PostParams::default(), &config_map(&format!("cm-{i}"), labels)).await.unwrap();
+    }
+    let (mut names, mut token, mut pages, mut first_rv) = (Vec::new(), None::<String>, 0, None);
+    loop {
+        let mut params = ListParams::default().labels("paged=yes").limit(2);
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let page = cms.list(&params).await.unwrap();
+        assert!(page.items.len() <= 2, "a page holds at most the limit");
+        if pages == 0 {
+            // A change between pages: a watch from the list's resourceVersion must still see it.
+            cms.patch("cm-0", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "changed"}}))).await.unwrap();
+            first_rv = page.metadata.resource_version.clone();
+        }
+        assert_eq!(page.metadata.resource_version, first_rv, "every page carries the list's resourceVersion");
+        names.extend(page.items.iter().map(|cm| cm.name_any()));
+        pages += 1;
+        match page.metadata.continue_ {
+            Some(next) if !next.is_empty() => token = Some(next),
+            _ => break,
+        }
+    }
+    assert_eq!(names, ["cm-0", "cm-1", "cm-2", "cm-4", "cm-5", "cm-6"]);
+    assert_eq!(pages, 3);
+    assert_eq!(cms.list(&ListParams::default()).await.unwrap().items.len(), 7, "no limit: one page");
+}
