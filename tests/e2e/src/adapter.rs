@@ -212,7 +212,7 @@ fn new_log(workdir: &Path) -> (PathBuf, File) {
 }
 
 /// A loopback address with a port free right now (tests start many adapters at once).
-fn free_port() -> std::net::SocketAddr {
+pub fn free_port() -> std::net::SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a loopback port");
     listener.local_addr().expect("the bound address")
 }

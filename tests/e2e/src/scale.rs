@@ -22,6 +22,7 @@
 //! Run it with `cargo run --release -p ksm-e2e --bin ksm-scale-bench -- --help`.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -76,6 +77,8 @@ pub struct Options {
     pub binary: PathBuf,
     /// The naive baseline to run after ksm-adapter, if any.
     pub baseline: Option<Baseline>,
+    /// Whether to start ksm-adapter again over the converged state and measure its start-up.
+    pub restart: bool,
     /// The API server to run against.
     pub apiserver: ApiServer,
 }
@@ -141,6 +144,26 @@ pub struct Measures {
     pub simulator_cpu: Duration,
     /// CPU time of a real API server's processes (kube-apiserver, etcd) over the same window.
     pub server_cpu: Vec<(&'static str, Duration)>,
+    /// ksm-adapter started again over what it converged, when asked for.
+    pub restart: Option<Restart>,
+}
+
+/// A second start of ksm-adapter over the state the first one converged: what start-up costs
+/// when there is nothing to do.
+#[derive(Clone, Debug)]
+pub struct Restart {
+    /// Start → the first ServiceSet reconciled.
+    pub first_reconcile: Duration,
+    /// Start → every ServiceSet reconciled (counted on its `/metrics`): steady again.
+    pub steady: Duration,
+    /// Its writes from the start until a second after it was steady (goal: 0).
+    pub writes: usize,
+    /// Its requests over the same span, by verb.
+    pub requests: BTreeMap<String, usize>,
+    /// Its CPU time until steady.
+    pub cpu: Duration,
+    /// Its peak RSS, in KiB.
+    pub peak_rss_kib: u64,
 }
 
 /// Runs the benchmark: ksm-adapter, then the baseline (if any).
@@ -189,17 +212,19 @@ impl Contender<'_> {
         workdir.join(format!("{}.log", self.name()))
     }
 
-    /// Its command line against the server of `kubeconfig`.
-    fn command(&self, kubeconfig: &Path) -> Command {
+    /// Its command line against the server of `kubeconfig`; ksm-adapter serves `/metrics` on
+    /// `metrics` if given.
+    fn command(&self, kubeconfig: &Path, metrics: Option<SocketAddr>) -> Command {
         match self {
             Contender::Ours(binary) => {
                 let mut command = Command::new(binary);
+                // Off unless asked for: the scale smoke runs beside other tests' adapters.
+                let metrics = metrics.map_or("off".to_string(), |address| address.to_string());
                 command
                     .args(["run", "--kubeconfig"])
                     .arg(kubeconfig)
                     .args(["--adapter-name", ADAPTER_NAME, "--adapter-namespace", NAMESPACE, "--log-level", "warn"])
-                    // The scale smoke runs beside other tests' adapters.
-                    .args(["--metrics-bind-address", "off"])
+                    .args(["--metrics-bind-address", &metrics])
                     .env_remove("KSM_LOG");
                 command
             }
@@ -229,7 +254,7 @@ async fn measure(
     let server_started = cpu_of_server()?;
     let started = Instant::now();
     let simulator_started = cpu_time("self")?;
-    let adapter = Adapter::start(contender.command(&bench.kubeconfig), contender.log(workdir))?;
+    let adapter = Adapter::start(contender.command(&bench.kubeconfig, None), contender.log(workdir))?;
     let deployed = wait_converged(options.service_sets, timeout, &adapter, started, bench.deployed.clone()).await?;
     let converge = started.elapsed();
     let converge_cpu = cpu_time(&adapter.child.id().to_string())?;
@@ -242,6 +267,16 @@ async fn measure(
     let requests = difference(&bench.server.counts().await?, &counts_before);
     let steady_writes = bench.steady_writes(options.steady).await?;
     let (latencies, latency_timeouts) = change_latencies(&bench.server, &bench.client, options).await?;
+    let peak_rss_kib = adapter.peak_rss_kib()?;
+    if options.restart {
+        // The last change's status write comes after the settle: let it land before the kill.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    drop(adapter);
+    let restart = match contender {
+        Contender::Ours(_) if options.restart => Some(restart(options, contender, &bench, workdir).await?),
+        _ => None,
+    };
     Ok(Measures {
         converge,
         converged: deployed >= options.service_sets,
@@ -250,11 +285,76 @@ async fn measure(
         steady_writes,
         latencies,
         latency_timeouts,
-        peak_rss_kib: adapter.peak_rss_kib()?,
+        peak_rss_kib,
         converge_cpu,
         simulator_cpu,
         server_cpu,
+        restart,
     })
+}
+
+/// Starts ksm-adapter again over the state the first one converged, and measures until it has
+/// reconciled every ServiceSet once (its `/metrics` counts them), and a second more.
+async fn restart(
+    options: &Options,
+    contender: &Contender<'_>,
+    bench: &Bench,
+    workdir: &Path,
+) -> anyhow::Result<Restart> {
+    let metrics = crate::adapter::free_port();
+    let before = bench.server.counts().await?;
+    let started = Instant::now();
+    let log = workdir.join(format!("{}-restart.log", contender.name()));
+    let adapter = Adapter::start(contender.command(&bench.kubeconfig, Some(metrics)), log)?;
+    let url = format!("http://{metrics}/metrics");
+    let mut first_reconcile = None;
+    let steady = loop {
+        if let Some(status) = adapter.exited() {
+            bail!("the restarted adapter exited ({status}); log: {}", adapter.log.display());
+        }
+        anyhow::ensure!(
+            started.elapsed() < options.timeout,
+            "the restarted adapter did not reconcile every ServiceSet"
+        );
+        let reconciled = reconciled(&url).await;
+        if reconciled > 0 && first_reconcile.is_none() {
+            first_reconcile = Some(started.elapsed());
+        }
+        if reconciled >= options.service_sets {
+            break started.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let cpu = cpu_time(&adapter.child.id().to_string())?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let requests = difference(&bench.server.counts().await?, &before);
+    let writes = requests.iter().filter(|(verb, _)| is_write(verb)).map(|(_, n)| n).sum();
+    Ok(Restart {
+        first_reconcile: first_reconcile.unwrap_or(steady),
+        steady,
+        writes,
+        requests,
+        cpu,
+        peak_rss_kib: adapter.peak_rss_kib()?,
+    })
+}
+
+/// ServiceSet reconciles (ok or not) on the `/metrics` at `url`; 0 while it does not answer.
+async fn reconciled(url: &str) -> usize {
+    let address = url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_string();
+    if tokio::net::TcpStream::connect(&address).await.is_err() {
+        return 0;
+    }
+    let (_, body) = crate::adapter::http_get(url).await;
+    body.lines()
+        .filter(|line| line.starts_with(r#"ksm_reconciles_total{kind="ServiceSet""#))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as usize
+}
+
+/// Whether `verb` writes.
+fn is_write(verb: &str) -> bool {
+    matches!(verb, "create" | "update" | "patch" | "delete")
 }
 
 /// The CPU time of process `pid` (a number, or `self`) so far: `utime + stime` of
@@ -302,11 +402,7 @@ impl Bench {
         let before: Counts = self.server.counts().await?;
         tokio::time::sleep(steady).await;
         let during = difference(&self.server.counts().await?, &before);
-        Ok(during
-            .iter()
-            .filter(|(verb, _)| matches!(verb.as_str(), "create" | "update" | "patch" | "delete"))
-            .map(|(_, n)| n)
-            .sum())
+        Ok(during.iter().filter(|(verb, _)| is_write(verb)).map(|(_, n)| n).sum())
     }
 }
 
@@ -539,7 +635,50 @@ struct Row {
     ratio: String,
 }
 
+/// The columns of [`Report::csv_row`].
+pub const CSV_HEADER: &str = "apiserver,servicesets,services,converge_s,adapter_cpu_s,server_cpu_s,requests_per_serviceset,\
+     writes_per_serviceset,steady_writes,peak_rss_mib,restart_first_reconcile_s,restart_steady_s,restart_writes,restart_cpu_s,\
+     restart_peak_rss_mib";
+
 impl Report {
+    /// ksm-adapter's figures as one CSV row (see [`CSV_HEADER`]); the restart's are empty when it
+    /// was not measured, the server's CPU is the simulator's or kube-apiserver's.
+    pub fn csv_row(&self) -> String {
+        let (o, m) = (&self.options, &self.ours);
+        let n = o.service_sets as f64;
+        let writes: usize = m.requests.iter().filter(|(verb, _)| is_write(verb)).map(|(_, n)| n).sum();
+        let server_cpu = m.server_cpu.first().map_or(m.simulator_cpu, |(_, cpu)| *cpu);
+        let apiserver = match o.apiserver {
+            ApiServer::Simulated => "simulator",
+            ApiServer::Envtest(_) => "envtest",
+        };
+        let restart = m.restart.as_ref().map_or_else(
+            || ",,,,".to_string(),
+            |r| {
+                format!(
+                    "{:.2},{:.2},{},{:.2},{:.1}",
+                    r.first_reconcile.as_secs_f64(),
+                    r.steady.as_secs_f64(),
+                    r.writes,
+                    r.cpu.as_secs_f64(),
+                    r.peak_rss_kib as f64 / 1024.0
+                )
+            },
+        );
+        format!(
+            "{apiserver},{},{},{:.2},{:.2},{:.2},{:.3},{:.3},{},{:.1},{restart}",
+            o.service_sets,
+            o.services,
+            m.converge.as_secs_f64(),
+            m.converge_cpu.as_secs_f64(),
+            server_cpu.as_secs_f64(),
+            m.total_requests() as f64 / n,
+            writes as f64 / n,
+            m.steady_writes,
+            m.peak_rss_kib as f64 / 1024.0,
+        )
+    }
+
     /// The report as a Markdown table: one row per measure, a column per adapter and the ratio
     /// baseline / ksm-adapter (only ksm-adapter's column when the baseline was off).
     pub fn table(&self) -> String {
@@ -595,6 +734,7 @@ impl Report {
         }
         let rss = |m: &Measures| format!("{:.1} MiB", m.peak_rss_kib as f64 / 1024.0);
         rows.push(self.row("peak RSS of the adapter", |m| m.peak_rss_kib as f64, exact, rss));
+        rows.extend(self.ours.restart.as_ref().map_or_else(Vec::new, restart_rows));
         rows
     }
 
@@ -673,6 +813,20 @@ impl Report {
         }
         verbs
     }
+}
+
+/// The rows of a restart over the converged state (ksm-adapter's column only).
+fn restart_rows(r: &Restart) -> Vec<Row> {
+    let row =
+        |measure: &str, ours: String| Row { measure: measure.into(), ours, naive: String::new(), ratio: String::new() };
+    vec![
+        row("restart: start → first ServiceSet reconciled", format!("{:.1} s", r.first_reconcile.as_secs_f64())),
+        row("restart: start → every ServiceSet reconciled (steady)", format!("{:.1} s", r.steady.as_secs_f64())),
+        row("restart: writes until steady + 1 s", r.writes.to_string()),
+        row("restart: requests until steady + 1 s", format!("{:?}", r.requests)),
+        row("restart: CPU time of the adapter until steady", format!("{:.1} s", r.cpu.as_secs_f64())),
+        row("restart: peak RSS of the adapter", format!("{:.1} MiB", r.peak_rss_kib as f64 / 1024.0)),
+    ]
 }
 
 /// The steady-state writes, noting when the adapter had not converged.

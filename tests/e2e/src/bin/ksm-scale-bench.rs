@@ -1,6 +1,7 @@
 //! `ksm-scale-bench`: the scale benchmark of `ksm-adapter run`, with the naive baseline of the
 //! k0rdent guide beside it (see `ksm_e2e::scale` and `ksm_e2e::naive`).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -55,6 +56,14 @@ struct Args {
     /// executable].
     #[arg(long)]
     naive_adapter: Option<PathBuf>,
+    /// Start ksm-adapter again over the converged state and measure its start-up (time to the
+    /// first reconcile and until every ServiceSet was reconciled, writes, CPU, RSS).
+    #[arg(long)]
+    restart: bool,
+    /// Append ksm-adapter's figures as one CSV row to this file (with a header when it is new),
+    /// for `docs/perf/plot.py`.
+    #[arg(long)]
+    csv: Option<PathBuf>,
     /// The API server: `simulator` (in this process) or `envtest` (etcd, kube-apiserver and
     /// kube-controller-manager from --envtest-assets, started fresh for each adapter, with the
     /// upstream CRDs of KSM_E2E_UPSTREAM_CRDS or ../shared/reference/crds).
@@ -118,12 +127,21 @@ async fn main() -> anyhow::Result<()> {
         timeout: Duration::from_secs(args.timeout_seconds),
         binary: binary(args.adapter, "KSM_ADAPTER_BIN", "ksm-adapter", "ksm-adapter")?,
         baseline,
+        restart: args.restart,
         apiserver,
     };
     eprintln!("loading {} ServiceSets × {} services ...", options.service_sets, options.services);
     let report = scale::run(options).await?;
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     println!("ksm-scale-bench on {cpus} CPUs\n\n{}", report.table());
+    if let Some(path) = args.csv {
+        let new = !path.exists();
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+        if new {
+            writeln!(file, "{}", scale::CSV_HEADER)?;
+        }
+        writeln!(file, "{}", report.csv_row())?;
+    }
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ksm_e2e::adapter::{binary, run_command};
 use ksm_e2e::naive::DEFAULT_CONCURRENCY;
-use ksm_e2e::scale::{ApiServer, Baseline, Options, run};
+use ksm_e2e::scale::{ApiServer, Baseline, CSV_HEADER, Options, run};
 use ksm_e2e::{Backend, envtest};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -38,15 +38,21 @@ async fn the_scale_benchmark_runs_at_a_small_size() {
         timeout: Duration::from_secs(120),
         binary: binary(),
         baseline: Some(baseline),
+        restart: true,
         apiserver,
     };
     let report = run(options).await.expect("the benchmark runs");
     eprintln!("{}", report.table());
+    let columns = |line: &str| line.split(',').count();
+    assert_eq!(columns(&report.csv_row()), columns(CSV_HEADER), "{}", report.csv_row());
     let (ours, naive) = (&report.ours, report.baseline.as_ref().expect("the baseline ran"));
     assert_eq!(ours.steady_writes, 0, "steady state makes no writes");
     assert_eq!((ours.latencies.len(), ours.latency_timeouts), (10, 0));
     assert!(ours.verb("patch") >= n * 3, "every HelmRelease was applied: {:?}", ours.requests);
     assert!(ours.peak_rss_kib > 0);
+    let restart = ours.restart.as_ref().expect("the restart was measured");
+    assert_eq!(restart.writes, 0, "a restart over a converged state writes nothing: {restart:?}");
+    assert!(restart.first_reconcile <= restart.steady && restart.cpu > Duration::ZERO, "{restart:?}");
     assert!(ours.converge_cpu > Duration::ZERO, "the adapter's CPU time is read");
     assert!(ours.simulator_cpu > Duration::ZERO, "the simulator's CPU time is read");
     if Backend::selected() == Backend::Envtest {
