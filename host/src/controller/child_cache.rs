@@ -109,6 +109,21 @@ impl ChildCache {
         self.objects.get(child).map(|e| e.owner.clone())
     }
 
+    /// The `resourceVersion` of the cached `child` (read from its text, skipping the rest).
+    pub fn resource_version(&self, child: &ChildRef) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Object {
+            metadata: Metadata,
+        }
+        #[derive(serde::Deserialize)]
+        struct Metadata {
+            #[serde(rename = "resourceVersion")]
+            resource_version: Option<String>,
+        }
+        let entry = self.objects.get(child)?;
+        serde_json::from_str::<Object>(&entry.json).ok()?.metadata.resource_version
+    }
+
     /// Whether the cached `child` is being deleted.
     pub fn is_deleting(&self, child: &ChildRef) -> bool {
         self.objects.get(child).is_some_and(|e| e.deleting)
@@ -155,7 +170,7 @@ mod tests {
         let (b, object_b) = release("a-b", "a", "b");
         let (c, object_c) = release("a-c", "a", "c");
         assert_eq!(cache.apply(c, &object_c), vec![owner("a")]);
-        cache.apply(b, &object_b);
+        cache.apply(b.clone(), &object_b);
         cache.apply(release("x-b", "x", "b").0, &release("x-b", "x", "b").1);
         let children = cache.children_of(&owner("a"));
         let names: Vec<_> = children.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();
@@ -164,6 +179,11 @@ mod tests {
         assert!(cache.any(&owner("a"), "c"));
         assert_eq!(cache.owner(&release("a-c", "a", "c").0), Some(owner("a")));
         assert!(!cache.any(&owner("a"), "d"));
+        let (d, mut object_d) = release("a-d", "a", "d");
+        object_d.metadata.resource_version = Some("42".into());
+        cache.apply(d.clone(), &object_d);
+        assert_eq!(cache.resource_version(&d).as_deref(), Some("42"));
+        assert_eq!(cache.resource_version(&b), None, "stored without one");
     }
 
     #[test]

@@ -262,17 +262,30 @@ impl ChildKinds {
         self.cache.lock().unwrap().is_deleting(child)
     }
 
-    /// Server-side applies `child` (forcing ownership of the fields it sets).
-    pub async fn apply(&self, child: &Value) -> kube::Result<()> {
+    /// Server-side applies `child` (forcing ownership of the fields it sets); returns whether
+    /// the object changed (a new `resourceVersion`), i.e. whether its watch will bring it back
+    /// and wake its ServiceSet.
+    pub async fn apply(&self, child: &Value) -> kube::Result<bool> {
         let reference = ChildRef::of(child);
         let api = self.api(&reference)?;
+        let before = self.resource_version(&reference);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let mut answer = api.patch(&reference.name, &params, &Patch::Apply(child)).await?;
         answer.managed_fields_mut().clear();
+        let changed = answer.resource_version() != before;
         if let Ok(answer) = serde_json::to_value(answer) {
             self.applied.lock().unwrap().insert(reference, (Instant::now(), answer));
         }
-        Ok(())
+        Ok(changed)
+    }
+
+    /// The `resourceVersion` of `child` as the host last saw it: its latest apply's answer, else
+    /// the cache.
+    fn resource_version(&self, child: &ChildRef) -> Option<String> {
+        if let Some((_, answer)) = self.applied.lock().unwrap().get(child) {
+            return answer["metadata"]["resourceVersion"].as_str().map(String::from);
+        }
+        self.cache.lock().unwrap().resource_version(child)
     }
 
     /// Deletes `child`; one that is already gone is fine.
@@ -441,11 +454,13 @@ mod tests {
     #[tokio::test]
     async fn an_apply_is_forced_under_the_hosts_field_manager_and_seen_before_the_watch_delivers_it() {
         let (client, asked) = mock_api::client(|line| {
-            (line == "PATCH /apis/helm.toolkit.fluxcd.io/v2/namespaces/team/helmreleases/prod.a")
-                .then(|| (200, child("prod.a")))
+            let mut answer = child("prod.a");
+            answer["metadata"]["resourceVersion"] = "7".into();
+            (line == "PATCH /apis/helm.toolkit.fluxcd.io/v2/namespaces/team/helmreleases/prod.a").then(|| (200, answer))
         });
         let kinds = kinds(client);
-        kinds.apply(&child("prod.a")).await.unwrap();
+        assert!(kinds.apply(&child("prod.a")).await.unwrap(), "a new object changed: its watch event will come");
+        assert!(!kinds.apply(&child("prod.a")).await.unwrap(), "the same resourceVersion: nothing will come");
         let asked = asked.lock().unwrap().clone();
         let patch = asked.iter().find(|l| l.starts_with("PATCH")).unwrap();
         assert!(patch.contains("fieldManager=ksm-adapter") && patch.contains("force=true"), "{patch}");

@@ -256,6 +256,11 @@ async fn plan(
 /// (`taken`: no watch tells when it goes), are reported in the status (condition
 /// [`APPLIED`](decide::APPLIED)) and retried with backoff; other API errors stop the round and
 /// retry it.
+///
+/// When every apply went through and one changed an object, the status waits: the changed
+/// children come back through their watch and wake this ServiceSet after the settle, and that
+/// round writes the status from what the API server holds. A new ServiceSet thus costs one
+/// status write, not two (`Provisioning` then `Deployed`) when the CD tool is quick.
 async fn carry_out(
     Planned { plan, taken }: Planned,
     service_set: &ServiceSet,
@@ -263,10 +268,10 @@ async fn carry_out(
     ctx: &Context,
     api: &Api<ServiceSet>,
 ) -> Result<Action, Error> {
-    let mut refused = taken;
+    let (mut refused, mut coming_back) = (taken, false);
     for child in &plan.apply {
         match home.children.apply(child).await {
-            Ok(()) => {}
+            Ok(changed) => coming_back |= changed,
             Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 404 | 422) => {
                 refused.push(format!("{}: {}", describe(&ChildRef::of(child)), e.message));
             }
@@ -276,6 +281,9 @@ async fn carry_out(
     delete_children(&plan.delete, &home.children).await?;
     for (elsewhere, left) in ctx.regions.elsewhere(home, service_set) {
         delete_children(&left, &elsewhere).await?;
+    }
+    if coming_back && refused.is_empty() {
+        return Ok(Action::requeue(ctx.settings.resync));
     }
     let (mut status, now) = (plan.status, now());
     let unsettled = ctx.health.verify(service_set, &home.cluster, &mut status, &now).await;

@@ -49,6 +49,9 @@ async fn the_scale_benchmark_runs_at_a_small_size() {
     assert_eq!(ours.steady_writes, 0, "steady state makes no writes");
     assert_eq!((ours.latencies.len(), ours.latency_timeouts), (10, 0));
     assert!(ours.verb("patch") >= n * 3, "every HelmRelease was applied: {:?}", ours.requests);
+    // One status write per new ServiceSet when Flux is quick (the status waits for the applied
+    // children to come back); a slow spell may make a few write `Provisioning` first.
+    assert!(ours.verb("update") * 2 < n * 3, "about one status write per ServiceSet: {:?}", ours.requests);
     assert!(ours.peak_rss_kib > 0);
     let restart = ours.restart.as_ref().expect("the restart was measured");
     assert_eq!(restart.writes, 0, "a restart over a converged state writes nothing: {restart:?}");
