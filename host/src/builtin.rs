@@ -3,6 +3,15 @@
 /// The Flux plugin component, built from `plugins/flux` by the build script.
 pub const FLUX: &[u8] = include_bytes!(env!("KSM_FLUX_PLUGIN_WASM"));
 
+/// The Flux plugin compiled ahead of time by the build script, with the host's engine
+/// configuration (`runtime::engine`): no cranelift at start-up for the default plugin.
+const FLUX_COMPILED: &[u8] = include_bytes!(env!("KSM_FLUX_PLUGIN_CWASM"));
+
+/// The ahead-of-time code of the built-in plugin whose component is `bytes`, if it is one.
+pub fn compiled_ahead(bytes: &[u8]) -> Option<&'static [u8]> {
+    (bytes == FLUX).then_some(FLUX_COMPILED)
+}
+
 /// Returns the bytes of the built-in plugin `name` (`builtin:<name>` on the command line).
 pub fn get(name: &str) -> Option<&'static [u8]> {
     match name {

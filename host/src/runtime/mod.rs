@@ -15,6 +15,7 @@
 
 mod bindings;
 mod component;
+mod engine;
 mod epoch;
 mod guest_log;
 mod precompiled;
@@ -34,17 +35,12 @@ use sandbox::CallState;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// Plugin instances that may exist at once with [`Runtime::new`] (commands that call plugins
 /// one at a time).
 const DEFAULT_INSTANCES: u32 = 16;
-
-/// Bytes at the start of a freed instance's linear memory that are reset in place (only the
-/// pages it touched) instead of returned to the kernel; pages above are released with
-/// `madvise`. A bound on the resident memory each warm pool slot keeps.
-const KEEP_RESIDENT: usize = 2 << 20;
 
 /// Compiled components kept in memory (the least recently used go first); a plugin that serves
 /// keeps its own, so this only decides what a reload of the same bytes may reuse.
@@ -72,12 +68,7 @@ impl Runtime {
     /// concurrent call or session; instantiating beyond it fails) and, with `disk`, compiled
     /// components that survive restarts.
     pub fn with_options(disk: Option<DiskCache>, instances: u32) -> anyhow::Result<Self> {
-        let mut config = Config::new();
-        config
-            .wasm_component_model(true)
-            .epoch_interruption(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool(instances)));
-        let engine = Engine::new(&config)?;
+        let engine = Engine::new(&engine::config(instances))?;
         let mut linker = Linker::new(&engine);
         bindings::add_to_linker(&mut linker)?;
         let mut wasi_linker = linker.clone();
@@ -118,13 +109,33 @@ impl Runtime {
         if let Some(component) = self.compiled.lock().unwrap_or_else(|e| e.into_inner()).get(sha256) {
             return Ok((component, Origin::Memory));
         }
-        let compiled = match &self.disk {
-            Some(disk) => disk.load(&self.engine, sha256, bytes),
-            None => Component::new(&self.engine, bytes).map(|c| (c, Origin::Compiled)),
+        let compiled = match (self.built_in(bytes), &self.disk) {
+            (Some(component), _) => Ok((component, Origin::BuiltIn)),
+            (None, Some(disk)) => disk.load(&self.engine, sha256, bytes),
+            (None, None) => Component::new(&self.engine, bytes).map(|c| (c, Origin::Compiled)),
         };
         let (component, origin) = compiled.map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256, component.clone());
         Ok((component, origin))
+    }
+}
+
+impl Runtime {
+    /// The code the build compiled ahead of time when `bytes` are a built-in plugin's, unless
+    /// it does not fit this engine (another CPU than the build's): then it is compiled as any.
+    fn built_in(&self, bytes: &[u8]) -> Option<Component> {
+        let code = crate::builtin::compiled_ahead(bytes)?;
+        // SAFETY: `code` is what `precompile_component` wrote, in this binary's build script, for
+        // these very bytes under `engine::config`; wasmtime checks that it fits this engine.
+        match unsafe { Component::deserialize(&self.engine, code) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::info!(
+                    "the built-in plugin's ahead-of-time code does not fit this machine, compiling it: {e:#}"
+                );
+                None
+            }
+        }
     }
 }
 
@@ -151,35 +162,6 @@ impl Compiled {
             self.components.remove(&oldest.expect("the map is not empty"));
         }
     }
-}
-
-/// Core instances, memories and tables one component instance may hold: components of
-/// interpreted languages hold several of each (the Argo CD plugin, QuickJS: 15 core instances,
-/// 3 memories; the Sveltos plugin, CPython by componentize-py: 38 core instances). Also its share
-/// of the pool: a component that needs more is refused when it is compiled, so it can never take
-/// the slots of the others.
-const CORE_INSTANCES_PER_COMPONENT: u32 = 48;
-const MEMORIES_PER_COMPONENT: u32 = 4;
-const TABLES_PER_COMPONENT: u32 = 8;
-
-/// The pooling allocator's slots for `instances` component instances, each its share of core
-/// instances, memories and tables. Only address space is reserved up front. Interpreted
-/// languages need big tables and instance contexts, hence the sizes above wasmtime's defaults
-/// (20,000 table elements, 1 MiB per core instance).
-fn pool(instances: u32) -> PoolingAllocationConfig {
-    let mut pool = PoolingAllocationConfig::new();
-    pool.total_component_instances(instances)
-        .total_core_instances(instances * CORE_INSTANCES_PER_COMPONENT)
-        .total_memories(instances * MEMORIES_PER_COMPONENT)
-        .total_tables(instances * TABLES_PER_COMPONENT)
-        .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
-        .max_memories_per_component(MEMORIES_PER_COMPONENT)
-        .max_tables_per_component(TABLES_PER_COMPONENT)
-        .table_elements(1 << 18)
-        .max_core_instance_size(8 << 20)
-        .linear_memory_keep_resident(KEEP_RESIDENT)
-        .pagemap_scan(Enabled::Auto);
-    pool
 }
 
 #[cfg(test)]
@@ -226,6 +208,19 @@ mod tests {
         assert!(matches!(&err.kind, CallErrorKind::Instantiate(m) if m.contains("concurrent")), "{err}");
         drop(holding);
         third.validate_config("{}").unwrap().unwrap();
+    }
+
+    #[test]
+    fn the_built_in_plugin_loads_from_the_code_compiled_with_the_build_and_no_other_does() {
+        for instances in [1, 64] {
+            let runtime = Runtime::with_options(None, instances).unwrap();
+            let flux = runtime.load(crate::builtin::FLUX, Limits::default()).unwrap();
+            assert_eq!(flux.info().origin, Origin::BuiltIn, "the build's engine configuration is the runtime's");
+        }
+        let mut other = crate::builtin::FLUX.to_vec();
+        other.extend_from_slice(&[0, 3, 2, b'v', 0]); // a custom section: another component
+        let runtime = Runtime::new().unwrap();
+        assert_eq!(runtime.load(&other, Limits::default()).unwrap().info().origin, Origin::Compiled);
     }
 
     #[test]

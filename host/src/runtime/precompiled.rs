@@ -32,6 +32,8 @@ pub enum Origin {
     Memory,
     /// Read from the precompiled cache on disk.
     Disk,
+    /// Compiled ahead of time into this binary (the built-in plugins).
+    BuiltIn,
 }
 
 /// A directory of precompiled components.
@@ -181,27 +183,27 @@ mod tests {
     #[test]
     fn a_restart_reads_the_component_from_disk_and_a_damaged_file_is_compiled_again() {
         let dir = fresh_dir("restart");
-        assert_eq!(origin(&dir, crate::builtin::FLUX), Origin::Compiled);
-        assert_eq!(origin(&dir, crate::builtin::FLUX), Origin::Disk, "a new runtime (a restart) reads it");
+        assert_eq!(origin(&dir, &variant(0)), Origin::Compiled);
+        assert_eq!(origin(&dir, &variant(0)), Origin::Disk, "a new runtime (a restart) reads it");
         let written = files(&dir);
         assert_eq!(written.len(), 1, "{written:?}");
         let mut damaged = std::fs::read(&written[0]).unwrap();
         let middle = damaged.len() / 2;
         damaged[middle] ^= 0xff;
         std::fs::write(&written[0], &damaged).unwrap();
-        assert_eq!(origin(&dir, crate::builtin::FLUX), Origin::Compiled, "a damaged file is compiled again");
-        assert_eq!(origin(&dir, crate::builtin::FLUX), Origin::Disk, "and rewritten");
+        assert_eq!(origin(&dir, &variant(0)), Origin::Compiled, "a damaged file is compiled again");
+        assert_eq!(origin(&dir, &variant(0)), Origin::Disk, "and rewritten");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_file_others_may_write_is_never_loaded() {
         let dir = fresh_dir("mode");
-        assert_eq!(origin(&dir, crate::builtin::FLUX), Origin::Compiled);
+        assert_eq!(origin(&dir, &variant(0)), Origin::Compiled);
         let file = &files(&dir)[0];
         std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert!(read_own(file).unwrap_err().contains("writable by others"));
-        assert_eq!(origin(&dir, crate::builtin::FLUX), Origin::Compiled);
+        assert_eq!(origin(&dir, &variant(0)), Origin::Compiled);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
