@@ -17,7 +17,8 @@ use kube::discovery::{Scope, pinned_kind};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a load waits for the caches of a plugin's kinds to list.
+/// How often a load that waits for the caches of a plugin's kinds to list checks their watches
+/// for failures (and notes that it still waits).
 const LIST_WAIT: Duration = Duration::from_secs(15);
 
 /// The name the built-in default plugin serves under (in messages and metrics).
@@ -111,26 +112,31 @@ impl Loader {
         Ok(serving)
     }
 
-    /// Waits, at most [`LIST_WAIT`], until the caches of the plugin's kinds hold a complete
-    /// list; a plugin must not serve before the host can see the objects it already made. A
-    /// watch that cannot list (e.g. 403) fails the load, naming the kind and the API server's
-    /// answer.
+    /// Waits until the caches of the plugin's kinds hold a complete list; a plugin must not
+    /// serve before the host can see the objects it already made. A watch that cannot list
+    /// (e.g. 403) fails the load, naming the kind and the API server's answer; a list that is
+    /// only long (300,000 HelmReleases take over a minute in pages of 500) is waited for, with
+    /// a note every [`LIST_WAIT`]: failing it would flip every ServiceSet to `PluginNotReady`.
     async fn kinds_listed(&self, serving: &ServingPlugin) -> Result<(), String> {
         let listed = self.children.listed_with_reads(serving.kinds(), serving.reads());
-        if tokio::time::timeout(LIST_WAIT, listed).await.is_ok() {
-            return Ok(());
+        tokio::pin!(listed);
+        let started = std::time::Instant::now();
+        while tokio::time::timeout(LIST_WAIT, &mut listed).await.is_err() {
+            let failing: Vec<String> = serving
+                .kinds()
+                .chain(serving.reads())
+                .filter_map(|k| self.health.failure(&k.kind).map(|f| format!("{}: {}", k.kind, f.message)))
+                .collect();
+            let plugin = &serving.metadata().name;
+            if !failing.is_empty() {
+                return Err(format!(
+                    "cannot list the kinds plugin {plugin:?} creates and reads: {}",
+                    failing.join("; ")
+                ));
+            }
+            tracing::info!(plugin, waited = ?started.elapsed(), "still listing the kinds the plugin creates and reads");
         }
-        let failing: Vec<String> = serving
-            .kinds()
-            .chain(serving.reads())
-            .filter_map(|k| self.health.failure(&k.kind).map(|f| format!("{}: {}", k.kind, f.message)))
-            .collect();
-        let why = if failing.is_empty() { "no complete list yet".to_string() } else { failing.join("; ") };
-        Err(format!(
-            "cannot list the kinds plugin {:?} creates and reads within {}s: {why}",
-            serving.metadata().name,
-            LIST_WAIT.as_secs()
-        ))
+        Ok(())
     }
 
     /// Checks the plugin's kinds against the API server's discovery: served, same plural, and
