@@ -28,11 +28,21 @@ def main(source, target):
     for axis, (title, column, restart, log) in zip(axes, panels):
         values = [float(r[column]) for r in rows]
         axis.plot(n, values, "o-", label="first start")
-        if restart and all(r[restart] for r in rows):
-            axis.plot(n, [float(r[restart]) for r in rows], "s-", label="restart, nothing to do")
-        if log:
+        measured = [(int(r["servicesets"]), float(r[restart])) for r in rows if restart and r[restart]]
+        if measured:
+            axis.plot(*zip(*measured), "s-", label="restart, nothing to do")
+        if column == "peak_rss_mib" and len(n) > 1:
+            # Memory is a fixed part plus a part per ServiceSet: the line through the two smallest runs.
+            per = (values[1] - values[0]) / (n[1] - n[0])
+            fixed = values[0] - per * n[0]
+            label = f"{fixed:.0f} MiB + {per * 1024:.1f} KiB per ServiceSet"
+            axis.plot(n, [fixed + per * x for x in n], "--", color="grey", label=label)
+        elif log:
             axis.plot(n, [values[0] * x / n[0] for x in n], "--", color="grey", label="linear from the first")
+        if log:
             axis.set_yscale("log")
+        else:
+            axis.set_ylim(0, max(values) * 1.3)
         axis.set_xscale("log")
         axis.set_xlabel("ServiceSets (× 3 services)")
         axis.set_title(title, fontsize=10)
