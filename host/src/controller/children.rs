@@ -456,7 +456,8 @@ mod tests {
         let (client, asked) = mock_api::client(|line| {
             let mut answer = child("prod.a");
             answer["metadata"]["resourceVersion"] = "7".into();
-            (line == "PATCH /apis/helm.toolkit.fluxcd.io/v2/namespaces/team/helmreleases/prod.a").then(|| (200, answer))
+            (line == "PATCH /apis/helm.toolkit.fluxcd.io/v2/namespaces/team/helmreleases/prod.a")
+                .then_some((200, answer))
         });
         let kinds = kinds(client);
         assert!(kinds.apply(&child("prod.a")).await.unwrap(), "a new object changed: its watch event will come");

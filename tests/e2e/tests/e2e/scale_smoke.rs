@@ -50,8 +50,10 @@ async fn the_scale_benchmark_runs_at_a_small_size() {
     assert_eq!((ours.latencies.len(), ours.latency_timeouts), (10, 0));
     assert!(ours.verb("patch") >= n * 3, "every HelmRelease was applied: {:?}", ours.requests);
     // One status write per new ServiceSet when Flux is quick (the status waits for the applied
-    // children to come back); a slow spell may make a few write `Provisioning` first.
-    assert!(ours.verb("update") * 2 < n * 3, "about one status write per ServiceSet: {:?}", ours.requests);
+    // children to come back); a slow spell makes some write `Provisioning` first, and a real API
+    // server answers some writes with 409 Conflict. Two rounds each (the former behaviour) fail.
+    let bound = if Backend::selected() == Backend::Envtest { 2 * n } else { n * 3 / 2 };
+    assert!(ours.verb("update") < bound, "about one status write per ServiceSet: {:?}", ours.requests);
     assert!(ours.peak_rss_kib > 0);
     let restart = ours.restart.as_ref().expect("the restart was measured");
     assert_eq!(restart.writes, 0, "a restart over a converged state writes nothing: {restart:?}");
