@@ -118,9 +118,7 @@ impl Runtime {
         self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256, component.clone());
         Ok((component, origin))
     }
-}
 
-impl Runtime {
     /// The code the build compiled ahead of time when `bytes` are a built-in plugin's, unless
     /// it does not fit this engine (another CPU than the build's): then it is compiled as any.
     fn built_in(&self, bytes: &[u8]) -> Option<Component> {
@@ -217,8 +215,7 @@ mod tests {
             let flux = runtime.load(crate::builtin::FLUX, Limits::default()).unwrap();
             assert_eq!(flux.info().origin, Origin::BuiltIn, "the build's engine configuration is the runtime's");
         }
-        let mut other = crate::builtin::FLUX.to_vec();
-        other.extend_from_slice(&[0, 3, 2, b'v', 0]); // a custom section: another component
+        let other = precompiled::tests::variant(0);
         let runtime = Runtime::new().unwrap();
         assert_eq!(runtime.load(&other, Limits::default()).unwrap().info().origin, Origin::Compiled);
     }

@@ -149,7 +149,7 @@ fn write_atomically(path: &Path, code: &[u8]) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::plugin::Limits;
     use crate::runtime::Runtime;
@@ -163,7 +163,7 @@ mod tests {
 
     /// The Flux plugin with a custom section naming `n` appended: another component (another
     /// sha256) that behaves the same.
-    fn variant(n: u8) -> Vec<u8> {
+    pub fn variant(n: u8) -> Vec<u8> {
         let mut bytes = crate::builtin::FLUX.to_vec();
         bytes.extend_from_slice(&[0, 3, 2, b'v', n]);
         bytes
