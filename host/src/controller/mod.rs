@@ -232,6 +232,8 @@ pub async fn run(
         prepared: prepared.clone(),
     });
     let _ = serving.set(ctx.clone());
+    // Which AdapterPlugins are this host's follows the SMPs they name.
+    let owners_listed = [plugins_listed, providers_listed.clone()];
     let listed = vec![
         service_sets_listed,
         providers_listed,
@@ -241,7 +243,7 @@ pub async fn run(
         credentials_listed,
         regions_listed,
     ];
-    tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, plugins_listed), prepared_tx));
+    tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, owners_listed), prepared_tx));
     tokio::spawn({
         let plugin_ctx = plugin_ctx.clone();
         deleted_plugins.for_each(move |name: String| {

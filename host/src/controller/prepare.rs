@@ -14,22 +14,21 @@ use kube::ResourceExt;
 use std::sync::Arc;
 use tokio::sync::watch;
 
-/// Loads the built-in default plugin and every AdapterPlugin as soon as they are listed
-/// (`plugins_listed`), while the other caches list (`listed`); then records the claims of every
-/// served ServiceSet; then turns `prepared` true, which lets reconciles run.
+/// Loads the built-in default plugin and this host's AdapterPlugins as soon as they and the SMPs
+/// are listed (`owners_listed`), while the other caches list (`listed`); then records the claims
+/// of every served ServiceSet; then turns `prepared` true, which lets reconciles run.
 pub async fn prepare(
     ctx: Arc<Context>,
     plugins: Arc<PluginContext>,
-    (listed, plugins_listed): (Vec<watch::Receiver<bool>>, watch::Receiver<bool>),
+    (listed, owners_listed): (Vec<watch::Receiver<bool>>, [watch::Receiver<bool>; 2]),
     prepared: watch::Sender<bool>,
 ) {
     let load = async {
         if let Err(message) = plugins.load_default().await {
             tracing::error!("{message}");
         }
-        wait_listed(plugins_listed).await;
+        let ours = plugins.registry.ours_once_listed(owners_listed).await;
         // At once, so that one slow registry or unlisted kind holds up no other plugin.
-        let ours = plugins.registry.specs().into_iter().filter(|p| plugins.registry.is_ours(p));
         futures::stream::iter(ours)
             .for_each_concurrent(usize::from(PLUGIN_LOADS), |plugin| {
                 let plugins = plugins.clone();

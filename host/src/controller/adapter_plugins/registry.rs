@@ -2,6 +2,7 @@
 //! the one AdapterPlugin naming it, else the built-in default when it applies.
 
 use super::super::settings::DefaultPlugin;
+use super::super::watches::wait_listed;
 use super::fetch::Fetched;
 use crate::adapter_plugin::{AdapterPlugin, Verify};
 use crate::k0rdent::StateManagementProvider;
@@ -12,6 +13,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
+use tokio::sync::watch;
 
 /// The version of an AdapterPlugin that serves now.
 #[derive(Clone)]
@@ -96,6 +98,14 @@ impl Registry {
     /// Every AdapterPlugin.
     pub fn specs(&self) -> Vec<Arc<AdapterPlugin>> {
         self.specs.state()
+    }
+
+    /// The AdapterPlugins that are this host's, once the caches of AdapterPlugins and of SMPs
+    /// both hold a complete list (`listed`): before the SMPs are listed none exists, and every
+    /// AdapterPlugin (another installation's too) would look like this host's.
+    pub async fn ours_once_listed(&self, listed: [watch::Receiver<bool>; 2]) -> Vec<Arc<AdapterPlugin>> {
+        futures::future::join_all(listed.map(wait_listed)).await;
+        self.specs().into_iter().filter(|p| self.is_ours(p)).collect()
     }
 
     /// The plugin serving StateManagementProvider `provider`, or why there is none (for the
@@ -273,5 +283,29 @@ pub(super) mod tests {
         );
         assert!(!other.is_ours(&adapter_plugin("flux", &["ksm-flux"], "")), "another installation's SMP");
         assert!(!other.is_ours(&adapter_plugin("both", &["gone", "ksm-flux"], "")));
+    }
+
+    /// Found on a shared API server: a host that chose its AdapterPlugins when they were listed
+    /// but the SMPs not yet took another installation's for its own, and its start waited a
+    /// minute for that plugin (CPython) to compile.
+    #[tokio::test]
+    async fn a_host_chooses_its_adapter_plugins_only_once_the_smps_are_listed() {
+        let (providers, mut writer): (Store<StateManagementProvider>, Writer<StateManagementProvider>) =
+            reflector::store();
+        let specs =
+            fill(vec![adapter_plugin("theirs", &["ksm-theirs"], ""), adapter_plugin("flux", &["ksm-flux"], "")]);
+        let registry = Registry::new((identity(), DefaultPlugin::Flux), specs, providers);
+        let (plugins_listed, smps_listed) = (watch::channel(true), watch::channel(false));
+        let chosen = registry.ours_once_listed([plugins_listed.1, smps_listed.1]);
+        tokio::pin!(chosen);
+        assert!(futures::poll!(&mut chosen).is_pending(), "the SMPs are not listed yet");
+        let mut theirs = smp("ksm-theirs", true);
+        theirs.spec.adapter.name = "another-adapter".into();
+        for smp in [theirs, smp("ksm-flux", true)] {
+            writer.apply_watcher_event(&Event::Apply(smp));
+        }
+        smps_listed.0.send_replace(true);
+        let names: Vec<_> = chosen.await.iter().map(|p| p.name_any()).collect();
+        assert_eq!(names, ["flux"]);
     }
 }
