@@ -60,6 +60,7 @@ fn main() {
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
             related: &|_| vec![],
+            translations: None,
         };
         decide(&serving, &service_set, &observed, "kcm-system", &now).expect("a plan")
     };

@@ -11,6 +11,7 @@ use crate::policy::{DEFAULT_OBJECTS_PER_SERVICE, Policy, Validation};
 use ksm_plugin_sdk::contract::PluginMetadata;
 use serde_json::Value;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A loaded plugin and the host's rules for it.
@@ -24,12 +25,22 @@ pub struct ServingPlugin {
     pub policy: Policy,
     /// Default provider config, merged under each ServiceSet's own.
     pub config: Option<Value>,
+    /// Tells this plugin load and policy apart from any other in what is kept of their answers
+    /// ([`crate::plan::memo`]): each load and [`with_policy`](Self::with_policy) gets a new one,
+    /// a [`session`](Self::session) keeps it.
+    pub id: u64,
+}
+
+/// A new [`ServingPlugin::id`].
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl ServingPlugin {
     /// `plugin` with no narrowing and no default config (offline commands, tests).
     pub fn plain(plugin: Arc<dyn Plugin>) -> Self {
-        Self { name: plugin.metadata().name.clone(), plugin, policy: Policy::default(), config: None }
+        Self { name: plugin.metadata().name.clone(), plugin, policy: Policy::default(), config: None, id: next_id() }
     }
 
     /// `plugin` under the rules of `AdapterPlugin` `name` with `spec`.
@@ -45,7 +56,12 @@ impl ServingPlugin {
             validations: validations(spec),
             service_account_names: spec.policy.iter().flat_map(|p| p.service_account_names.iter().cloned()).collect(),
         };
-        Self { name: name.to_string(), plugin, policy, config: spec.config.clone() }
+        Self { name: name.to_string(), plugin, policy, config: spec.config.clone(), id: next_id() }
+    }
+
+    /// The same plugin under `policy`.
+    pub fn with_policy(&self, policy: Policy) -> Self {
+        Self { policy, id: next_id(), ..self.clone() }
     }
 
     /// The same plugin and rules for the calls of one ServiceSet's reconcile (see

@@ -16,6 +16,7 @@ use crate::k0rdent::{
     ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, State, StateManagementProvider,
 };
 use crate::metrics::Metrics;
+use crate::plan::memo::TranslationMemo;
 use crate::plan::route::{self, Route, Topology};
 use crate::serving::ServingPlugin;
 use crate::smp;
@@ -74,6 +75,8 @@ pub struct Context {
     pub regions: Regions,
     /// Claims across ServiceSets.
     pub arbiter: Arc<Arbiter>,
+    /// Translations kept from earlier rounds (see [`crate::plan::memo`]).
+    pub translations: TranslationMemo,
     /// Consecutive failed reconciles per ServiceSet, for the retry backoff.
     pub failures: Arc<Failures<ServiceSet>>,
     /// The reconciles running now, for `/healthz`.
@@ -232,6 +235,7 @@ mod tests {
             finalizer: super::super::finalizer::of(&identity),
             settings,
             arbiter: Arc::new(Arbiter::new(futures::channel::mpsc::unbounded().0)),
+            translations: TranslationMemo::default(),
             failures: Arc::default(),
             in_flight: Arc::default(),
             prepared,

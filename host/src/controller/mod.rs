@@ -63,6 +63,7 @@ use crate::k0rdent::{
     ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, StateManagementProvider,
 };
 use crate::metrics::Metrics;
+use crate::plan::memo::TranslationMemo;
 use crate::plugin::Limits;
 use crate::rules::RuleCache;
 use crate::runtime::Runtime;
@@ -227,6 +228,7 @@ pub async fn run(
         },
         health: health_check,
         arbiter,
+        translations: TranslationMemo::default(),
         failures,
         in_flight,
         prepared: prepared.clone(),

@@ -243,6 +243,7 @@ async fn plan(
             foreign: &foreign,
             arbitrate: &arbitrate,
             related: &related,
+            translations: Some(&ctx.translations),
         };
         decide::decide(&serving, &service_set, &inputs, &ctx.settings.system_namespace, &now())
     })

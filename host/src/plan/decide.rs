@@ -4,6 +4,7 @@
 
 use super::children::{self, Owner};
 use super::claims::{Arbitration, ServiceClaims, stops_on_conflict};
+use super::memo::TranslationMemo;
 use super::status;
 use super::{ServiceOutcome, TranslateFailure, TranslatedService, service_status, translate};
 use crate::conditions::{self, Status};
@@ -45,6 +46,8 @@ pub struct Inputs<'a> {
     /// The objects of the plugin's `reads` kinds that a live child owns (see
     /// [`reads`](super::reads)), for `map-status`.
     pub related: &'a dyn Fn(&Value) -> Vec<Value>,
+    /// Translations kept from earlier rounds (see [`memo`](super::memo)); `None`: ask the plugin.
+    pub translations: Option<&'a TranslationMemo>,
 }
 
 /// A child object to delete.
@@ -120,7 +123,12 @@ pub fn decide(
     // As the plugin sees it: the AdapterPlugin's default config merged in (translate does the
     // same, idempotently), so that map-status reads the same config.
     let json = serving.input_of(&serde_json::to_value(service_set).expect("a ServiceSet serializes"));
-    let mut translated = match translate(serving, &json, |name| (observed.template)(name), system_namespace) {
+    let template = |name: &str| (observed.template)(name);
+    let translated = match observed.translations {
+        Some(memo) => memo.translate(serving, &json, template, system_namespace),
+        None => translate(serving, &json, template, system_namespace),
+    };
+    let mut translated = match translated {
         Ok(translated) => translated,
         Err(TranslateFailure::Call(e)) => return Err(e),
         Err(failure) => {
@@ -407,6 +415,7 @@ mod tests {
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
             related: &|_| vec![],
+            translations: None,
         };
         decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
     }
@@ -432,6 +441,7 @@ mod tests {
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
             related: &|_| vec![],
+            translations: None,
         };
         let mut ss = service_set(ingress());
         ss.spec.provider.config = Some(json!({"timeout": "9m"}));
@@ -489,6 +499,7 @@ mod tests {
             foreign: &BTreeMap::new(),
             arbitrate: &arbitrate,
             related: &|_| vec![],
+            translations: None,
         };
         let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
         assert!(p.apply.is_empty(), "the loser applies nothing");
@@ -528,6 +539,7 @@ mod tests {
                 foreign: &BTreeMap::new(),
                 arbitrate: &arbitrate,
                 related: &|_| vec![],
+                translations: None,
             };
             decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
         };
@@ -684,6 +696,7 @@ mod tests {
                 Arbitration::default()
             },
             related: &|_| vec![],
+            translations: None,
         };
         let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
         let applied: Vec<&str> = p.apply.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();

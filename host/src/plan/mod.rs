@@ -7,6 +7,7 @@ pub mod claims;
 pub mod decide;
 pub mod events;
 pub mod gate;
+pub mod memo;
 pub mod reads;
 pub mod route;
 pub mod status;
@@ -16,6 +17,7 @@ use crate::policy::Facts;
 use crate::serving::ServingPlugin;
 use ksm_plugin_sdk::contract::{
     Claim, ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceType, StatusInput, TranslateError,
+    TranslateInput,
 };
 use ksm_plugin_sdk::inputs;
 use serde_json::Value;
@@ -89,9 +91,28 @@ pub fn translate(
     find_template: impl Fn(&str) -> Option<Value>,
     system_namespace: &str,
 ) -> Result<Vec<TranslatedService>, TranslateFailure> {
+    let input = translate_input(serving, service_set, find_template, system_namespace)?;
+    translate_checked(serving, service_set, &input)
+}
+
+/// What `serving`'s plugin is given to translate `service_set`.
+fn translate_input(
+    serving: &ServingPlugin,
+    service_set: &Value,
+    find_template: impl Fn(&str) -> Option<Value>,
+    system_namespace: &str,
+) -> Result<TranslateInput, TranslateFailure> {
+    Ok(inputs::translate_input(&serving.input_of(service_set), find_template, system_namespace)?)
+}
+
+/// [`translate`], given the plugin's `input`.
+fn translate_checked(
+    serving: &ServingPlugin,
+    service_set: &Value,
+    input: &TranslateInput,
+) -> Result<Vec<TranslatedService>, TranslateFailure> {
     let plugin = serving.plugin.as_ref();
-    let input = inputs::translate_input(&serving.input_of(service_set), find_template, system_namespace)?;
-    let translations = plugin.translate(&input)?.map_err(TranslateFailure::Rejected)?;
+    let translations = plugin.translate(input)?.map_err(TranslateFailure::Rejected)?;
     let expected = service_names(service_set);
     let got: Vec<String> = translations.iter().map(|t| t.service.clone()).collect();
     if got != expected {

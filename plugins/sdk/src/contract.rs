@@ -70,7 +70,7 @@ impl fmt::Display for ConfigError {
 }
 
 /// A key of a Secret in the ServiceSet's namespace.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SecretKeyRef {
     /// Secret name.
     pub name: String,
@@ -79,7 +79,7 @@ pub struct SecretKeyRef {
 }
 
 /// A remote cluster that services are deployed to.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RemoteCluster {
     /// The ClusterDeployment name.
     pub name: String,
@@ -88,7 +88,7 @@ pub struct RemoteCluster {
 }
 
 /// Where the services of a ServiceSet are deployed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Target {
     /// The management cluster itself.
@@ -98,7 +98,7 @@ pub enum Target {
 }
 
 /// A ServiceTemplate a service references: the object as JSON, or none when missing.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Template {
     /// Template name.
     pub name: String,
@@ -107,7 +107,7 @@ pub struct Template {
 }
 
 /// Everything `translate` needs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TranslateInput {
     /// The ServiceSet object as JSON.

@@ -98,7 +98,7 @@ impl PluginContext {
             return (attempt, affected);
         }
         tracing::warn!(adapterplugin = %name, "the new spec did not load; the previous version serves under the narrowest of both policies");
-        let serving = Arc::new(ServingPlugin { policy: narrowest, ..(*previous.serving).clone() });
+        let serving = Arc::new(previous.serving.with_policy(narrowest));
         let providers = previous.providers.iter().cloned().collect();
         self.registry.serve(name, Loaded { serving, ..previous });
         (attempt, Some(providers))

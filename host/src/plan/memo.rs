@@ -1,0 +1,229 @@
+//! Translations kept by their input. A ServiceSet is translated again in the round its
+//! children's watch events wake, and at start-up the translation that records its claims is
+//! repeated by its first reconcile: the same plugin under the same policy, with the same input
+//! (the whole ServiceSet, its templates and target) answers the same, since the contract makes
+//! `translate` deterministic. So the checked answer is kept, for a bounded number of inputs, and
+//! the oldest is dropped first; a changed ServiceSet or template is a new input.
+
+use super::{ServiceOutcome, TranslateFailure, TranslatedService, translate_checked, translate_input};
+use crate::serving::ServingPlugin;
+use ksm_plugin_sdk::contract::Claim;
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex};
+
+/// How many translations are kept: the round a new ServiceSet's children wake comes well within
+/// this many other translations, and at ~3 KiB each (objects kept as JSON text) it bounds the
+/// memo near 3 MiB.
+pub const KEPT: usize = 1024;
+
+/// Translations by (plugin and policy, input), the oldest dropped first.
+pub struct TranslationMemo {
+    /// Keyed with a random key per process, so that no one can craft inputs that collide.
+    hasher: RandomState,
+    capacity: usize,
+    kept: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    by_key: HashMap<u64, Arc<[KeptService]>>,
+    oldest_first: VecDeque<u64>,
+}
+
+/// A translated service as kept: objects as JSON text, a third of a parsed value's memory.
+struct KeptService {
+    service: String,
+    outcome: KeptOutcome,
+    claims: Vec<Claim>,
+}
+
+enum KeptOutcome {
+    Objects(Box<str>),
+    Other(ServiceOutcome),
+}
+
+impl Default for TranslationMemo {
+    fn default() -> Self {
+        Self::with_capacity(KEPT)
+    }
+}
+
+impl TranslationMemo {
+    /// A memo keeping at most `capacity` translations.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self { hasher: RandomState::new(), capacity, kept: Mutex::default() }
+    }
+
+    /// [`translate`](super::translate), answered from the memo when `serving` translated the
+    /// same input before. Only complete translations are kept; a failure is asked again.
+    pub fn translate(
+        &self,
+        serving: &ServingPlugin,
+        service_set: &Value,
+        find_template: impl Fn(&str) -> Option<Value>,
+        system_namespace: &str,
+    ) -> Result<Vec<TranslatedService>, TranslateFailure> {
+        let input = translate_input(serving, service_set, find_template, system_namespace)?;
+        let key = self.hasher.hash_one((serving.id, &input));
+        if let Some(kept) = self.get(key) {
+            return Ok(kept);
+        }
+        let translated = translate_checked(serving, service_set, &input)?;
+        self.keep(key, &translated);
+        Ok(translated)
+    }
+
+    /// How many translations are kept now.
+    pub fn len(&self) -> usize {
+        self.lock().by_key.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn get(&self, key: u64) -> Option<Vec<TranslatedService>> {
+        let kept = self.lock().by_key.get(&key).cloned()?;
+        kept.iter()
+            .map(|k| {
+                let outcome = match &k.outcome {
+                    KeptOutcome::Objects(text) => ServiceOutcome::Objects(serde_json::from_str(text).ok()?),
+                    KeptOutcome::Other(outcome) => outcome.clone(),
+                };
+                Some(TranslatedService { service: k.service.clone(), outcome, claims: k.claims.clone() })
+            })
+            .collect()
+    }
+
+    fn keep(&self, key: u64, translated: &[TranslatedService]) {
+        let kept: Arc<[KeptService]> = translated
+            .iter()
+            .map(|t| KeptService {
+                service: t.service.clone(),
+                outcome: match &t.outcome {
+                    ServiceOutcome::Objects(objects) => {
+                        KeptOutcome::Objects(Value::from(objects.clone()).to_string().into())
+                    }
+                    other => KeptOutcome::Other(other.clone()),
+                },
+                claims: t.claims.clone(),
+            })
+            .collect();
+        let mut memo = self.lock();
+        if memo.by_key.insert(key, kept).is_none() {
+            memo.oldest_first.push_back(key);
+        }
+        while memo.oldest_first.len() > self.capacity {
+            let oldest = memo.oldest_first.pop_front().expect("longer than the capacity");
+            memo.by_key.remove(&oldest);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::{CallError, NativePlugin, Plugin};
+    use crate::policy::Policy;
+    use ksm_flux_plugin::FluxPlugin;
+    use ksm_plugin_sdk::contract::{
+        ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
+        TranslateInput,
+    };
+    use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The Flux plugin, counting its translations.
+    #[derive(Default)]
+    struct Counted {
+        flux: NativePlugin<FluxPlugin>,
+        translations: AtomicUsize,
+    }
+
+    impl Plugin for Counted {
+        fn metadata(&self) -> &PluginMetadata {
+            self.flux.metadata()
+        }
+        fn validate_config(&self, config: &str) -> Result<Result<(), Vec<ConfigError>>, CallError> {
+            self.flux.validate_config(config)
+        }
+        fn translate(
+            &self,
+            input: &TranslateInput,
+        ) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
+            self.translations.fetch_add(1, Ordering::Relaxed);
+            self.flux.translate(input)
+        }
+        fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError> {
+            self.flux.map_status(input)
+        }
+        fn session(self: Arc<Self>) -> Arc<dyn Plugin> {
+            self
+        }
+    }
+
+    fn service_set(name: &str) -> Value {
+        json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+               "metadata": {"name": name, "namespace": "team", "uid": "u1", "resourceVersion": "7"},
+               "spec": {"cluster": "prod", "provider": {"name": "ksm-flux"},
+                        "services": [{"name": "ingress", "namespace": "ingress", "template": "ingress-4-11-3"}]}})
+    }
+
+    fn template(name: &str) -> Option<Value> {
+        Some(json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceTemplate",
+                    "metadata": {"name": name, "namespace": "team"}, "spec": {"helm": {}},
+                    "status": {"valid": true, "chartRef": {"kind": "HelmChart", "name": name, "namespace": "team"}}}))
+    }
+
+    #[test]
+    fn the_same_input_is_translated_once_and_answers_the_same() {
+        let plugin = Arc::new(Counted::default());
+        let serving = ServingPlugin::plain(plugin.clone());
+        let memo = TranslationMemo::default();
+        let first = memo.translate(&serving, &service_set("a"), template, "kcm-system").unwrap();
+        let again = memo.translate(&serving.session(), &service_set("a"), template, "kcm-system").unwrap();
+        assert!(matches!(first[0].outcome, ServiceOutcome::Objects(ref o) if o.len() == 1), "{first:?}");
+        assert_eq!(first, again, "the kept translation, as it was");
+        assert_eq!(plugin.translations.load(Ordering::Relaxed), 1);
+
+        let mut changed = service_set("a");
+        changed["metadata"]["resourceVersion"] = json!("8");
+        memo.translate(&serving, &changed, template, "kcm-system").unwrap();
+        let other_template = |name: &str| template(name).map(|mut t| (t["spec"]["helm"] = json!({"x": 1}), t).1);
+        memo.translate(&serving, &service_set("a"), other_template, "kcm-system").unwrap();
+        assert_eq!(plugin.translations.load(Ordering::Relaxed), 3, "a changed ServiceSet or template is asked again");
+    }
+
+    #[test]
+    fn another_policy_or_plugin_load_translates_anew() {
+        let plugin = Arc::new(Counted::default());
+        let serving = ServingPlugin::plain(plugin.clone());
+        let memo = TranslationMemo::default();
+        memo.translate(&serving, &service_set("a"), template, "kcm-system").unwrap();
+        let narrowed = serving.with_policy(Policy { allowed_kinds: Some(Default::default()), ..Policy::default() });
+        let refused = memo.translate(&narrowed, &service_set("a"), template, "kcm-system").unwrap();
+        assert!(matches!(refused[0].outcome, ServiceOutcome::Refused(_)), "checked under the new policy: {refused:?}");
+        memo.translate(&ServingPlugin::plain(plugin.clone()), &service_set("a"), template, "kcm-system").unwrap();
+        assert_eq!(plugin.translations.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn the_oldest_translation_goes_first_once_the_memo_is_full() {
+        let plugin = Arc::new(Counted::default());
+        let serving = ServingPlugin::plain(plugin.clone());
+        let memo = TranslationMemo::with_capacity(2);
+        for name in ["a", "b", "c", "c", "b"] {
+            memo.translate(&serving, &service_set(name), template, "kcm-system").unwrap();
+        }
+        assert_eq!((memo.len(), plugin.translations.load(Ordering::Relaxed)), (2, 3), "b and c kept, a dropped");
+        memo.translate(&serving, &service_set("a"), template, "kcm-system").unwrap();
+        assert_eq!(plugin.translations.load(Ordering::Relaxed), 4);
+    }
+}
