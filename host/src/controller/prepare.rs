@@ -69,7 +69,8 @@ fn record_claims(ctx: &Context, service_sets: &[Arc<ServiceSet>]) {
         let Ok(json) = serde_json::to_value(&**service_set) else { continue };
         let namespace = service_set.namespace().unwrap_or_default();
         let template = |name: &str| ctx.template(&namespace, name);
-        // Kept: the first reconcile translates the same input.
+        // Kept: where nothing changed since (a restart over a converged state), the first
+        // reconcile translates the same input.
         if let Ok(translated) = ctx.translations.translate(&serving, &json, template, &ctx.settings.system_namespace) {
             let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
             ctx.arbiter.record(service_set, &claims);

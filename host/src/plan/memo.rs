@@ -1,9 +1,10 @@
 //! Translations kept by their input. A ServiceSet is translated again in the round its
-//! children's watch events wake, and at start-up the translation that records its claims is
-//! repeated by its first reconcile: the same plugin under the same policy, with the same input
-//! (the whole ServiceSet, its templates and target) answers the same, since the contract makes
-//! `translate` deterministic. So the checked answer is kept, for a bounded number of inputs, and
-//! the oldest is dropped first; a changed ServiceSet or template is a new input.
+//! children's watch events wake, and after a restart over a converged state the translation
+//! that records its claims is repeated by its first reconcile. The same plugin under the same
+//! policy, with the same input (the whole ServiceSet, its templates and target), answers the
+//! same, since the contract makes `translate` deterministic. So the checked answer is kept, for
+//! a bounded number of inputs, the oldest dropped first; a changed ServiceSet or template is a
+//! new input.
 
 use super::{ServiceOutcome, TranslateFailure, TranslatedService, translate_checked, translate_input};
 use crate::serving::ServingPlugin;
@@ -196,7 +197,11 @@ mod tests {
         let mut changed = service_set("a");
         changed["metadata"]["resourceVersion"] = json!("8");
         memo.translate(&serving, &changed, template, "kcm-system").unwrap();
-        let other_template = |name: &str| template(name).map(|mut t| (t["spec"]["helm"] = json!({"x": 1}), t).1);
+        let other_template = |name: &str| {
+            let mut changed = template(name)?;
+            changed["spec"]["helm"] = json!({"values": "x: 1"});
+            Some(changed)
+        };
         memo.translate(&serving, &service_set("a"), other_template, "kcm-system").unwrap();
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 3, "a changed ServiceSet or template is asked again");
     }
