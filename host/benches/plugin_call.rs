@@ -48,6 +48,7 @@ impl Fixture {
     fn translate(&self, plugin: &ServingPlugin) -> Vec<TranslatedService> {
         plan::translate(
             plugin,
+            None,
             &self.service_set,
             |name| self.manifests.template("kcm-system", name).map(|d| d.object.clone()),
             "kcm-system",

@@ -235,6 +235,7 @@ fn for_each_service_set(
         found = true;
         let result = plan::translate(
             &plugin,
+            None,
             &ss.object,
             |name| manifests.template(ss.namespace(), name).map(|d| d.object.clone()),
             &args.plugin.system_namespace,

@@ -71,7 +71,7 @@ pub(super) fn claim_index(
         }
         let Ok(plugin) = plugins.for_provider(&service_set.spec.provider.name, Some(&smp)) else { continue };
         let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
-        if let Ok(translated) = plan::translate(&plugin, &doc.object, template, system_namespace) {
+        if let Ok(translated) = plan::translate(&plugin, None, &doc.object, template, system_namespace) {
             let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
             index.record(&Contender::of(&service_set), &claims);
         }

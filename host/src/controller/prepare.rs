@@ -7,7 +7,7 @@ use super::context::Context;
 use super::settings::PLUGIN_LOADS;
 use super::watches::wait_listed;
 use crate::k0rdent::ServiceSet;
-use crate::plan::TranslatedService;
+use crate::plan::{self, TranslatedService};
 use crate::plugin::call_blocking;
 use futures::StreamExt;
 use kube::ResourceExt;
@@ -71,7 +71,8 @@ fn record_claims(ctx: &Context, service_sets: &[Arc<ServiceSet>]) {
         let template = |name: &str| ctx.template(&namespace, name);
         // Kept: where nothing changed since (a restart over a converged state), the first
         // reconcile translates the same input.
-        if let Ok(translated) = ctx.translations.translate(&serving, &json, template, &ctx.settings.system_namespace) {
+        let memo = Some(&ctx.translations);
+        if let Ok(translated) = plan::translate(&serving, memo, &json, template, &ctx.settings.system_namespace) {
             let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
             ctx.arbiter.record(service_set, &claims);
         }

@@ -124,11 +124,7 @@ pub fn decide(
     // same, idempotently), so that map-status reads the same config.
     let json = serving.input_of(&serde_json::to_value(service_set).expect("a ServiceSet serializes"));
     let template = |name: &str| (observed.template)(name);
-    let translated = match observed.translations {
-        Some(memo) => memo.translate(serving, &json, template, system_namespace),
-        None => translate(serving, &json, template, system_namespace),
-    };
-    let mut translated = match translated {
+    let mut translated = match translate(serving, observed.translations, &json, template, system_namespace) {
         Ok(translated) => translated,
         Err(TranslateFailure::Call(e)) => return Err(e),
         Err(failure) => {

@@ -6,9 +6,8 @@
 //! a bounded number of inputs, the oldest dropped first; a changed ServiceSet or template is a
 //! new input.
 
-use super::{ServiceOutcome, TranslateFailure, TranslatedService, translate_checked, translate_input};
-use crate::serving::ServingPlugin;
-use ksm_plugin_sdk::contract::Claim;
+use super::{ServiceOutcome, TranslateFailure, TranslatedService};
+use ksm_plugin_sdk::contract::{Claim, TranslateInput};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
@@ -57,21 +56,19 @@ impl TranslationMemo {
         Self { hasher: RandomState::new(), capacity, kept: Mutex::default() }
     }
 
-    /// [`translate`](super::translate), answered from the memo when `serving` translated the
-    /// same input before. Only complete translations are kept; a failure is asked again.
-    pub fn translate(
+    /// The translation of `input` by the plugin load `plugin` (its [`ServingPlugin::id`]): the
+    /// kept one, else `translate`'s, kept if complete (a failure is asked again).
+    pub fn get_or_translate(
         &self,
-        serving: &ServingPlugin,
-        service_set: &Value,
-        find_template: impl Fn(&str) -> Option<Value>,
-        system_namespace: &str,
+        plugin: u64,
+        input: &TranslateInput,
+        translate: impl FnOnce() -> Result<Vec<TranslatedService>, TranslateFailure>,
     ) -> Result<Vec<TranslatedService>, TranslateFailure> {
-        let input = translate_input(serving, service_set, find_template, system_namespace)?;
-        let key = self.hasher.hash_one((serving.id, &input));
+        let key = self.hasher.hash_one((plugin, input));
         if let Some(kept) = self.get(key) {
             return Ok(kept);
         }
-        let translated = translate_checked(serving, service_set, &input)?;
+        let translated = translate()?;
         self.keep(key, &translated);
         Ok(translated)
     }
@@ -130,13 +127,14 @@ impl TranslationMemo {
 
 #[cfg(test)]
 mod tests {
+    use super::super::translate;
     use super::*;
     use crate::plugin::{CallError, NativePlugin, Plugin};
     use crate::policy::Policy;
+    use crate::serving::ServingPlugin;
     use ksm_flux_plugin::FluxPlugin;
     use ksm_plugin_sdk::contract::{
         ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
-        TranslateInput,
     };
     use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -188,21 +186,21 @@ mod tests {
         let plugin = Arc::new(Counted::default());
         let serving = ServingPlugin::plain(plugin.clone());
         let memo = TranslationMemo::default();
-        let first = memo.translate(&serving, &service_set("a"), template, "kcm-system").unwrap();
-        let again = memo.translate(&serving.session(), &service_set("a"), template, "kcm-system").unwrap();
+        let first = translate(&serving, Some(&memo), &service_set("a"), template, "kcm-system").unwrap();
+        let again = translate(&serving.session(), Some(&memo), &service_set("a"), template, "kcm-system").unwrap();
         assert!(matches!(first[0].outcome, ServiceOutcome::Objects(ref o) if o.len() == 1), "{first:?}");
         assert_eq!(first, again, "the kept translation, as it was");
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 1);
 
         let mut changed = service_set("a");
         changed["metadata"]["resourceVersion"] = json!("8");
-        memo.translate(&serving, &changed, template, "kcm-system").unwrap();
+        translate(&serving, Some(&memo), &changed, template, "kcm-system").unwrap();
         let other_template = |name: &str| {
             let mut changed = template(name)?;
             changed["spec"]["helm"] = json!({"values": "x: 1"});
             Some(changed)
         };
-        memo.translate(&serving, &service_set("a"), other_template, "kcm-system").unwrap();
+        translate(&serving, Some(&memo), &service_set("a"), other_template, "kcm-system").unwrap();
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 3, "a changed ServiceSet or template is asked again");
     }
 
@@ -211,11 +209,12 @@ mod tests {
         let plugin = Arc::new(Counted::default());
         let serving = ServingPlugin::plain(plugin.clone());
         let memo = TranslationMemo::default();
-        memo.translate(&serving, &service_set("a"), template, "kcm-system").unwrap();
+        translate(&serving, Some(&memo), &service_set("a"), template, "kcm-system").unwrap();
         let narrowed = serving.with_policy(Policy { allowed_kinds: Some(Default::default()), ..Policy::default() });
-        let refused = memo.translate(&narrowed, &service_set("a"), template, "kcm-system").unwrap();
+        let refused = translate(&narrowed, Some(&memo), &service_set("a"), template, "kcm-system").unwrap();
         assert!(matches!(refused[0].outcome, ServiceOutcome::Refused(_)), "checked under the new policy: {refused:?}");
-        memo.translate(&ServingPlugin::plain(plugin.clone()), &service_set("a"), template, "kcm-system").unwrap();
+        translate(&ServingPlugin::plain(plugin.clone()), Some(&memo), &service_set("a"), template, "kcm-system")
+            .unwrap();
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 3);
     }
 
@@ -225,10 +224,10 @@ mod tests {
         let serving = ServingPlugin::plain(plugin.clone());
         let memo = TranslationMemo::with_capacity(2);
         for name in ["a", "b", "c", "c", "b"] {
-            memo.translate(&serving, &service_set(name), template, "kcm-system").unwrap();
+            translate(&serving, Some(&memo), &service_set(name), template, "kcm-system").unwrap();
         }
         assert_eq!((memo.len(), plugin.translations.load(Ordering::Relaxed)), (2, 3), "b and c kept, a dropped");
-        memo.translate(&serving, &service_set("a"), template, "kcm-system").unwrap();
+        translate(&serving, Some(&memo), &service_set("a"), template, "kcm-system").unwrap();
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 4);
     }
 }

@@ -20,6 +20,7 @@ use ksm_plugin_sdk::contract::{
     TranslateInput,
 };
 use ksm_plugin_sdk::inputs;
+use memo::TranslationMemo;
 use serde_json::Value;
 
 /// The outcome of translating one service, after the host's checks.
@@ -84,25 +85,21 @@ pub enum TranslateFailure {
 }
 
 /// Translates `service_set` (the whole object) with `serving`, looking templates up with
-/// `find_template`, and checks every returned object against the host's policy.
+/// `find_template`, and checks every returned object against the host's policy. With `memo`,
+/// an input `serving` translated before is answered from it (see [`memo`]).
 pub fn translate(
     serving: &ServingPlugin,
+    memo: Option<&TranslationMemo>,
     service_set: &Value,
     find_template: impl Fn(&str) -> Option<Value>,
     system_namespace: &str,
 ) -> Result<Vec<TranslatedService>, TranslateFailure> {
-    let input = translate_input(serving, service_set, find_template, system_namespace)?;
-    translate_checked(serving, service_set, &input)
-}
-
-/// What `serving`'s plugin is given to translate `service_set`.
-fn translate_input(
-    serving: &ServingPlugin,
-    service_set: &Value,
-    find_template: impl Fn(&str) -> Option<Value>,
-    system_namespace: &str,
-) -> Result<TranslateInput, TranslateFailure> {
-    Ok(inputs::translate_input(&serving.input_of(service_set), find_template, system_namespace)?)
+    let input = inputs::translate_input(&serving.input_of(service_set), find_template, system_namespace)?;
+    let translate = || translate_checked(serving, service_set, &input);
+    match memo {
+        Some(memo) => memo.get_or_translate(serving.id, &input, translate),
+        None => translate(),
+    }
 }
 
 /// [`translate`], given the plugin's `input`.

@@ -276,7 +276,8 @@ impl Suite {
             },
         );
         report.push(name, "kinds", self.declared_kinds(services));
-        let translated = plan::translate(&self.serving, &case.service_set, |t| case.template(t), SYSTEM_NAMESPACE);
+        let translated =
+            plan::translate(&self.serving, None, &case.service_set, |t| case.template(t), SYSTEM_NAMESPACE);
         let translated = match translated {
             Ok(translated) => {
                 let refused: Vec<&str> = translated
