@@ -6,19 +6,16 @@
 //! a bounded number of inputs, the oldest dropped first; a changed ServiceSet or template is a
 //! new input.
 
-use super::{ServiceOutcome, TranslateFailure, TranslatedService};
-use ksm_plugin_sdk::contract::{Claim, TranslateInput};
-use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::{Arc, Mutex};
 
 /// How many translations are kept: the round a new ServiceSet's children wake comes well within
-/// this many other translations, and at ~3 KiB each (objects kept as JSON text) it bounds the
-/// memo near 3 MiB.
+/// this many other translations, and at ~3 KiB each (kept as JSON text, a third of a parsed
+/// value's memory) it bounds the memo near 3 MiB.
 pub const KEPT: usize = 1024;
 
-/// Translations by (plugin and policy, input), the oldest dropped first.
+/// Translations as JSON text by key (see [`key`](Self::key)), the oldest dropped first.
 pub struct TranslationMemo {
     /// Keyed with a random key per process, so that no one can craft inputs that collide.
     hasher: RandomState,
@@ -28,20 +25,8 @@ pub struct TranslationMemo {
 
 #[derive(Default)]
 struct Kept {
-    by_key: HashMap<u64, Arc<[KeptService]>>,
+    by_key: HashMap<u64, Arc<str>>,
     oldest_first: VecDeque<u64>,
-}
-
-/// A translated service as kept: objects as JSON text, a third of a parsed value's memory.
-struct KeptService {
-    service: String,
-    outcome: KeptOutcome,
-    claims: Vec<Claim>,
-}
-
-enum KeptOutcome {
-    Objects(Box<str>),
-    Other(ServiceOutcome),
 }
 
 impl Default for TranslationMemo {
@@ -56,62 +41,21 @@ impl TranslationMemo {
         Self { hasher: RandomState::new(), capacity, kept: Mutex::default() }
     }
 
-    /// The translation of `input` by the plugin load `plugin` (its [`ServingPlugin::id`]): the
-    /// kept one, else `translate`'s, kept if complete (a failure is asked again).
-    pub fn get_or_translate(
-        &self,
-        plugin: u64,
-        input: &TranslateInput,
-        translate: impl FnOnce() -> Result<Vec<TranslatedService>, TranslateFailure>,
-    ) -> Result<Vec<TranslatedService>, TranslateFailure> {
-        let key = self.hasher.hash_one((plugin, input));
-        if let Some(kept) = self.get(key) {
-            return Ok(kept);
-        }
-        let translated = translate()?;
-        self.keep(key, &translated);
-        Ok(translated)
+    /// The key of a translation: of what tells the plugin load and policy apart (a
+    /// `ServingPlugin::id`) and of the plugin's whole input.
+    pub fn key(&self, what: impl Hash) -> u64 {
+        self.hasher.hash_one(what)
     }
 
-    /// How many translations are kept now.
-    pub fn len(&self) -> usize {
-        self.lock().by_key.len()
+    /// The translation kept under `key`, if any.
+    pub fn get(&self, key: u64) -> Option<Arc<str>> {
+        self.lock().by_key.get(&key).cloned()
     }
 
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn get(&self, key: u64) -> Option<Vec<TranslatedService>> {
-        let kept = self.lock().by_key.get(&key).cloned()?;
-        kept.iter()
-            .map(|k| {
-                let outcome = match &k.outcome {
-                    KeptOutcome::Objects(text) => ServiceOutcome::Objects(serde_json::from_str(text).ok()?),
-                    KeptOutcome::Other(outcome) => outcome.clone(),
-                };
-                Some(TranslatedService { service: k.service.clone(), outcome, claims: k.claims.clone() })
-            })
-            .collect()
-    }
-
-    fn keep(&self, key: u64, translated: &[TranslatedService]) {
-        let kept: Arc<[KeptService]> = translated
-            .iter()
-            .map(|t| KeptService {
-                service: t.service.clone(),
-                outcome: match &t.outcome {
-                    ServiceOutcome::Objects(objects) => {
-                        KeptOutcome::Objects(Value::from(objects.clone()).to_string().into())
-                    }
-                    other => KeptOutcome::Other(other.clone()),
-                },
-                claims: t.claims.clone(),
-            })
-            .collect();
+    /// Keeps `translation` under `key`, dropping the oldest beyond the capacity.
+    pub fn keep(&self, key: u64, translation: Arc<str>) {
         let mut memo = self.lock();
-        if memo.by_key.insert(key, kept).is_none() {
+        if memo.by_key.insert(key, translation).is_none() {
             memo.oldest_first.push_back(key);
         }
         while memo.oldest_first.len() > self.capacity {
@@ -127,7 +71,7 @@ impl TranslationMemo {
 
 #[cfg(test)]
 mod tests {
-    use super::super::translate;
+    use super::super::{ServiceOutcome, translate};
     use super::*;
     use crate::plugin::{CallError, NativePlugin, Plugin};
     use crate::policy::Policy;
@@ -135,7 +79,9 @@ mod tests {
     use ksm_flux_plugin::FluxPlugin;
     use ksm_plugin_sdk::contract::{
         ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
+        TranslateInput,
     };
+    use serde_json::Value;
     use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -226,7 +172,7 @@ mod tests {
         for name in ["a", "b", "c", "c", "b"] {
             translate(&serving, Some(&memo), &service_set(name), template, "kcm-system").unwrap();
         }
-        assert_eq!((memo.len(), plugin.translations.load(Ordering::Relaxed)), (2, 3), "b and c kept, a dropped");
+        assert_eq!(plugin.translations.load(Ordering::Relaxed), 3, "b and c kept");
         translate(&serving, Some(&memo), &service_set("a"), template, "kcm-system").unwrap();
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 4);
     }

@@ -21,10 +21,11 @@ use ksm_plugin_sdk::contract::{
 };
 use ksm_plugin_sdk::inputs;
 use memo::TranslationMemo;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The outcome of translating one service, after the host's checks.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ServiceOutcome {
     /// The service's desired objects, checked and parsed.
     Objects(Vec<Value>),
@@ -42,8 +43,8 @@ pub enum ServiceOutcome {
     Waiting(String),
 }
 
-/// One service's translation.
-#[derive(Clone, Debug, PartialEq)]
+/// One service's translation (serialized only to be kept, see [`memo`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TranslatedService {
     /// Service name.
     pub service: String,
@@ -95,11 +96,16 @@ pub fn translate(
     system_namespace: &str,
 ) -> Result<Vec<TranslatedService>, TranslateFailure> {
     let input = inputs::translate_input(&serving.input_of(service_set), find_template, system_namespace)?;
-    let translate = || translate_checked(serving, service_set, &input);
-    match memo {
-        Some(memo) => memo.get_or_translate(serving.id, &input, translate),
-        None => translate(),
+    let Some(memo) = memo else { return translate_checked(serving, service_set, &input) };
+    let key = memo.key((serving.id, &input));
+    if let Some(kept) = memo.get(key).and_then(|text| serde_json::from_str(&text).ok()) {
+        return Ok(kept);
     }
+    let translated = translate_checked(serving, service_set, &input)?;
+    if let Ok(text) = serde_json::to_string(&translated) {
+        memo.keep(key, text.into());
+    }
+    Ok(translated)
 }
 
 /// [`translate`], given the plugin's `input`.
