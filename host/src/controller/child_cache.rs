@@ -1,10 +1,12 @@
-//! The cache of the children the host manages, of every kind: each object kept as compact JSON
-//! text (a fraction of a `serde_json::Value` tree's memory: docs/performance.md) and indexed by
-//! the ServiceSet it belongs to, so a reconcile reads its own children without a scan.
+//! The cache of the children the host manages, of every kind: each object kept as JSON text
+//! packed against its kind's first (a fraction of a `serde_json::Value` tree's memory, and of the
+//! text's: docs/performance.md) and indexed by the ServiceSet it belongs to, so a reconcile reads
+//! its own children without a scan.
 //!
 //! Filled from the watches of [`children`](super::children); the index is exact: a child
 //! whose ServiceSet labels change moves to its new ServiceSet.
 
+use super::packed::{Packed, Packer};
 use crate::k0rdent::NamespacedName;
 use crate::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL};
 use crate::plan::decide::ChildRef;
@@ -15,14 +17,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// What the cache keeps of one child.
-struct Entry {
+struct Cached {
     owner: NamespacedName,
     /// Its `ksm.k0rdent.mirantis.com/service` label.
     service: Option<String>,
     /// Whether its deletion has started.
     deleting: bool,
-    /// The whole object, managedFields left out.
-    json: Box<str>,
+    /// The whole object, managedFields left out, as packed JSON.
+    packed: Packed,
 }
 
 /// The cached children of every kind, by reference and by ServiceSet. Each reference is
@@ -30,9 +32,11 @@ struct Entry {
 /// `BTreeSet` of three allocates a node with room for eleven).
 #[derive(Default)]
 pub struct ChildCache {
-    objects: HashMap<Arc<ChildRef>, Entry>,
+    objects: HashMap<Arc<ChildRef>, Cached>,
     /// Each ServiceSet's children, in reference order.
     by_owner: HashMap<NamespacedName, Vec<Arc<ChildRef>>>,
+    /// The packer of each kind (a few), with its apiVersion and kind.
+    packers: Vec<(String, String, Packer)>,
 }
 
 impl ChildCache {
@@ -43,11 +47,12 @@ impl ChildCache {
         let mut changed = self.delete(&child).into_iter().collect::<Vec<_>>();
         let Some(owner) = owner_of(object) else { return changed };
         let Ok(json) = serde_json::to_string(object) else { return changed };
-        let entry = Entry {
+        let Ok(packed) = self.packer(&child, &json).and_then(|packer| packer.pack(&json)) else { return changed };
+        let entry = Cached {
             owner: owner.clone(),
             service: recorded(object, SERVICE_LABEL).cloned(),
             deleting: object.metadata.deletion_timestamp.is_some(),
-            json: json.into_boxed_str(),
+            packed,
         };
         let child = Arc::new(child);
         let siblings = self.by_owner.entry(owner.clone()).or_default();
@@ -59,6 +64,23 @@ impl ChildCache {
             changed.push(owner);
         }
         changed
+    }
+
+    /// The packer of `child`'s kind; `json` is the dictionary of a new one.
+    fn packer(&mut self, child: &ChildRef, json: &str) -> std::io::Result<&mut Packer> {
+        let at = match self.packers.iter().position(|(v, k, _)| *v == child.api_version && *k == child.kind) {
+            Some(at) => at,
+            None => {
+                self.packers.push((child.api_version.clone(), child.kind.clone(), Packer::new(json)?));
+                self.packers.len() - 1
+            }
+        };
+        Ok(&mut self.packers[at].2)
+    }
+
+    /// The text of `child`.
+    fn text(&mut self, child: &ChildRef) -> Option<Vec<u8>> {
+        text(&self.objects, &mut self.packers, child)
     }
 
     /// Forgets `child`; returns the ServiceSet it belonged to.
@@ -86,13 +108,10 @@ impl ChildCache {
     }
 
     /// The children of ServiceSet `owner`, as JSON, in reference order.
-    pub fn children_of(&self, owner: &NamespacedName) -> Vec<Value> {
-        self.by_owner
-            .get(owner)
-            .into_iter()
-            .flatten()
-            .filter_map(|child| serde_json::from_str(&self.objects.get(&**child)?.json).ok())
-            .collect()
+    pub fn children_of(&mut self, owner: &NamespacedName) -> Vec<Value> {
+        let Some(children) = self.by_owner.get(owner) else { return Vec::new() };
+        let texts = children.iter().filter_map(|child| text(&self.objects, &mut self.packers, child));
+        texts.filter_map(|text| serde_json::from_slice(&text).ok()).collect()
     }
 
     /// Whether service `service` of ServiceSet `owner` has any cached child.
@@ -110,7 +129,7 @@ impl ChildCache {
     }
 
     /// The `resourceVersion` of the cached `child` (read from its text, skipping the rest).
-    pub fn resource_version(&self, child: &ChildRef) -> Option<String> {
+    pub fn resource_version(&mut self, child: &ChildRef) -> Option<String> {
         #[derive(serde::Deserialize)]
         struct Object {
             metadata: Metadata,
@@ -120,14 +139,24 @@ impl ChildCache {
             #[serde(rename = "resourceVersion")]
             resource_version: Option<String>,
         }
-        let entry = self.objects.get(child)?;
-        serde_json::from_str::<Object>(&entry.json).ok()?.metadata.resource_version
+        serde_json::from_slice::<Object>(&self.text(child)?).ok()?.metadata.resource_version
     }
 
     /// Whether the cached `child` is being deleted.
     pub fn is_deleting(&self, child: &ChildRef) -> bool {
         self.objects.get(child).is_some_and(|e| e.deleting)
     }
+}
+
+/// The text of `child`, unpacked by its kind's packer.
+fn text(
+    objects: &HashMap<Arc<ChildRef>, Cached>,
+    packers: &mut [(String, String, Packer)],
+    child: &ChildRef,
+) -> Option<Vec<u8>> {
+    let cached = objects.get(child)?;
+    let (_, _, packer) = packers.iter_mut().find(|(v, k, _)| *v == child.api_version && *k == child.kind)?;
+    packer.unpack(&cached.packed).ok()
 }
 
 /// The ServiceSet a child belongs to, by its labels.
