@@ -216,6 +216,27 @@ mod tests {
     }
 
     #[test]
+    fn children_of_several_kinds_come_back_whole_each_packed_against_its_own_kind() {
+        let mut cache = ChildCache::default();
+        let (release_ref, release_object) = release("a-web", "a", "web");
+        let mut kustomization = serde_json::to_value(&release_object).unwrap();
+        kustomization["apiVersion"] = json!("kustomize.toolkit.fluxcd.io/v1");
+        kustomization["kind"] = json!("Kustomization");
+        kustomization["metadata"]["name"] = json!("a-web-k");
+        kustomization["spec"] = json!({"path": "./deploy", "prune": true});
+        let kustomization_ref = ChildRef::of(&kustomization);
+        cache.apply(kustomization_ref, &serde_json::from_value(kustomization.clone()).unwrap());
+        cache.apply(release_ref, &release_object);
+        let mut later = release_object.clone();
+        later.data["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+        cache.apply(ChildRef::of(&serde_json::to_value(&later).unwrap()), &later);
+        let children = cache.children_of(&owner("a"));
+        assert_eq!(children.len(), 2);
+        assert!(children.contains(&kustomization), "{children:?}");
+        assert!(children.contains(&serde_json::to_value(&later).unwrap()), "{children:?}");
+    }
+
+    #[test]
     fn a_child_relabelled_to_another_service_set_moves_and_wakes_both() {
         let mut cache = ChildCache::default();
         let (child, object) = release("r", "a", "s");
