@@ -68,7 +68,7 @@ impl ChildCache {
 
     /// The packer of `child`'s kind; `json` is the dictionary of a new one.
     fn packer(&mut self, child: &ChildRef, json: &str) -> std::io::Result<&mut Packer> {
-        let at = match self.packers.iter().position(|(v, k, _)| *v == child.api_version && *k == child.kind) {
+        let at = match kind_at(&self.packers, child) {
             Some(at) => at,
             None => {
                 self.packers.push((child.api_version.clone(), child.kind.clone(), Packer::new(json)?));
@@ -76,11 +76,6 @@ impl ChildCache {
             }
         };
         Ok(&mut self.packers[at].2)
-    }
-
-    /// The text of `child`.
-    fn text(&mut self, child: &ChildRef) -> Option<Vec<u8>> {
-        text(&self.objects, &mut self.packers, child)
     }
 
     /// Forgets `child`; returns the ServiceSet it belonged to.
@@ -139,7 +134,8 @@ impl ChildCache {
             #[serde(rename = "resourceVersion")]
             resource_version: Option<String>,
         }
-        serde_json::from_slice::<Object>(&self.text(child)?).ok()?.metadata.resource_version
+        let text = text(&self.objects, &mut self.packers, child)?;
+        serde_json::from_slice::<Object>(&text).ok()?.metadata.resource_version
     }
 
     /// Whether the cached `child` is being deleted.
@@ -155,8 +151,12 @@ fn text(
     child: &ChildRef,
 ) -> Option<Vec<u8>> {
     let cached = objects.get(child)?;
-    let (_, _, packer) = packers.iter_mut().find(|(v, k, _)| *v == child.api_version && *k == child.kind)?;
-    packer.unpack(&cached.packed).ok()
+    packers[kind_at(packers, child)?].2.unpack(&cached.packed).ok()
+}
+
+/// Where the packer of `child`'s kind is in `packers`.
+fn kind_at(packers: &[(String, String, Packer)], child: &ChildRef) -> Option<usize> {
+    packers.iter().position(|(api_version, kind, _)| *api_version == child.api_version && *kind == child.kind)
 }
 
 /// The ServiceSet a child belongs to, by its labels.
