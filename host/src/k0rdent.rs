@@ -10,7 +10,7 @@
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
-use ksm_plugin_sdk::k0rdent::{ProviderSpec, Service, ServiceTemplateStatus, SourceSpec};
+use ksm_plugin_sdk::k0rdent::{Service, ServiceTemplateStatus, SourceSpec};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,62 @@ pub struct ServiceSetSpec {
     /// The services.
     #[serde(default)]
     pub services: Vec<Service>,
+}
+
+/// `ServiceSet.spec.provider`: the plugin SDK's
+/// [`ProviderSpec`](ksm_plugin_sdk::k0rdent::ProviderSpec) with `config` kept as text. The host
+/// caches every ServiceSet it serves, and a small config as `Value` maps took ~1.5 KB of each
+/// (docs/performance.md); plugins still read it as `Value`, from the JSON the host hands them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderSpec {
+    /// StateManagementProvider name.
+    #[serde(default)]
+    pub name: String,
+    /// Provider-specific config (free JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "ksm_plugin_sdk::k0rdent::free_object")]
+    pub config: Option<JsonText>,
+    /// Deploy into the management cluster itself.
+    #[serde(default)]
+    pub self_management: bool,
+}
+
+impl ProviderSpec {
+    /// The top-level field `key` of `config`, if any.
+    pub fn config_field(&self, key: &str) -> Option<Value> {
+        self.config.as_ref().and_then(|config| config.value().get_mut(key).map(Value::take))
+    }
+}
+
+/// A JSON value kept as its compact text: a few bytes where `Value` maps take a B-tree node
+/// (~0.6 KB) each. It reads and writes as the JSON it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JsonText(Box<str>);
+
+impl JsonText {
+    /// The value.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).expect("JsonText holds the text of a Value")
+    }
+}
+
+impl From<Value> for JsonText {
+    fn from(value: Value) -> Self {
+        Self(value.to_string().into_boxed_str())
+    }
+}
+
+impl Serialize for JsonText {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for JsonText {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(Self::from)
+    }
 }
 
 /// `ServiceSet.status`.
@@ -404,6 +460,25 @@ mod tests {
                 "template": "ingress-nginx-4-11-3", "state": "Provisioning",
                 "lastStateTransitionTime": "1970-01-01T00:00:00Z"}]})
         );
+    }
+
+    /// The config the host keeps as text reads back as the JSON it was, through the JSON text
+    /// the watch sends and through `Value` (how the host hands a ServiceSet to plugins), and an
+    /// explicit `null` is no config, as before.
+    #[test]
+    fn provider_config_kept_as_text_reads_back_as_it_was() {
+        let config = json!({"priority": 200, "remediation": {"retries": 3}, "interval": "5m", "tags": [1, "a", null]});
+        let provider = json!({"name": "ksm-flux", "config": config, "selfManagement": true});
+        let from_text: ProviderSpec = serde_json::from_str(&provider.to_string()).unwrap();
+        let from_value: ProviderSpec = serde_json::from_value(provider.clone()).unwrap();
+        assert_eq!(from_text, from_value);
+        assert_eq!(serde_json::to_value(&from_text).unwrap(), provider);
+        assert_eq!(from_text.config_field("priority"), Some(json!(200)));
+        assert_eq!(from_text.config_field("remediation"), Some(json!({"retries": 3})));
+        assert_eq!(from_text.config_field("missing"), None);
+        let null: ProviderSpec = serde_json::from_value(json!({"name": "p", "config": null})).unwrap();
+        assert_eq!(null.config, None);
+        assert_eq!(serde_json::to_value(&null).unwrap(), json!({"name": "p", "selfManagement": false}));
     }
 
     /// kcm declares `lastStateTransitionTime` optional, a newer kcm may add states, and another

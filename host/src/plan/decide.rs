@@ -440,7 +440,7 @@ mod tests {
             translations: None,
         };
         let mut ss = service_set(ingress());
-        ss.spec.provider.config = Some(json!({"timeout": "9m"}));
+        ss.spec.provider.config = Some(json!({"timeout": "9m"}).into());
         let p = decide(&serving, &ss, &observed, "kcm-system", &at(100)).unwrap();
         assert_eq!(p.apply[0]["spec"]["interval"], "7m", "the AdapterPlugin's default");
         assert_eq!(p.apply[0]["spec"]["timeout"], "9m", "the ServiceSet's own value wins");
@@ -543,7 +543,7 @@ mod tests {
             p.apply.iter().map(|c| c["metadata"]["labels"][SERVICE_LABEL].as_str().unwrap().to_string()).collect()
         };
         assert_eq!(applied(&run(&ss)), ["first", "after"], "by default only the loser is held back");
-        ss.spec.provider.config = Some(json!({"stopOnConflict": true}));
+        ss.spec.provider.config = Some(json!({"stopOnConflict": true}).into());
         let stopped = run(&ss);
         assert_eq!(applied(&stopped), ["first"], "services before the conflict still apply");
         let after = &stopped.status.services[2];
@@ -646,7 +646,7 @@ mod tests {
     fn an_invalid_config_is_a_condition_and_applies_nothing() {
         let ready = smp(true, false);
         let mut ss = service_set(ingress());
-        ss.spec.provider.config = Some(json!({"interval": "5x"}));
+        ss.spec.provider.config = Some(json!({"interval": "5x"}).into());
         let p = plan(&ss, Some(&ready), &[]);
         assert!(p.apply.is_empty() && p.delete.is_empty());
         let c = condition(&p, TRANSLATED);
