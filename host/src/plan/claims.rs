@@ -38,14 +38,8 @@ pub struct Contender {
 impl Contender {
     /// The contender for `service_set`.
     pub fn of(service_set: &ServiceSet) -> Self {
-        let priority = service_set
-            .spec
-            .provider
-            .config
-            .as_ref()
-            .and_then(|config| config.get("priority"))
-            .and_then(serde_json::Value::as_i64)
-            .unwrap_or(DEFAULT_PRIORITY);
+        let priority =
+            service_set.spec.provider.config_field("priority").and_then(|p| p.as_i64()).unwrap_or(DEFAULT_PRIORITY);
         Self {
             key: key_of(service_set),
             priority,
@@ -58,8 +52,7 @@ impl Contender {
 /// (in spec order) apply nothing either, as kcm's `stopOnConflict` stops a deployment at its
 /// first conflict.
 pub fn stops_on_conflict(service_set: &ServiceSet) -> bool {
-    let config = service_set.spec.provider.config.as_ref();
-    config.and_then(|c| c.get("stopOnConflict")).and_then(serde_json::Value::as_bool).unwrap_or(false)
+    service_set.spec.provider.config_field("stopOnConflict").and_then(|s| s.as_bool()).unwrap_or(false)
 }
 
 /// A ServiceSet's namespace and name.
@@ -144,10 +137,12 @@ fn winner(holders: &[Holder]) -> &Holder {
 
 /// Every claim of the ServiceSets the host serves, and who holds it. Each claim is stored once
 /// and shared by both maps (the index holds ~3 claims per ServiceSet, for every ServiceSet).
+/// A claim has one holder but in a conflict, and a ServiceSet a few claims: small sorted `Vec`s
+/// rather than sets, which take a B-tree node each.
 #[derive(Debug, Default)]
 pub struct ClaimIndex {
     holders: BTreeMap<Arc<Claim>, Vec<Holder>>,
-    claimed: BTreeMap<NamespacedName, BTreeSet<Arc<Claim>>>,
+    claimed: BTreeMap<NamespacedName, Vec<Arc<Claim>>>,
 }
 
 impl ClaimIndex {
@@ -164,8 +159,11 @@ impl ClaimIndex {
                     None => Arc::new(claim.clone()),
                 };
                 let holder = Holder { contender: shared.clone(), service: service.clone() };
-                self.holders.entry(claim.clone()).or_default().push(holder);
-                self.claimed.entry(contender.key.clone()).or_default().insert(claim.clone());
+                self.holders.entry(claim.clone()).or_insert_with(|| Vec::with_capacity(1)).push(holder);
+                let claimed = self.claimed.entry(contender.key.clone()).or_default();
+                if let Err(at) = claimed.binary_search(&claim) {
+                    claimed.insert(at, claim.clone());
+                }
                 touched.insert(claim);
             }
         }
@@ -211,7 +209,7 @@ impl ClaimIndex {
 
     /// Removes every claim of `key`; returns those claims.
     fn forget(&mut self, key: &NamespacedName) -> BTreeSet<Arc<Claim>> {
-        let claims = self.claimed.remove(key).unwrap_or_default();
+        let claims: BTreeSet<_> = self.claimed.remove(key).unwrap_or_default().into_iter().collect();
         for claim in &claims {
             if let Some(holders) = self.holders.get_mut(claim) {
                 holders.retain(|h| h.contender.key != *key);
@@ -312,6 +310,25 @@ mod tests {
         let c = index.losses(&NamespacedName::new("team-a", "c"));
         assert_eq!(c.keys().collect::<Vec<_>>(), ["x"], "c's other service keeps its own release");
         assert_eq!(c["x"].winner.key.name, "b");
+    }
+
+    /// Two services of one ServiceSet claiming the same release: one loses to the other (the
+    /// name decides), the ServiceSet lists the claim once, and releasing it leaves nothing.
+    #[test]
+    fn one_service_set_claiming_a_release_twice_loses_it_to_itself_and_releases_it_whole() {
+        let mut index = ClaimIndex::default();
+        let a = contender("a", 100, 1);
+        let twice = [
+            ServiceClaims { service: "y".into(), claims: vec![release("r"), release("s")] },
+            ServiceClaims { service: "x".into(), claims: vec![release("r")] },
+        ];
+        assert!(index.record(&a, &twice).is_empty(), "no other ServiceSet to tell");
+        assert_eq!(index.claimed[&a.key].len(), 2, "each claim listed once");
+        let losses = index.losses(&a.key);
+        assert_eq!(losses.keys().collect::<Vec<_>>(), ["y"]);
+        assert_eq!(losses["y"].winner_service, "x");
+        index.release(&a.key);
+        assert!(index.holders.is_empty() && index.claimed.is_empty());
     }
 
     #[test]
