@@ -5,7 +5,7 @@
 use super::children::Waker;
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::ServiceSet;
-use crate::plan::claims::{Arbitration, ClaimIndex, Contender, ServiceClaims, arbitrate, key_of};
+use crate::plan::claims::{Arbitration, ClaimIndex, Contender, ServiceClaims, arbitrate};
 use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -48,8 +48,8 @@ impl Arbiter {
 
     /// Forgets `service_set`'s claims (deleted or no longer served) and wakes its contenders,
     /// which may now take over.
-    pub fn release(&self, service_set: &ServiceSet) {
-        let touched = self.index.lock().unwrap().release(&key_of(service_set));
+    pub fn release(&self, service_set: &NamespacedName) {
+        let touched = self.index.lock().unwrap().release(service_set);
         self.wake_all(touched);
     }
 

@@ -4,6 +4,7 @@
 
 use super::child_cache::ChildCache;
 use super::read_cache::ReadCache;
+use super::service_set_cache::ServiceSetRef;
 use super::watches::WatchHealth;
 use crate::k0rdent::{NamespacedName, ServiceSet};
 use crate::plan::children::{
@@ -67,7 +68,7 @@ impl Drop for ChildKinds {
 }
 
 /// The channel that wakes a ServiceSet's reconcile.
-pub type Waker = UnboundedSender<ObjectRef<ServiceSet>>;
+pub type Waker = UnboundedSender<ServiceSetRef>;
 /// Answers of recent applies, with when they came.
 type Applied = Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>>;
 

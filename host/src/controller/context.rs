@@ -10,10 +10,11 @@ use super::health::HealthCheck;
 use super::liveness::InFlight;
 use super::providers::look::Providers;
 use super::regions::Regions;
+use super::service_set_cache::CachedServiceSet;
 use super::settings::Settings;
 use super::watches::WatchHealth;
 use crate::k0rdent::{
-    ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, State, StateManagementProvider,
+    ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, StateManagementProvider,
 };
 use crate::metrics::Metrics;
 use crate::plan::memo::TranslationMemo;
@@ -29,7 +30,7 @@ use tokio::sync::watch;
 /// The caches a ServiceSet reconcile reads.
 pub struct Caches {
     /// Every ServiceSet.
-    pub service_sets: Store<ServiceSet>,
+    pub service_sets: Store<CachedServiceSet>,
     /// Every StateManagementProvider.
     pub providers: Store<StateManagementProvider>,
     /// Every ServiceTemplate.
@@ -78,7 +79,7 @@ pub struct Context {
     /// Translations kept from earlier rounds (see [`crate::plan::memo`]).
     pub translations: TranslationMemo,
     /// Consecutive failed reconciles per ServiceSet, for the retry backoff.
-    pub failures: Arc<Failures<ServiceSet>>,
+    pub failures: Arc<Failures<CachedServiceSet>>,
     /// The reconciles running now, for `/healthz`.
     pub in_flight: Arc<InFlight>,
     /// This installation's finalizer on the ServiceSets it serves.
@@ -105,12 +106,11 @@ impl Context {
     pub fn service_set_states(&self) -> [(&'static str, i64); 3] {
         let (mut deployed, mut failed, mut progressing) = (0, 0, 0);
         for service_set in
-            self.caches.service_sets.state().iter().filter(|ss| super::finalizer::has(ss, &self.finalizer))
+            self.caches.service_sets.state().iter().filter(|ss| super::finalizer::has(ss.as_ref(), &self.finalizer))
         {
-            let status = service_set.status.as_ref();
-            if status.is_some_and(|s| s.deployed) {
+            if service_set.deployed() {
                 deployed += 1;
-            } else if status.is_some_and(|s| s.services.iter().any(|s| s.state == State::Failed)) {
+            } else if service_set.failed() {
                 failed += 1;
             } else {
                 progressing += 1;
@@ -195,7 +195,7 @@ mod tests {
         };
         let (store, mut writer) = reflector::store();
         for service_set in service_sets {
-            writer.apply_watcher_event(&Event::Apply(service_set));
+            writer.apply_watcher_event(&Event::Apply(CachedServiceSet::pack(&service_set).unwrap()));
         }
         let registry = Arc::new(Registry::new(
             (identity.clone(), DefaultPlugin::Flux),

@@ -22,7 +22,7 @@ pub fn of(identity: &AdapterIdentity) -> String {
 }
 
 /// Whether `service_set` carries `finalizer`.
-pub fn has(service_set: &ServiceSet, finalizer: &str) -> bool {
+pub fn has<K: kube::Resource>(service_set: &K, finalizer: &str) -> bool {
     service_set.finalizers().iter().any(|f| f == finalizer)
 }
 

@@ -9,6 +9,7 @@
 //! - [`prepare`]: what must finish before the first reconcile;
 //! - [`service_sets`]: one ServiceSet: gather, decide, carry out; and its retry policy;
 //! - [`triggers`]: what wakes a ServiceSet's reconcile;
+//! - [`service_set_cache`]: ServiceSets as the cache keeps them: packed, with what triggers read;
 //! - [`adapter_plugins`]: AdapterPlugins: fetch, load, the registry of what serves, their status;
 //! - [`providers`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status);
 //! - [`backoff`]: failed rounds per object, for the retry backoff;
@@ -50,6 +51,7 @@ pub mod prepare;
 pub mod providers;
 mod read_cache;
 pub mod regions;
+pub mod service_set_cache;
 pub mod service_sets;
 mod settings;
 mod settle;
@@ -60,9 +62,7 @@ pub mod watches;
 pub use settings::{DefaultPlugin, Mode, Settings, plugin_instances};
 
 use crate::adapter_plugin::AdapterPlugin;
-use crate::k0rdent::{
-    ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, StateManagementProvider,
-};
+use crate::k0rdent::{ClusterDeployment, Credential, NamespacedName, Region, ServiceTemplate, StateManagementProvider};
 use crate::metrics::Metrics;
 use crate::plan::memo::TranslationMemo;
 use crate::plugin::Limits;
@@ -90,6 +90,7 @@ use kube::{Client, ResourceExt};
 use providers::look::Providers;
 use providers::manage::Managed;
 use regions::Regions;
+use service_set_cache::CachedServiceSet;
 use settings::PLUGIN_LOADS;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -130,10 +131,11 @@ pub async fn run(
     let health = Arc::new(WatchHealth::default());
     let cache = |config| Cache { client: &client, config, health: health.clone() };
     let (service_sets, service_set_events, service_sets_listed) =
-        cache(shard).start::<ServiceSet>(move |store, event| {
+        cache(shard).start::<CachedServiceSet>(move |store, event| {
             // A ServiceSet gone by any path gives up its claims.
             if let watcher::Event::Delete(service_set) = event {
-                released.release(service_set);
+                released
+                    .release(&NamespacedName::new(service_set.namespace().unwrap_or_default(), service_set.name_any()));
             }
             forgotten.forget_gone(store, event);
         });

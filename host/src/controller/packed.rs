@@ -14,6 +14,7 @@ const DICTIONARY_BYTES: usize = 16 * 1024;
 const LEVEL: i32 = 1;
 
 /// One packed text.
+#[derive(Clone)]
 pub struct Packed {
     /// The zstd frame, without checksum, size and dictionary id (the packer knows them): a few
     /// bytes each, on tens of thousands of entries.

@@ -10,7 +10,7 @@ use crate::k0rdent::ServiceSet;
 use crate::plan::{self, TranslatedService};
 use crate::plugin::call_blocking;
 use futures::StreamExt;
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -46,7 +46,10 @@ pub async fn prepare(
         .service_sets
         .state()
         .into_iter()
-        .filter(|ss| ss.metadata.deletion_timestamp.is_none() && ctx.serves(ss) == Some(true))
+        .filter(|cached| cached.meta().deletion_timestamp.is_none())
+        .filter_map(|cached| cached.unpack().ok())
+        .filter(|ss| ctx.serves(ss) == Some(true))
+        .map(Arc::new)
         .collect();
     let count = served.len();
     // Translating is CPU-bound and the claims are the same in any order: one batch per core.

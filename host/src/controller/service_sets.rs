@@ -6,10 +6,11 @@ use super::children::ChildKinds;
 use super::context::Context;
 use super::finalizer;
 use super::regions::Home;
+use super::service_set_cache::CachedServiceSet;
 use super::status::{self, Written};
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
-use crate::plan::claims::ServiceClaims;
+use crate::plan::claims::{ServiceClaims, key_of};
 use crate::plan::decide::{self, ChildRef, Inputs, Plan, deletion, foreign_objects};
 use crate::plan::events;
 use crate::plan::gate::{Finalizers, Gate, gate};
@@ -49,20 +50,24 @@ pub enum Error {
     /// The cluster the children live on cannot be told or reached (a region).
     #[error("{0}")]
     Unreachable(String),
+    /// The cached ServiceSet could not be read back (a defect: it was packed by this process).
+    #[error("the cached ServiceSet cannot be read back: {0}")]
+    Uncached(String),
 }
 
 /// Reconciles one ServiceSet.
-pub async fn reconcile(service_set: Arc<ServiceSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(cached: Arc<CachedServiceSet>, ctx: Arc<Context>) -> Result<Action, Error> {
     super::watches::wait_listed(ctx.prepared.clone()).await;
     let started = std::time::Instant::now();
-    let key = ObjectRef::from_obj(&*service_set);
-    let _running = ctx.in_flight.enter(format!(
-        "ServiceSet {}/{}",
-        service_set.namespace().unwrap_or_default(),
-        service_set.name_any()
-    ));
+    let key = ObjectRef::from_obj(&*cached);
+    let _running =
+        ctx.in_flight.enter(format!("ServiceSet {}/{}", cached.namespace().unwrap_or_default(), cached.name_any()));
     let span = tracing::info_span!("reconcile", serviceset = %key);
-    let result = tracing::Instrument::instrument(round(&service_set, &ctx), span).await;
+    let round = async {
+        let service_set = Arc::new(cached.unpack().map_err(|e| Error::Uncached(e.to_string()))?);
+        round(&service_set, &ctx).await
+    };
+    let result = tracing::Instrument::instrument(round, span).await;
     ctx.metrics.reconciled("ServiceSet", started, result.is_ok());
     if result.is_ok() {
         ctx.failures.succeeded(&key);
@@ -72,7 +77,7 @@ pub async fn reconcile(service_set: Arc<ServiceSet>, ctx: Arc<Context>) -> Resul
 
 /// How long to wait before retrying a ServiceSet whose round failed: a lost race is retried
 /// at once on the latest version; anything else backs off exponentially per ServiceSet.
-pub fn error_policy(service_set: Arc<ServiceSet>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(service_set: Arc<CachedServiceSet>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = ObjectRef::from_obj(&*service_set);
     if let Error::Stale(e) = error {
         tracing::debug!(serviceset = %key, "{e}; retrying");
@@ -92,13 +97,13 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
     let api = Api::<ServiceSet>::namespaced(ctx.client.clone(), &service_set.namespace().unwrap_or_default());
     let smp = ctx.caches.providers.get(&ObjectRef::new(&service_set.spec.provider.name));
     let finalizers = Finalizers {
-        mine: finalizer::has(service_set, &ctx.finalizer),
-        legacy: finalizer::has(service_set, finalizer::LEGACY),
+        mine: finalizer::has(service_set.as_ref(), &ctx.finalizer),
+        legacy: finalizer::has(service_set.as_ref(), finalizer::LEGACY),
     };
     match gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers) {
         Gate::Leave => Ok(Action::await_change()),
         Gate::Release => {
-            ctx.arbiter.release(service_set);
+            ctx.arbiter.release(&key_of(service_set));
             Ok(Action::await_change())
         }
         Gate::Undecided(why) => {
@@ -321,7 +326,7 @@ async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<S
         return Ok(Action::requeue(DELETION_POLL));
     }
     // Its claims go only now, so a waiting loser never installs beside an uninstalling winner.
-    ctx.arbiter.release(service_set);
+    ctx.arbiter.release(&key_of(service_set));
     finalizer::remove(api, service_set, &ctx.finalizer).await.map_err(stale_or_api)?;
     tracing::info!("children gone; finalizer removed");
     Ok(Action::await_change())

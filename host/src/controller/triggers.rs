@@ -3,45 +3,34 @@
 //! ClusterDeployment, their Credential, its Region).
 
 use super::context::TopologyCaches;
-use crate::k0rdent::{NamespacedName, ServiceSet, ServiceTemplate, StateManagementProvider};
+use super::service_set_cache::{CachedServiceSet, ServiceSetRef};
+use crate::k0rdent::{NamespacedName, ServiceTemplate, StateManagementProvider};
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Resource, ResourceExt};
 
 /// What of a ServiceSet calls for a reconcile when it changes: its spec (generation), labels
-/// (the SMP selector), annotations, finalizers and deletion. Status-only changes, i.e. the
-/// host's own status writes, do not: each used to cost a full round of plugin calls that
-/// decided nothing new. The cache still holds the latest status for the next round.
-pub fn reconcile_worthy(service_set: &ServiceSet) -> Option<u64> {
-    use std::hash::{DefaultHasher, Hash, Hasher};
-    let meta = service_set.meta();
-    let mut hasher = DefaultHasher::new();
-    (meta.generation, &meta.labels, &meta.annotations, &meta.finalizers).hash(&mut hasher);
-    meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut hasher);
-    Some(hasher.finish())
+/// (the SMP selector), annotations, finalizers and deletion, i.e. its
+/// [fingerprint](CachedServiceSet::fingerprint). Status-only changes, i.e. the host's own status
+/// writes, do not: each used to cost a full round of plugin calls that decided nothing new. The
+/// cache still holds the latest status for the next round.
+pub fn reconcile_worthy(service_set: &CachedServiceSet) -> Option<u64> {
+    Some(service_set.fingerprint())
 }
 
 /// The ServiceSets whose `spec.provider.name` is `smp`.
-pub fn users_of_provider(
-    service_sets: &Store<ServiceSet>,
-    smp: &StateManagementProvider,
-) -> Vec<ObjectRef<ServiceSet>> {
+pub fn users_of_provider(service_sets: &Store<CachedServiceSet>, smp: &StateManagementProvider) -> Vec<ServiceSetRef> {
     let name = smp.name_any();
-    service_sets
-        .state()
-        .iter()
-        .filter(|ss| ss.spec.provider.name == name)
-        .map(|ss| ObjectRef::from_obj(&**ss))
-        .collect()
+    service_sets.state().iter().filter(|ss| ss.provider() == name).map(|ss| ObjectRef::from_obj(&**ss)).collect()
 }
 
 /// The ServiceSets in the template's namespace that use it.
-pub fn users_of_template(service_sets: &Store<ServiceSet>, template: &ServiceTemplate) -> Vec<ObjectRef<ServiceSet>> {
+pub fn users_of_template(service_sets: &Store<CachedServiceSet>, template: &ServiceTemplate) -> Vec<ServiceSetRef> {
     let (name, namespace) = (template.name_any(), template.namespace());
     service_sets
         .state()
         .iter()
-        .filter(|ss| ss.namespace() == namespace && ss.spec.services.iter().any(|s| s.template == name))
+        .filter(|ss| ss.namespace() == namespace && ss.uses_template(&name))
         .map(|ss| ObjectRef::from_obj(&**ss))
         .collect()
 }
@@ -49,10 +38,10 @@ pub fn users_of_template(service_sets: &Store<ServiceSet>, template: &ServiceTem
 /// The ServiceSets a health-rule ConfigMap may apply to: every one for a ConfigMap in the
 /// system namespace, else those in its namespace (which rules apply is decided in the round).
 pub fn users_of_health_rules(
-    service_sets: &Store<ServiceSet>,
+    service_sets: &Store<CachedServiceSet>,
     rules: &ConfigMap,
     system_namespace: &str,
-) -> Vec<ObjectRef<ServiceSet>> {
+) -> Vec<ServiceSetRef> {
     let namespace = rules.namespace();
     let everywhere = namespace.as_deref() == Some(system_namespace);
     service_sets
@@ -75,13 +64,13 @@ pub enum Through {
 
 /// The ServiceSets whose route goes (or, `changed` being new, may now go) through `changed`.
 pub fn routed_through(
-    service_sets: &Store<ServiceSet>,
+    service_sets: &Store<CachedServiceSet>,
     topology: &TopologyCaches,
     changed: &Through,
-) -> Vec<ObjectRef<ServiceSet>> {
-    let through = |service_set: &ServiceSet| {
+) -> Vec<ServiceSetRef> {
+    let through = |service_set: &CachedServiceSet| {
         let namespace = service_set.namespace().unwrap_or_default();
-        let cd = NamespacedName::new(&namespace, &service_set.spec.cluster);
+        let cd = NamespacedName::new(&namespace, service_set.cluster());
         if let Through::ClusterDeployment(changed) = changed {
             return *changed == cd;
         }
@@ -101,7 +90,7 @@ pub fn routed_through(
     service_sets
         .state()
         .iter()
-        .filter(|ss| !ss.spec.cluster.is_empty() && through(ss))
+        .filter(|ss| !ss.cluster().is_empty() && through(ss))
         .map(|ss| ObjectRef::from_obj(&**ss))
         .collect()
 }
@@ -111,7 +100,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn service_set(patch: impl FnOnce(&mut serde_json::Value)) -> ServiceSet {
+    fn service_set_json(patch: impl FnOnce(&mut serde_json::Value)) -> serde_json::Value {
         let mut object = json!({
             "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
             "metadata": {"name": "a", "namespace": "team", "generation": 1, "labels": {"x": "1"}},
@@ -119,7 +108,11 @@ mod tests {
             "status": {"deployed": false},
         });
         patch(&mut object);
-        serde_json::from_value(object).unwrap()
+        object
+    }
+
+    fn service_set(patch: impl FnOnce(&mut serde_json::Value)) -> CachedServiceSet {
+        serde_json::from_value(service_set_json(patch)).unwrap()
     }
 
     #[test]
@@ -159,14 +152,13 @@ mod tests {
             json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": kind,
                    "metadata": {"name": name, "namespace": "team"}, "spec": spec})
         };
-        let service_sets = store::<ServiceSet>(vec![
-            serde_json::to_value(service_set(|o| o["spec"]["cluster"] = json!("web"))).unwrap(),
-            serde_json::to_value(service_set(|o| {
+        let service_sets = store::<CachedServiceSet>(vec![
+            service_set_json(|o| o["spec"]["cluster"] = json!("web")),
+            service_set_json(|o| {
                 o["metadata"]["name"] = json!("b");
                 o["spec"]["cluster"] = json!("db");
-            }))
-            .unwrap(),
-            serde_json::to_value(service_set(|o| o["metadata"]["name"] = json!("self"))).unwrap(),
+            }),
+            service_set_json(|o| o["metadata"]["name"] = json!("self")),
         ]);
         let topology = TopologyCaches {
             cluster_deployments: store(vec![

@@ -6,6 +6,7 @@ use super::super::children::Waker;
 use super::super::config_maps::ConfigMapWatches;
 use super::super::events::Events;
 use super::super::liveness::InFlight;
+use super::super::service_set_cache::CachedServiceSet;
 use super::super::watches::wait_listed;
 use super::fetch::fetch;
 use super::load::{Failure, Loader, Step};
@@ -13,7 +14,6 @@ use super::registry::{Loaded, Registry};
 use super::status;
 use super::verify::{required, verify};
 use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
-use crate::k0rdent::ServiceSet;
 use crate::metrics::Metrics;
 use crate::plan::events::adapter_plugin_events;
 use crate::serving::ServingPlugin;
@@ -39,7 +39,7 @@ pub struct PluginContext {
     /// Compiles and validates.
     pub loader: Loader,
     /// Every ServiceSet, to wake those a change affects.
-    pub service_sets: Store<ServiceSet>,
+    pub service_sets: Store<CachedServiceSet>,
     /// Wakes a ServiceSet's reconcile.
     pub wake_service_sets: Waker,
     /// Wakes an AdapterPlugin's reconcile.
@@ -155,7 +155,7 @@ impl PluginContext {
     /// (whether a provider is contested shows in their status).
     fn wake(&self, name: &str, providers: &BTreeSet<String>) {
         for service_set in self.service_sets.state() {
-            if providers.contains(&service_set.spec.provider.name) {
+            if providers.contains(service_set.provider()) {
                 let _ = self.wake_service_sets.unbounded_send(ObjectRef::from_obj(&*service_set));
             }
         }

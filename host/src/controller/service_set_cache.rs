@@ -1,0 +1,226 @@
+//! ServiceSets as the controller's cache keeps them: each packed (zstd against the first
+//! ServiceSet seen, as the child cache packs children), beside the few fields read without
+//! unpacking it: what names it, what the triggers match on and what the metrics count. A
+//! typed ServiceSet held ~3.8 KB at 10,000 × 3, most of it small strings, conditions and a
+//! one-label map (docs/performance.md); a reconcile unpacks its own ServiceSet once.
+//!
+//! The watch decodes straight into [`CachedServiceSet`] (its `Deserialize` packs), so no typed
+//! copy outlives the event. The packer is the process's one: the dictionary must be the one a
+//! text was packed with, and every ServiceSet watch of the process shares the cache's type.
+
+use super::packed::{Packed, Packer};
+use crate::k0rdent::{ServiceSet, State};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::{Deserialize, Deserializer};
+use std::borrow::Cow;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Mutex, OnceLock};
+
+/// A reference to a cached ServiceSet: what the controller queues and wakes.
+pub type ServiceSetRef = kube::runtime::reflector::ObjectRef<CachedServiceSet>;
+
+/// One ServiceSet in the cache.
+#[derive(Clone)]
+pub struct CachedServiceSet {
+    /// Name, namespace, uid, resourceVersion, generation, finalizers and deletionTimestamp only:
+    /// labels and annotations are in `packed` (and in `fingerprint`).
+    metadata: ObjectMeta,
+    /// `spec.provider.name`.
+    provider: Box<str>,
+    /// `spec.cluster`.
+    cluster: Box<str>,
+    /// The templates its services name.
+    templates: Box<[Box<str>]>,
+    /// A hash of what of the object is not spec content or status (see [`Self::fingerprint`]).
+    fingerprint: u64,
+    /// `status.deployed`, and whether a service is `Failed`.
+    deployed: bool,
+    failed: bool,
+    /// The whole ServiceSet as packed JSON.
+    packed: Packed,
+}
+
+impl CachedServiceSet {
+    /// `service_set`, packed; fails only if zstd does.
+    pub fn pack(service_set: &ServiceSet) -> std::io::Result<Self> {
+        let text = serde_json::to_string(service_set)?;
+        let packed = with_packer(&text, |packer| packer.pack(&text))?;
+        let meta = &service_set.metadata;
+        let status = service_set.status.as_ref();
+        let mut hasher = DefaultHasher::new();
+        (meta.generation, &meta.labels, &meta.annotations, &meta.finalizers).hash(&mut hasher);
+        meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut hasher);
+        Ok(Self {
+            metadata: ObjectMeta {
+                name: meta.name.clone(),
+                namespace: meta.namespace.clone(),
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+                generation: meta.generation,
+                finalizers: meta.finalizers.clone(),
+                deletion_timestamp: meta.deletion_timestamp.clone(),
+                ..ObjectMeta::default()
+            },
+            provider: service_set.spec.provider.name.as_str().into(),
+            cluster: service_set.spec.cluster.as_str().into(),
+            templates: service_set.spec.services.iter().map(|s| s.template.as_str().into()).collect(),
+            fingerprint: hasher.finish(),
+            deployed: status.is_some_and(|s| s.deployed),
+            failed: status.is_some_and(|s| s.services.iter().any(|s| s.state == State::Failed)),
+            packed,
+        })
+    }
+
+    /// The whole ServiceSet, as it was packed.
+    pub fn unpack(&self) -> std::io::Result<ServiceSet> {
+        let text = with_packer("", |packer| packer.unpack(&self.packed))?;
+        Ok(serde_json::from_slice(&text)?)
+    }
+
+    /// `spec.provider.name`.
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// `spec.cluster`: the ClusterDeployment's name; empty for self-management.
+    pub fn cluster(&self) -> &str {
+        &self.cluster
+    }
+
+    /// Whether one of its services uses the template `name`.
+    pub fn uses_template(&self, name: &str) -> bool {
+        self.templates.iter().any(|t| **t == *name)
+    }
+
+    /// A hash of its generation (so of its spec), labels, annotations, finalizers and deletion:
+    /// of everything but status, which only the host writes.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// `status.deployed`.
+    pub fn deployed(&self) -> bool {
+        self.deployed
+    }
+
+    /// Whether one of its services is `Failed` by its status.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+}
+
+impl<'de> Deserialize<'de> for CachedServiceSet {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Self::pack(&ServiceSet::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl std::fmt::Debug for CachedServiceSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedServiceSet").field("metadata", &self.metadata).field("provider", &self.provider).finish()
+    }
+}
+
+impl Resource for CachedServiceSet {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        ServiceSet::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        ServiceSet::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        ServiceSet::version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        ServiceSet::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Runs `f` with the process's ServiceSet packer, made on first use with `first` as its
+/// dictionary.
+fn with_packer<T>(first: &str, f: impl FnOnce(&mut Packer) -> std::io::Result<T>) -> std::io::Result<T> {
+    static PACKER: OnceLock<Mutex<Packer>> = OnceLock::new();
+    let packer = match PACKER.get() {
+        Some(packer) => packer,
+        None => {
+            let new = Packer::new(first)?;
+            PACKER.get_or_init(|| Mutex::new(new))
+        }
+    };
+    f(&mut packer.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::ResourceExt;
+    use serde_json::json;
+
+    fn service_set(name: &str, patch: impl FnOnce(&mut serde_json::Value)) -> serde_json::Value {
+        let mut object = json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {
+                "name": name, "namespace": "team", "uid": format!("uid-{name}"), "resourceVersion": "17",
+                "generation": 2, "labels": {"k0rdent.mirantis.com/managed": "true"},
+                "annotations": {"note": "x"}, "finalizers": ["ksm.k0rdent.mirantis.com/finalizer"],
+            },
+            "spec": {
+                "cluster": "prod-1",
+                "provider": {"name": "ksm-flux", "config": {"priority": 7, "targetNamespace": "apps"}},
+                "services": [
+                    {"name": "ingress", "namespace": "ingress", "template": "ingress-4-11-3", "values": "replicaCount: 2"},
+                    {"name": "dns", "namespace": "dns", "template": "dns-1-0-0"},
+                ],
+            },
+            "status": {"deployed": false, "services": [
+                {"type": "Helm", "name": "ingress", "namespace": "ingress", "template": "ingress-4-11-3",
+                 "state": "Failed", "lastStateTransitionTime": "2026-11-26T10:00:00Z", "failureMessage": "no chart"},
+            ]},
+        });
+        patch(&mut object);
+        object
+    }
+
+    #[test]
+    fn unpacks_to_the_service_set_it_was_decoded_from_with_what_triggers_read_beside() {
+        let self_managed_without_status = |o: &mut serde_json::Value| {
+            o["spec"]["cluster"] = json!("");
+            o.as_object_mut().unwrap().remove("status");
+        };
+        for (name, object) in [("a", service_set("a", |_| {})), ("b", service_set("b", self_managed_without_status))] {
+            let typed: ServiceSet = serde_json::from_value(object.clone()).unwrap();
+            let cached: CachedServiceSet = serde_json::from_value(object).unwrap();
+            let unpacked = serde_json::to_value(cached.unpack().unwrap()).unwrap();
+            assert_eq!(
+                unpacked,
+                serde_json::to_value(&typed).unwrap(),
+                "{name}: nothing lost, labels and config included"
+            );
+            assert_eq!((cached.name_any(), cached.namespace()), (name.to_string(), Some("team".into())));
+            assert_eq!((cached.uid(), cached.resource_version()), (Some(format!("uid-{name}")), Some("17".into())));
+            assert_eq!(cached.finalizers(), ["ksm.k0rdent.mirantis.com/finalizer"]);
+            assert!(cached.labels().is_empty() && cached.annotations().is_empty(), "kept packed only");
+            assert_eq!(cached.provider(), "ksm-flux");
+            assert_eq!(cached.cluster(), typed.spec.cluster);
+            assert!(cached.uses_template("dns-1-0-0") && !cached.uses_template("dns"));
+            assert!(!cached.deployed());
+            assert_eq!(cached.failed(), name == "a", "a Failed service in its status");
+        }
+    }
+}
