@@ -130,6 +130,20 @@ fn a_closed_pipe_is_not_an_error() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }
 
+/// The binary's jemalloc options reach jemalloc: the symbol it reads them from is named by
+/// tikv-jemalloc-sys's prefix, and a wrong name would be ignored without a word.
+#[test]
+fn jemalloc_runs_with_the_binarys_two_arenas() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ksm-adapter"))
+        .arg("--version")
+        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stats = String::from_utf8_lossy(&out.stderr);
+    assert!(stats.contains("opt.narenas: 2\n"), "jemalloc's statistics: {stats}");
+}
+
 #[test]
 fn render_prints_what_the_controller_would_apply_and_write() {
     let docs = documents(&["render", "-f", "examples/"]);
