@@ -195,7 +195,7 @@ mod tests {
         };
         let (store, mut writer) = reflector::store();
         for service_set in service_sets {
-            writer.apply_watcher_event(&Event::Apply(CachedServiceSet::pack(&service_set).unwrap()));
+            writer.apply_watcher_event(&Event::Apply(CachedServiceSet::pack(service_set).unwrap()));
         }
         let registry = Arc::new(Registry::new(
             (identity.clone(), DefaultPlugin::Flux),
