@@ -64,6 +64,7 @@ pub use settings::{DefaultPlugin, Mode, Settings, plugin_instances};
 use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::{ClusterDeployment, Credential, NamespacedName, Region, ServiceTemplate, StateManagementProvider};
 use crate::metrics::Metrics;
+use crate::plan::claims::key_of;
 use crate::plan::memo::TranslationMemo;
 use crate::plugin::Limits;
 use crate::rules::RuleCache;
@@ -134,8 +135,7 @@ pub async fn run(
         cache(shard).start::<CachedServiceSet>(move |store, event| {
             // A ServiceSet gone by any path gives up its claims.
             if let watcher::Event::Delete(service_set) = event {
-                released
-                    .release(&NamespacedName::new(service_set.namespace().unwrap_or_default(), service_set.name_any()));
+                released.release(&key_of(service_set));
             }
             forgotten.forget_gone(store, event);
         });

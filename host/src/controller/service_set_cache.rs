@@ -48,7 +48,14 @@ impl CachedServiceSet {
     pub fn pack(mut service_set: ServiceSet) -> std::io::Result<Self> {
         service_set.metadata.managed_fields = None;
         let text = serde_json::to_string(&service_set)?;
-        let packed = with_packer(&text, |packer| packer.pack(&text))?;
+        let packer = match PACKER.get() {
+            Some(packer) => packer,
+            None => {
+                let first = Packer::new(&text)?;
+                PACKER.get_or_init(|| Mutex::new(first))
+            }
+        };
+        let packed = lock(packer).pack(&text)?;
         let meta = &service_set.metadata;
         let status = service_set.status.as_ref();
         let mut hasher = DefaultHasher::new();
@@ -77,7 +84,9 @@ impl CachedServiceSet {
 
     /// The whole ServiceSet, as it was packed.
     pub fn unpack(&self) -> std::io::Result<ServiceSet> {
-        let text = with_packer("", |packer| packer.unpack(&self.packed))?;
+        // Something packed made the packer first.
+        let packer = PACKER.get().ok_or_else(|| std::io::Error::other("no ServiceSet packed yet"))?;
+        let text = lock(packer).unpack(&self.packed)?;
         Ok(serde_json::from_slice(&text)?)
     }
 
@@ -154,18 +163,11 @@ impl Resource for CachedServiceSet {
     }
 }
 
-/// Runs `f` with the process's ServiceSet packer, made on first use with `first` as its
-/// dictionary.
-fn with_packer<T>(first: &str, f: impl FnOnce(&mut Packer) -> std::io::Result<T>) -> std::io::Result<T> {
-    static PACKER: OnceLock<Mutex<Packer>> = OnceLock::new();
-    let packer = match PACKER.get() {
-        Some(packer) => packer,
-        None => {
-            let new = Packer::new(first)?;
-            PACKER.get_or_init(|| Mutex::new(new))
-        }
-    };
-    f(&mut packer.lock().unwrap_or_else(|e| e.into_inner()))
+/// The process's ServiceSet packer: its dictionary is the first ServiceSet packed.
+static PACKER: OnceLock<Mutex<Packer>> = OnceLock::new();
+
+fn lock(packer: &Mutex<Packer>) -> std::sync::MutexGuard<'_, Packer> {
+    packer.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

@@ -103,7 +103,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
     match gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers) {
         Gate::Leave => Ok(Action::await_change()),
         Gate::Release => {
-            ctx.arbiter.release(&key_of(service_set));
+            ctx.arbiter.release(&key_of(service_set.as_ref()));
             Ok(Action::await_change())
         }
         Gate::Undecided(why) => {
@@ -326,7 +326,7 @@ async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<S
         return Ok(Action::requeue(DELETION_POLL));
     }
     // Its claims go only now, so a waiting loser never installs beside an uninstalling winner.
-    ctx.arbiter.release(&key_of(service_set));
+    ctx.arbiter.release(&key_of(service_set.as_ref()));
     finalizer::remove(api, service_set, &ctx.finalizer).await.map_err(stale_or_api)?;
     tracing::info!("children gone; finalizer removed");
     Ok(Action::await_change())

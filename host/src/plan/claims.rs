@@ -55,12 +55,10 @@ pub fn stops_on_conflict(service_set: &ServiceSet) -> bool {
     service_set.spec.provider.config_field("stopOnConflict").and_then(|s| s.as_bool()).unwrap_or(false)
 }
 
-/// A ServiceSet's namespace and name.
-pub fn key_of(service_set: &ServiceSet) -> NamespacedName {
-    NamespacedName::new(
-        service_set.metadata.namespace.clone().unwrap_or_default(),
-        service_set.metadata.name.clone().unwrap_or_default(),
-    )
+/// A ServiceSet's namespace and name, whether typed or as the controller caches it.
+pub fn key_of<K: kube::Resource>(service_set: &K) -> NamespacedName {
+    let meta = service_set.meta();
+    NamespacedName::new(meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
 /// Why a service may not apply: the claim it lost, and who holds it.
