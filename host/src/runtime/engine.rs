@@ -20,6 +20,12 @@ pub fn config(instances: u32) -> Config {
 /// `madvise`. A bound on the resident memory each warm pool slot keeps.
 const KEEP_RESIDENT: usize = 2 << 20;
 
+/// Bytes at the start of a freed table that are reset in place (only the pages it touched)
+/// instead of returned to the kernel. A table returned with `madvise` is faulted back in by
+/// the next instance's first indirect calls, each fault a TLB shootdown across the host's
+/// threads: ~10-15% of the controller's CPU at 1,000 × 3 (docs/performance.md).
+const TABLE_KEEP_RESIDENT: usize = 1 << 20;
+
 /// Core instances, memories and tables one component instance may hold: components of
 /// interpreted languages hold several of each (the Argo CD plugin, QuickJS: 15 core instances,
 /// 3 memories; the Sveltos plugin, CPython by componentize-py: 38 core instances). Also its share
@@ -45,6 +51,7 @@ fn pool(instances: u32) -> PoolingAllocationConfig {
         .table_elements(1 << 18)
         .max_core_instance_size(8 << 20)
         .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(TABLE_KEEP_RESIDENT)
         .pagemap_scan(Enabled::Auto);
     pool
 }

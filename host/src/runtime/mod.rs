@@ -208,6 +208,35 @@ mod tests {
         third.validate_config("{}").unwrap().unwrap();
     }
 
+    /// Page faults taken so far by the calling thread.
+    fn minor_faults() -> i64 {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `usage` is a valid out-pointer for one `rusage`.
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) }, 0);
+        // SAFETY: getrusage filled it.
+        unsafe { usage.assume_init() }.ru_minflt
+    }
+
+    #[test]
+    fn a_reused_pool_slot_faults_nothing_back_in() {
+        use crate::plugin::Plugin;
+        use ksm_flux_plugin::testdata;
+        // One slot: every call gets the slot the previous one freed.
+        let runtime = Runtime::with_options(None, 1).unwrap();
+        let plugin = runtime.load(crate::builtin::FLUX, Limits::default()).unwrap();
+        let input = testdata::translate_case_input(&testdata::translate_dir().join("helm-chart-source")).unwrap();
+        let call = || plugin.translate(&input).unwrap().unwrap();
+        for _ in 0..20 {
+            call();
+        }
+        let (calls, before) = (200, minor_faults());
+        for _ in 0..calls {
+            call();
+        }
+        let faults = minor_faults() - before;
+        assert!(faults < calls / 4, "{faults} page faults in {calls} calls on a warm slot");
+    }
+
     #[test]
     fn the_built_in_plugin_loads_from_the_code_compiled_with_the_build_and_no_other_does() {
         for instances in [1, 64] {
