@@ -30,6 +30,12 @@ impl NamespacedName {
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
         Self { namespace: namespace.into(), name: name.into() }
     }
+
+    /// The key of `object`, typed or as a cache holds it.
+    pub fn of<K: kube::Resource>(object: &K) -> Self {
+        let meta = object.meta();
+        Self::new(meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+    }
 }
 
 impl std::fmt::Display for NamespacedName {

@@ -8,7 +8,7 @@ use ksm_adapter::k0rdent::NamespacedName;
 use ksm_adapter::k0rdent::{ServiceSet, StateManagementProvider};
 use ksm_adapter::manifests::{Document, Manifests};
 use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, recorded};
-use ksm_adapter::plan::claims::{ClaimIndex, Contender, ServiceClaims, arbitrate, key_of};
+use ksm_adapter::plan::claims::{ClaimIndex, Contender, ServiceClaims, arbitrate};
 use ksm_adapter::plan::decide::{Inputs, decide, foreign_objects};
 use ksm_adapter::plan::{self, TranslatedService, reads};
 use ksm_adapter::rules::RuleCache;
@@ -128,7 +128,7 @@ pub(super) fn render_one(
         .map(|d| d.object.clone())
         .collect();
     let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
-    let key = key_of(&service_set);
+    let key = NamespacedName::of(&service_set);
     let has_objects = |NamespacedName { namespace, name }: &NamespacedName, service: &str| {
         manifests.documents.iter().any(|d| {
             d.namespace() == namespace

@@ -195,7 +195,7 @@ impl ChildKinds {
     /// Children the host applied but the caches do not show yet are taken from the apply's
     /// answer.
     pub fn cached(&self, service_set: &ServiceSet) -> Vec<Value> {
-        let owner = NamespacedName::new(service_set.namespace().unwrap_or_default(), service_set.name_any());
+        let owner = NamespacedName::of(service_set);
         let mut children = self.cache.lock().unwrap().children_of(&owner);
         let mut applied = self.applied.lock().unwrap();
         applied.retain(|key, (at, answer)| {

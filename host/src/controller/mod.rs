@@ -64,7 +64,6 @@ pub use settings::{DefaultPlugin, Mode, Settings, plugin_instances};
 use crate::adapter_plugin::AdapterPlugin;
 use crate::k0rdent::{ClusterDeployment, Credential, NamespacedName, Region, ServiceTemplate, StateManagementProvider};
 use crate::metrics::Metrics;
-use crate::plan::claims::key_of;
 use crate::plan::memo::TranslationMemo;
 use crate::plugin::Limits;
 use crate::rules::RuleCache;
@@ -135,7 +134,7 @@ pub async fn run(
         cache(shard).start::<CachedServiceSet>(move |store, event| {
             // A ServiceSet gone by any path gives up its claims.
             if let watcher::Event::Delete(service_set) = event {
-                released.release(&key_of(service_set));
+                released.release(&NamespacedName::of(service_set));
             }
             forgotten.forget_gone(store, event);
         });
@@ -279,14 +278,14 @@ pub async fn run(
         .watches_stream(routing(cluster_deployment_events), {
             let (service_sets, ctx) = (service_sets.clone(), ctx.clone());
             move |cd| {
-                let cd = NamespacedName::new(cd.namespace().unwrap_or_default(), cd.name_any());
+                let cd = NamespacedName::of(&cd);
                 triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::ClusterDeployment(cd))
             }
         })
         .watches_stream(routing(credential_events), {
             let (service_sets, ctx) = (service_sets.clone(), ctx.clone());
             move |credential| {
-                let credential = NamespacedName::new(credential.namespace().unwrap_or_default(), credential.name_any());
+                let credential = NamespacedName::of(&credential);
                 triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::Credential(credential))
             }
         })

@@ -10,7 +10,7 @@ use super::service_set_cache::CachedServiceSet;
 use super::status::{self, Written};
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
-use crate::plan::claims::{ServiceClaims, key_of};
+use crate::plan::claims::ServiceClaims;
 use crate::plan::decide::{self, ChildRef, Inputs, Plan, deletion, foreign_objects};
 use crate::plan::events;
 use crate::plan::gate::{Finalizers, Gate, gate};
@@ -103,7 +103,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
     match gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers) {
         Gate::Leave => Ok(Action::await_change()),
         Gate::Release => {
-            ctx.arbiter.release(&key_of(service_set.as_ref()));
+            ctx.arbiter.release(&NamespacedName::of(service_set.as_ref()));
             Ok(Action::await_change())
         }
         Gate::Undecided(why) => {
@@ -326,7 +326,7 @@ async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<S
         return Ok(Action::requeue(DELETION_POLL));
     }
     // Its claims go only now, so a waiting loser never installs beside an uninstalling winner.
-    ctx.arbiter.release(&key_of(service_set.as_ref()));
+    ctx.arbiter.release(&NamespacedName::of(service_set.as_ref()));
     finalizer::remove(api, service_set, &ctx.finalizer).await.map_err(stale_or_api)?;
     tracing::info!("children gone; finalizer removed");
     Ok(Action::await_change())

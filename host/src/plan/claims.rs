@@ -41,7 +41,7 @@ impl Contender {
         let priority =
             service_set.spec.provider.config_field("priority").and_then(|p| p.as_i64()).unwrap_or(DEFAULT_PRIORITY);
         Self {
-            key: key_of(service_set),
+            key: NamespacedName::of(service_set),
             priority,
             created: service_set.metadata.creation_timestamp.as_ref().map(|t| t.0),
         }
@@ -53,12 +53,6 @@ impl Contender {
 /// first conflict.
 pub fn stops_on_conflict(service_set: &ServiceSet) -> bool {
     service_set.spec.provider.config_field("stopOnConflict").and_then(|s| s.as_bool()).unwrap_or(false)
-}
-
-/// A ServiceSet's namespace and name, whether typed or as the controller caches it.
-pub fn key_of<K: kube::Resource>(service_set: &K) -> NamespacedName {
-    let meta = service_set.meta();
-    NamespacedName::new(meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
 /// Why a service may not apply: the claim it lost, and who holds it.
