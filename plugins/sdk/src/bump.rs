@@ -5,6 +5,12 @@
 //! and growing the last block extends it in place. Everything else is reclaimed when the
 //! instance is dropped.
 //!
+//! On `wasm32-unknown-unknown` it starts in the initial memory above `__heap_base`, and grows
+//! memory only once that is used: a plugin linked with an `--initial-memory` that one
+//! ServiceSet's calls fit in never grows, and so costs the host no change of page protection on
+//! each instance (docs/performance.md). Under WASI, libc's `malloc` claims that region for
+//! itself, so there the allocator only uses memory it grew.
+//!
 //! A plugin opts in, in its `wasm32` build, with
 //! `#[global_allocator] static ALLOCATOR: BumpAllocator = BumpAllocator::new();`
 //! (`use ksm_plugin_sdk::bump::BumpAllocator`). Memory only grows within an instance, so a plugin that allocates a lot
@@ -19,8 +25,8 @@ const PAGE: usize = 64 * 1024;
 /// Pages requested at least per `memory.grow`: fewer calls to the host.
 const GROW_PAGES: usize = 16;
 
-/// The allocator: `[next, end)` is the free tail of the memory it grew; `end == 0` before the
-/// first allocation.
+/// The allocator: `[next, end)` is the free tail of its memory; `end == 0` before the first
+/// allocation.
 pub struct BumpAllocator {
     next: Cell<usize>,
     end: Cell<usize>,
@@ -38,6 +44,12 @@ impl BumpAllocator {
     /// Makes `[next, end)` hold at least `size` bytes at `align`; returns the start, or `None`
     /// when the memory cannot grow (the limit is reached).
     fn reserve(&self, size: usize, align: usize) -> Option<usize> {
+        if self.end.get() == 0
+            && let Some((base, end)) = initial_heap()
+        {
+            self.next.set(base);
+            self.end.set(end);
+        }
         let start = self.next.get().checked_next_multiple_of(align)?;
         let needed_end = start.checked_add(size)?;
         if needed_end <= self.end.get() {
@@ -46,8 +58,8 @@ impl BumpAllocator {
         let pages = (needed_end - self.end.get()).div_ceil(PAGE).max(GROW_PAGES);
         let previous = grow(pages)?;
         if previous * PAGE != self.end.get() {
-            // Not contiguous with the tail (the first growth): start over in the new pages, which
-            // must then hold the whole block.
+            // Not contiguous with the tail (the first growth, where the initial memory is not
+            // the allocator's): start over in the new pages, which must then hold the whole block.
             let pages_needed = (size + align).div_ceil(PAGE);
             let extra = pages_needed.saturating_sub(pages);
             if extra > 0 {
@@ -67,6 +79,27 @@ impl Default for BumpAllocator {
         Self::new()
     }
 }
+
+/// The initial memory's free part, `[__heap_base, memory.size)`: above the data and the stack,
+/// where nothing else allocates without a libc.
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+fn initial_heap() -> Option<(usize, usize)> {
+    unsafe extern "C" {
+        /// Where the linker placed the end of the data and the stack.
+        static __heap_base: u8;
+    }
+    let base = &raw const __heap_base as usize;
+    Some((base, core::arch::wasm32::memory_size(0) * PAGE))
+}
+
+/// Under WASI, libc's `malloc` owns the initial memory's free part.
+#[cfg(all(target_arch = "wasm32", not(target_os = "unknown")))]
+fn initial_heap() -> Option<(usize, usize)> {
+    None
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+use native::initial_heap;
 
 /// Grows linear memory by `pages`; returns the previous size in pages.
 fn grow(pages: usize) -> Option<usize> {
@@ -127,7 +160,8 @@ unsafe impl GlobalAlloc for BumpAllocator {
     }
 }
 
-/// Outside WASM (the SDK's own tests): `memory.grow` over a leaked, page-aligned arena.
+/// Outside WASM (the SDK's own tests): a linear memory over a leaked, page-aligned arena, which
+/// starts with [`INITIAL`] pages and a heap base [`HEAP_BASE`] bytes in.
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
     use super::PAGE;
@@ -135,17 +169,38 @@ mod native {
 
     /// Pages the simulated memory may grow to.
     pub const LIMIT: usize = 128;
+    /// Pages the simulated memory starts with.
+    pub const INITIAL: usize = 2;
+    /// Where the simulated heap starts, from the arena's start: not at a page.
+    pub const HEAP_BASE: usize = PAGE + 123;
+
+    /// The arena's address.
+    pub fn arena() -> usize {
+        static ARENA: OnceLock<usize> = OnceLock::new();
+        *ARENA.get_or_init(|| {
+            let layout = std::alloc::Layout::from_size_align(LIMIT * PAGE, PAGE).unwrap();
+            // SAFETY: the size is not zero.
+            unsafe { std::alloc::alloc(layout) as usize }
+        })
+    }
+
+    /// The memory's size in pages.
+    static SIZE: Mutex<usize> = Mutex::new(INITIAL);
+
+    /// Pages the memory has.
+    pub fn size() -> usize {
+        *SIZE.lock().unwrap()
+    }
+
+    /// Like the wasm build's `initial_heap`.
+    pub fn initial_heap() -> Option<(usize, usize)> {
+        Some((arena() + HEAP_BASE, arena() + INITIAL * PAGE))
+    }
 
     /// Like `memory.grow` on a memory of at most [`LIMIT`] pages: the previous size, counted in
     /// pages from address 0; `usize::MAX` beyond the limit.
     pub fn grow(pages: usize) -> usize {
-        static ARENA: OnceLock<usize> = OnceLock::new();
-        static SIZE: Mutex<usize> = Mutex::new(0);
-        let arena = *ARENA.get_or_init(|| {
-            let layout = std::alloc::Layout::from_size_align(LIMIT * PAGE, PAGE).unwrap();
-            // SAFETY: the size is not zero.
-            unsafe { std::alloc::alloc(layout) as usize }
-        });
+        let arena = arena();
         let mut size = SIZE.lock().unwrap();
         if *size + pages > LIMIT {
             return usize::MAX;
@@ -161,12 +216,19 @@ mod tests {
 
     // One test: the simulated memory is shared by the whole process.
     #[test]
-    fn blocks_are_aligned_the_last_is_reused_and_grown_in_place_and_the_limit_is_null() {
+    fn the_initial_memory_is_used_first_blocks_are_aligned_the_last_is_reused_and_grown_in_place_and_the_limit_is_null()
+    {
         let a = BumpAllocator::new();
         let (byte, word) = (Layout::from_size_align(3, 1).unwrap(), Layout::new::<u64>());
         // SAFETY: every pointer passed back comes from `a` with the layout it was allocated with.
         unsafe {
             let first = a.alloc(byte);
+            assert_eq!(first as usize, native::arena() + native::HEAP_BASE, "the heap starts at its base");
+            let rest = native::INITIAL * PAGE - native::HEAP_BASE - 3;
+            let filler = Layout::from_size_align(rest, 1).unwrap();
+            let fills = a.alloc(filler);
+            assert_eq!(native::size(), native::INITIAL, "the initial memory is used before any is grown");
+            a.dealloc(fills, filler);
             let second = a.alloc(word);
             assert_eq!(second as usize % 8, 0);
             assert!(second as usize >= first as usize + 3);
