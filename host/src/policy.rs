@@ -68,7 +68,7 @@ pub struct Facts<'a> {
 const FLUX_GROUPS: [&str; 2] = ["helm.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io"];
 
 /// The built-in Flux rules: (name, expression, message).
-const FLUX_RULES: [(&str, &str, &str); 2] = [
+pub(crate) const FLUX_RULES: [(&str, &str, &str); 2] = [
     (
         "kubeconfig",
         "!has(object.spec.kubeConfig) || (!target.selfManagement \

@@ -81,13 +81,15 @@ pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &
     let mut unhealthy: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
     for Found { kind, objects } in found {
         let Some(kind_rules) = rules.kinds.get(kind) else { continue };
+        let texts: Vec<&str> =
+            kind_rules.iter().flat_map(|rule| [rule.healthy.as_str(), rule.message.as_str()]).collect();
         let mut seen = BTreeSet::new();
         for object in objects {
             let reference = reference(object);
             if !seen.insert(reference.clone()) || object.pointer("/metadata/deletionTimestamp").is_some() {
                 continue;
             }
-            let bound = cel.bind(&[("obj", object)]);
+            let bound = cel.bind(&texts, &[("obj", object)]);
             let failing = kind_rules.iter().find_map(|rule| match bound.holds(&rule.healthy) {
                 Ok(true) => None,
                 Ok(false) => Some((bound.text(&rule.message).unwrap_or_default(), &rule.source)),
