@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, MapExpr, StructExpr};
 use cel::objects::{Key, Map};
 use cel::{Context, Env, Program};
 use serde_json::Value;
@@ -40,8 +40,14 @@ pub enum RuleError {
     },
 }
 
-/// A compilation: the program, or CEL's message when the rule does not parse.
-type Compiled = Result<Arc<Program>, String>;
+/// A compilation: the rule, or CEL's message when it does not parse.
+type Compiled = Result<Arc<Rule>, String>;
+
+/// A compiled rule, with what it reads of each identifier it names (see [`Reads`]).
+struct Rule {
+    program: Program,
+    reads: HashMap<String, Reads>,
+}
 
 /// Compiles each distinct rule text once (failures included) and evaluates rules.
 /// Shared across reconciles (`Send + Sync`); it keeps every distinct rule it has seen.
@@ -115,18 +121,18 @@ impl RuleCache {
     /// the built-in Flux rules, which read two fields, 4.4% (docs/performance.md). A rule that
     /// does not compile reads nothing: it fails to run whatever is bound.
     fn context(&self, rules: &[&str], variables: &[(&str, &Value)]) -> Context<'static, 'static> {
-        let programs: Vec<Arc<Program>> =
+        let compiled: Vec<Arc<Rule>> =
             rules.iter().filter(|rule| !rule.trim().is_empty()).filter_map(|rule| self.program(rule).ok()).collect();
         let mut context = Context::with_env(Arc::clone(&self.env));
         for (name, value) in variables {
-            let mut reads = Reads::default();
-            for program in &programs {
-                reads.collect(program.expression(), name);
+            let (mut whole, mut paths) = (false, Vec::<&[String]>::new());
+            for reads in compiled.iter().filter_map(|rule| rule.reads.get(*name)) {
+                whole |= reads.whole;
+                paths.extend(reads.paths.iter().map(Vec::as_slice));
             }
-            if reads.whole {
+            if whole {
                 context.add_variable_from_value(*name, to_cel(value));
-            } else if !reads.paths.is_empty() {
-                let paths: Vec<&[&str]> = reads.paths.iter().map(Vec::as_slice).collect();
+            } else if !paths.is_empty() {
                 context.add_variable_from_value(*name, project(value, &paths));
             }
         }
@@ -139,21 +145,29 @@ impl RuleCache {
             return Ok(true);
         }
         let program = self.program(rule).map_err(|message| RuleError::Compile { rule: rule.to_owned(), message })?;
-        match program.execute(context) {
+        match program.program.execute(context) {
             Ok(cel::Value::Bool(holds)) => Ok(holds),
             Ok(value) => Err(RuleError::NotBool { rule: rule.to_owned(), value: format!("{value:?}") }),
             Err(e) => Err(RuleError::Evaluate { rule: rule.to_owned(), message: e.to_string() }),
         }
     }
 
-    /// The cached compilation of `rule`, compiling it on first sight.
+    /// The cached compilation of `rule`, compiling it (and reading what it reads) on first sight.
     fn program(&self, rule: &str) -> Compiled {
         let mut programs = self.programs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(compiled) = programs.get(rule) {
             return compiled.clone();
         }
         self.compiled.fetch_add(1, Ordering::Relaxed);
-        let compiled = self.env.compile(rule).map(Arc::new).map_err(|e| e.to_string());
+        let compiled = self
+            .env
+            .compile(rule)
+            .map(|program| {
+                let mut reads = HashMap::new();
+                collect_reads(program.expression(), &mut reads);
+                Arc::new(Rule { program, reads })
+            })
+            .map_err(|e| e.to_string());
         programs.insert(rule.to_owned(), compiled.clone());
         compiled
     }
@@ -174,80 +188,77 @@ impl Bound<'_> {
     /// What `rule` evaluates to when it is a string; `None` when it does not compile, fails or
     /// returns something else (for messages, which are best effort).
     pub fn text(&self, rule: &str) -> Option<String> {
-        match self.cache.program(rule).ok()?.execute(&self.context) {
+        match self.cache.program(rule).ok()?.program.execute(&self.context) {
             Ok(cel::Value::String(text)) => Some(text.to_string()),
             _ => None,
         }
     }
 }
 
-/// What rules read of one variable: the whole value, or only what lies at some paths of
+/// What a rule reads of one identifier: the whole value, or only what lies at some paths of
 /// field selections from it (`object.spec.kubeConfig` reads `[spec, kubeConfig]`).
 #[derive(Default)]
-struct Reads<'e> {
+struct Reads {
     whole: bool,
-    paths: Vec<Vec<&'e str>>,
+    paths: Vec<Vec<String>>,
 }
 
-impl<'e> Reads<'e> {
-    /// Adds what `expr` reads of the variable `name`: each longest chain of field selections
-    /// on it is a path (`has()` is a selection too); any other use (bare, indexed, as an
-    /// argument or a call's target) reads the whole. A comprehension variable of the same name
-    /// can only add reads, never hide one.
-    fn collect(&mut self, expr: &'e IdedExpr, name: &str) {
-        match &expr.expr {
-            Expr::Ident(ident) => self.whole |= ident == name,
-            Expr::Select(_) => {
-                let (mut path, mut at) = (Vec::new(), expr);
-                while let Expr::Select(select) = &at.expr {
-                    path.push(select.field.as_str());
-                    at = &select.operand;
-                }
-                match &at.expr {
-                    Expr::Ident(ident) if ident == name => {
-                        path.reverse();
-                        self.paths.push(path);
-                    }
-                    _ => self.collect(at, name),
-                }
+/// Adds what `expr` reads of each identifier to `reads`: each longest chain of field
+/// selections on an identifier is a path (`has()` is a selection too); any other use (bare,
+/// indexed, as an argument or a call's target) reads the whole. A comprehension's variables
+/// are identifiers too: one named like a bound variable can only add reads, never hide one.
+fn collect_reads(expr: &IdedExpr, reads: &mut HashMap<String, Reads>) {
+    match &expr.expr {
+        Expr::Ident(ident) => reads.entry(ident.clone()).or_default().whole = true,
+        Expr::Select(_) => {
+            let (mut path, mut at) = (Vec::new(), expr);
+            while let Expr::Select(select) = &at.expr {
+                path.push(select.field.clone());
+                at = &select.operand;
             }
-            Expr::Call(call) => {
-                for operand in call.target.as_deref().into_iter().chain(&call.args) {
-                    self.collect(operand, name);
+            match &at.expr {
+                Expr::Ident(ident) => {
+                    path.reverse();
+                    reads.entry(ident.clone()).or_default().paths.push(path);
                 }
+                _ => collect_reads(at, reads),
             }
-            Expr::Comprehension(c) => {
-                for part in [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
-                    self.collect(part, name);
-                }
-            }
-            Expr::List(list) => list.elements.iter().for_each(|element| self.collect(element, name)),
-            Expr::Map(cel::common::ast::MapExpr { entries })
-            | Expr::Struct(cel::common::ast::StructExpr { entries, .. }) => {
-                for entry in entries {
-                    match &entry.expr {
-                        EntryExpr::StructField(field) => self.collect(&field.value, name),
-                        EntryExpr::MapEntry(entry) => {
-                            self.collect(&entry.key, name);
-                            self.collect(&entry.value, name);
-                        }
-                    }
-                }
-            }
-            Expr::Literal(_) | Expr::Unspecified => {}
         }
+        Expr::Call(call) => {
+            for operand in call.target.as_deref().into_iter().chain(&call.args) {
+                collect_reads(operand, reads);
+            }
+        }
+        Expr::Comprehension(c) => {
+            for part in [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
+                collect_reads(part, reads);
+            }
+        }
+        Expr::List(list) => list.elements.iter().for_each(|element| collect_reads(element, reads)),
+        Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => {
+            for entry in entries {
+                match &entry.expr {
+                    EntryExpr::StructField(field) => collect_reads(&field.value, reads),
+                    EntryExpr::MapEntry(entry) => {
+                        collect_reads(&entry.key, reads);
+                        collect_reads(&entry.value, reads);
+                    }
+                }
+            }
+        }
+        Expr::Literal(_) | Expr::Unspecified => {}
     }
 }
 
 /// `value` as a CEL value holding only what lies at `paths` (see [`Reads`]), and the maps on
 /// the way there with only the fields the paths name: to rules that only select along those
 /// paths, the same as the whole. A path that meets something other than a map takes it whole.
-fn project(value: &Value, paths: &[&[&str]]) -> cel::Value {
+fn project(value: &Value, paths: &[&[String]]) -> cel::Value {
     let Value::Object(fields) = value else { return to_cel(value) };
-    let mut by_field: BTreeMap<&str, Vec<&[&str]>> = BTreeMap::new();
+    let mut by_field: BTreeMap<&str, Vec<&[String]>> = BTreeMap::new();
     for path in paths {
         let [field, rest @ ..] = path else { return to_cel(value) };
-        by_field.entry(field).or_default().push(rest);
+        by_field.entry(field.as_str()).or_default().push(rest);
     }
     let map = by_field
         .into_iter()
@@ -287,9 +298,8 @@ mod tests {
 
     /// What `rule` reads of `name`: whether the whole, and the paths, sorted.
     fn reads(rule: &str, name: &str) -> (bool, Vec<String>) {
-        let program = RuleCache::new().program(rule).unwrap();
-        let mut reads = Reads::default();
-        reads.collect(program.expression(), name);
+        let rule = RuleCache::new().program(rule).unwrap();
+        let Some(reads) = rule.reads.get(name) else { return (false, vec![]) };
         let mut paths: Vec<String> = reads.paths.iter().map(|p| p.join(".")).collect();
         paths.sort();
         (reads.whole, paths)
@@ -340,7 +350,10 @@ mod tests {
             "metadata": {"name": "a", "managedFields": [{"manager": "x"}]},
             "spec": {"kubeConfig": {"secretRef": {"name": "k"}}, "values": {"big": [1, 2, 3]}, "list": [{"a": 1}]},
         });
-        let projected = |paths: &[&[&str]]| project(&object, paths);
+        let projected = |paths: &[&[&str]]| {
+            let owned: Vec<Vec<String>> = paths.iter().map(|p| p.iter().map(|f| f.to_string()).collect()).collect();
+            project(&object, &owned.iter().map(Vec::as_slice).collect::<Vec<_>>())
+        };
         assert_eq!(
             projected(&[&["spec", "kubeConfig"]]),
             to_cel(&json!({"spec": {"kubeConfig": {"secretRef": {"name": "k"}}}}))
