@@ -11,14 +11,17 @@
 //! name. They observe none of their objects (the examples hold Flux's), so their `map-status`
 //! maps "nothing yet"; Flux's maps live HelmReleases.
 //!
-//! `cargo bench -p ksm-adapter --bench plugin_call [-- --iterations N] [--plugin NAME=PATH]...`
+//! `--flux NAME=PATH` (repeatable) adds rows for another build of the Flux plugin, fed as the
+//! built-in one: two builds of the same source measured in one run, interleaved.
+//!
+//! `cargo bench -p ksm-adapter --bench plugin_call [-- --iterations N] [--plugin NAME=PATH]... [--flux NAME=PATH]...`
 
 use ksm_adapter::adapter_plugin::AdapterPluginSpec;
 use ksm_adapter::builtin;
 use ksm_adapter::manifests::Manifests;
 use ksm_adapter::plan::{self, TranslatedService};
 use ksm_adapter::plugin::Limits;
-use ksm_adapter::plugin::NativePlugin;
+use ksm_adapter::plugin::{NativePlugin, Plugin};
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::serving::ServingPlugin;
 use ksm_flux_plugin::FluxPlugin;
@@ -81,7 +84,18 @@ fn main() {
     let native = ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new()));
     assert_eq!(fixture.translate(&wasm), fixture.translate(&native), "both builds must agree before they are compared");
 
-    let others = other_plugins(&runtime);
+    let fluxes: Vec<_> = components(&runtime, "--flux").map(|(name, p)| (name, ServingPlugin::plain(p))).collect();
+    let spec: AdapterPluginSpec = serde_json::from_value(serde_json::json!({
+        "providers": [], "source": {"builtin": "flux"},
+        "config": {"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}},
+    }))
+    .expect("a valid spec");
+    let others: Vec<_> = components(&runtime, "--plugin")
+        .map(|(name, p)| {
+            let serving = ServingPlugin::configured(&name, p, &spec);
+            (name, serving)
+        })
+        .collect();
     // The other plugins get the ServiceSet without its provider config, which is Flux's.
     let mut plain = Fixture::load();
     plain.service_set["spec"]["provider"]["config"] = Value::Null;
@@ -91,9 +105,11 @@ fn main() {
         ("wasm, fresh instance per call".to_string(), &wasm, false, fixture),
         ("wasm, one instance per ServiceSet".to_string(), &wasm, true, fixture),
     ];
-    for (name, plugin) in &others {
-        builds.push((format!("{name} (wasm), fresh instance per call"), plugin, false, plain));
-        builds.push((format!("{name} (wasm), one instance per ServiceSet"), plugin, true, plain));
+    for (plugins, fixture) in [(&fluxes, fixture), (&others, plain)] {
+        for (name, plugin) in plugins {
+            builds.push((format!("{name} (wasm), fresh instance per call"), plugin, false, fixture));
+            builds.push((format!("{name} (wasm), one instance per ServiceSet"), plugin, true, fixture));
+        }
     }
     // A session per ServiceSet, as `plan::decide` opens; without one, every call is fresh.
     let session = |plugin: &ServingPlugin, per_service_set: bool| {
@@ -147,25 +163,19 @@ fn main() {
     );
 }
 
-/// The plugins of `--plugin NAME=PATH`, each configured with the chart repository the examples'
-/// templates name, under limits roomy enough for an interpreter's first call.
-fn other_plugins(runtime: &Runtime) -> Vec<(String, ServingPlugin)> {
-    let args: Vec<String> = std::env::args().collect();
-    let spec: AdapterPluginSpec = serde_json::from_value(serde_json::json!({
-        "providers": [], "source": {"builtin": "flux"},
-        "config": {"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}},
-    }))
-    .expect("a valid spec");
+/// The components of `flag NAME=PATH` (repeated), under limits roomy enough for an
+/// interpreter's first call. `--plugin` ones are configured with the chart repository the
+/// examples' templates name; `--flux` ones take the built-in plugin's input.
+fn components(runtime: &Runtime, flag: &str) -> impl Iterator<Item = (String, Arc<dyn Plugin>)> {
     let limits = Limits { timeout: std::time::Duration::from_secs(10), ..Limits::default() };
-    args.windows(2)
-        .filter(|pair| pair[0] == "--plugin")
-        .map(|pair| {
-            let (name, path) = pair[1].split_once('=').expect("--plugin takes NAME=PATH");
-            let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
-            let started = Instant::now();
-            let wasm = runtime.load(&bytes, limits).unwrap_or_else(|e| panic!("loading {path}: {e}"));
-            eprintln!("{name}: {} KiB; first load {:.0} ms", bytes.len() / 1024, started.elapsed().as_secs_f64() * 1e3);
-            (name.to_string(), ServingPlugin::configured(name, Arc::new(wasm), &spec))
-        })
-        .collect()
+    let args: Vec<String> = std::env::args().collect();
+    let pairs: Vec<String> = args.windows(2).filter(|pair| pair[0] == flag).map(|pair| pair[1].clone()).collect();
+    pairs.into_iter().map(move |pair| {
+        let (name, path) = pair.split_once('=').unwrap_or_else(|| panic!("{flag} takes NAME=PATH"));
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+        let started = Instant::now();
+        let wasm = runtime.load(&bytes, limits).unwrap_or_else(|e| panic!("loading {path}: {e}"));
+        eprintln!("{name}: {} KiB; first load {:.0} ms", bytes.len() / 1024, started.elapsed().as_secs_f64() * 1e3);
+        (name.to_string(), Arc::new(wasm) as Arc<dyn Plugin>)
+    })
 }
