@@ -81,7 +81,8 @@ impl RuleCache {
     /// Evaluates `rule` with `self` = `object`. An empty or blank rule is ready (`Ok(true)`);
     /// a missing field is an [`RuleError::Evaluate`], not `false`.
     pub fn evaluate(&self, rule: &str, object: &Value) -> Result<bool, RuleError> {
-        self.run(rule, &self.context(&[rule], &[("self", object)]))
+        let compiled = [self.rule(rule)];
+        execute(rule, &compiled[0], &self.context(&compiled, &[("self", object)]))
     }
 
     /// The first of `rules` that does not hold with `variables` bound (converted to CEL once,
@@ -92,26 +93,27 @@ impl RuleCache {
         variables: &[(&str, &Value)],
     ) -> Option<(usize, Option<RuleError>)> {
         let rules: Vec<&str> = rules.into_iter().collect();
-        let context = self.context(&rules, variables);
-        rules.into_iter().enumerate().find_map(|(i, rule)| match self.run(rule, &context) {
-            Ok(true) => None,
-            Ok(false) => Some((i, None)),
-            Err(e) => Some((i, Some(e))),
+        let compiled: Vec<_> = rules.iter().map(|rule| self.rule(rule)).collect();
+        let context = self.context(&compiled, variables);
+        rules.iter().zip(&compiled).enumerate().find_map(|(i, (rule, compiled))| {
+            match execute(rule, compiled, &context) {
+                Ok(true) => None,
+                Ok(false) => Some((i, None)),
+                Err(e) => Some((i, Some(e))),
+            }
         })
     }
 
     /// Why `rule` does not compile, if it does not (an empty rule compiles: it holds).
     pub fn check(&self, rule: &str) -> Result<(), String> {
-        if rule.trim().is_empty() {
-            return Ok(());
-        }
-        self.program(rule).map(drop)
+        self.rule(rule).map_or(Ok(()), |compiled| compiled.map(drop))
     }
 
     /// `variables` bound once (converted to CEL once) for `rules`, the only rules the binding
     /// serves: a variable is converted only as far as they read it.
     pub fn bind(&self, rules: &[&str], variables: &[(&str, &Value)]) -> Bound<'_> {
-        Bound { cache: self, context: self.context(rules, variables) }
+        let compiled: Vec<_> = rules.iter().map(|rule| self.rule(rule)).collect();
+        Bound { cache: self, context: self.context(&compiled, variables) }
     }
 
     /// A context over the standard environment with `variables` bound, each converted to CEL
@@ -120,13 +122,12 @@ impl RuleCache {
     /// ServiceSet that no rule reads was a tenth of the host's CPU, and whole HelmReleases for
     /// the built-in Flux rules, which read two fields, 4.4% (docs/performance.md). A rule that
     /// does not compile reads nothing: it fails to run whatever is bound.
-    fn context(&self, rules: &[&str], variables: &[(&str, &Value)]) -> Context<'static, 'static> {
-        let compiled: Vec<Arc<Rule>> =
-            rules.iter().filter(|rule| !rule.trim().is_empty()).filter_map(|rule| self.program(rule).ok()).collect();
+    fn context(&self, rules: &[Option<Compiled>], variables: &[(&str, &Value)]) -> Context<'static, 'static> {
         let mut context = Context::with_env(Arc::clone(&self.env));
         for (name, value) in variables {
             let (mut whole, mut paths) = (false, Vec::<&[String]>::new());
-            for reads in compiled.iter().filter_map(|rule| rule.reads.get(*name)) {
+            let compiled = rules.iter().flatten().filter_map(|rule| rule.as_ref().ok());
+            for reads in compiled.filter_map(|rule| rule.reads.get(*name)) {
                 whole |= reads.whole;
                 paths.extend(reads.paths.iter().map(Vec::as_slice));
             }
@@ -139,17 +140,9 @@ impl RuleCache {
         context
     }
 
-    /// Runs `rule` in `context`; an empty or blank rule holds.
-    fn run(&self, rule: &str, context: &Context) -> Result<bool, RuleError> {
-        if rule.trim().is_empty() {
-            return Ok(true);
-        }
-        let program = self.program(rule).map_err(|message| RuleError::Compile { rule: rule.to_owned(), message })?;
-        match program.program.execute(context) {
-            Ok(cel::Value::Bool(holds)) => Ok(holds),
-            Ok(value) => Err(RuleError::NotBool { rule: rule.to_owned(), value: format!("{value:?}") }),
-            Err(e) => Err(RuleError::Evaluate { rule: rule.to_owned(), message: e.to_string() }),
-        }
+    /// The cached compilation of `rule`; `None` when it is empty or blank (it holds).
+    fn rule(&self, rule: &str) -> Option<Compiled> {
+        (!rule.trim().is_empty()).then(|| self.program(rule))
     }
 
     /// The cached compilation of `rule`, compiling it (and reading what it reads) on first sight.
@@ -182,7 +175,7 @@ pub struct Bound<'c> {
 impl Bound<'_> {
     /// Whether `rule` holds; a blank rule holds.
     pub fn holds(&self, rule: &str) -> Result<bool, RuleError> {
-        self.cache.run(rule, &self.context)
+        execute(rule, &self.cache.rule(rule), &self.context)
     }
 
     /// What `rule` evaluates to when it is a string; `None` when it does not compile, fails or
@@ -192,6 +185,18 @@ impl Bound<'_> {
             Ok(cel::Value::String(text)) => Some(text.to_string()),
             _ => None,
         }
+    }
+}
+
+/// Runs `rule`, compiled as `compiled` (see [`RuleCache::rule`]), in `context`.
+fn execute(rule: &str, compiled: &Option<Compiled>, context: &Context) -> Result<bool, RuleError> {
+    let Some(compiled) = compiled else { return Ok(true) };
+    let compiled =
+        compiled.as_ref().map_err(|message| RuleError::Compile { rule: rule.to_owned(), message: message.clone() })?;
+    match compiled.program.execute(context) {
+        Ok(cel::Value::Bool(holds)) => Ok(holds),
+        Ok(value) => Err(RuleError::NotBool { rule: rule.to_owned(), value: format!("{value:?}") }),
+        Err(e) => Err(RuleError::Evaluate { rule: rule.to_owned(), message: e.to_string() }),
     }
 }
 
@@ -402,11 +407,17 @@ mod tests {
                 }
                 context
             };
+            let all: Vec<_> = rules.iter().map(|rule| cache.rule(rule)).collect();
+            let together = cache.context(&all, &variables);
             for rule in rules {
-                let expected = cache.run(rule, &whole);
-                assert_eq!(cache.run(rule, &cache.context(&[rule], &variables)), expected, "{rule} on {object}");
-                let together = cache.context(&rules, &variables);
-                assert_eq!(cache.run(rule, &together), expected, "{rule} among the others, on {object}");
+                let compiled = [cache.rule(rule)];
+                let expected = execute(rule, &compiled[0], &whole);
+                assert_eq!(
+                    execute(rule, &compiled[0], &cache.context(&compiled, &variables)),
+                    expected,
+                    "{rule} on {object}"
+                );
+                assert_eq!(execute(rule, &compiled[0], &together), expected, "{rule} among the others, on {object}");
             }
         }
     }
