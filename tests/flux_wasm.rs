@@ -8,6 +8,11 @@ use ksm_adapter::runtime::Runtime;
 use ksm_flux_plugin::{FluxPlugin, testdata};
 use std::sync::Arc;
 
+/// The provider config of a case's ServiceSet, as `validate-config` takes it.
+fn config_of(input: &ksm_plugin_sdk::contract::TranslateInput) -> String {
+    serde_json::from_str::<serde_json::Value>(&input.service_set).unwrap()["spec"]["provider"]["config"].to_string()
+}
+
 fn flux() -> impl Plugin {
     Runtime::new().unwrap().load(builtin::FLUX, Limits::default()).unwrap()
 }
@@ -41,9 +46,7 @@ fn wasm_and_native_builds_agree_on_every_case() {
     for dir in testdata::translate_case_dirs().unwrap() {
         let input = testdata::translate_case_input(&dir).unwrap();
         assert_eq!(wasm.translate(&input).unwrap(), native.translate(&input).unwrap(), "case {}", dir.display());
-        let config =
-            serde_json::from_str::<serde_json::Value>(&input.service_set).unwrap()["spec"]["provider"]["config"]
-                .to_string();
+        let config = config_of(&input);
         assert_eq!(wasm.validate_config(&config).unwrap(), native.validate_config(&config).unwrap());
     }
     for case in testdata::status_cases().unwrap() {
@@ -83,9 +86,7 @@ fn a_reconciles_calls_fit_in_the_initial_memory() {
     for dir in testdata::translate_case_dirs().unwrap() {
         let session = plugin.clone().session();
         let input = testdata::translate_case_input(&dir).unwrap();
-        let config =
-            serde_json::from_str::<serde_json::Value>(&input.service_set).unwrap()["spec"]["provider"]["config"]
-                .to_string();
+        let config = config_of(&input);
         let at = |what: &str| format!("case {}, {what}, in {initial} bytes", dir.display());
         // The answers are the golden cases' business; here only that each call ran.
         let _ = session.validate_config(&config).unwrap_or_else(|e| panic!("{}: {e}", at("validate-config")));
