@@ -168,26 +168,39 @@ pub struct Restart {
 
 /// Runs the benchmark: ksm-adapter, then the baseline (if any).
 pub async fn run(options: Options) -> anyhow::Result<Report> {
-    let workdir = std::env::temp_dir().join(format!("ksm-scale-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&workdir)?;
+    let ours = run_ours(&options).await?;
+    let baseline = run_baseline(&options, &ours).await?;
+    Ok(Report { options, ours, baseline })
+}
+
+/// Measures ksm-adapter; an error when it did not converge within its timeout.
+pub async fn run_ours(options: &Options) -> anyhow::Result<Measures> {
     let ours = Contender::Ours(&options.binary);
-    let measured = measure(&options, &ours, options.timeout, &workdir).await?;
+    let measured = measure(options, &ours, options.timeout, &workdir()?).await?;
     if !measured.converged {
         bail!(
             "{} ServiceSets not deployed after {:?} (adapter log: {})",
             options.service_sets - measured.deployed,
             options.timeout,
-            ours.log(&workdir).display()
+            ours.log(&workdir()?).display()
         );
     }
-    let baseline = match &options.baseline {
-        Some(baseline) => {
-            let timeout = baseline.timeout_after(measured.converge);
-            Some(measure(&options, &Contender::Naive(baseline), timeout, &workdir).await?)
-        }
-        None => None,
-    };
-    Ok(Report { options, ours: measured, baseline })
+    Ok(measured)
+}
+
+/// Measures the baseline, when there is one, with a convergence timeout from ksm-adapter's
+/// measures (`ours`).
+pub async fn run_baseline(options: &Options, ours: &Measures) -> anyhow::Result<Option<Measures>> {
+    let Some(baseline) = &options.baseline else { return Ok(None) };
+    let timeout = baseline.timeout_after(ours.converge);
+    Ok(Some(measure(options, &Contender::Naive(baseline), timeout, &workdir()?).await?))
+}
+
+/// The directory of this run's logs.
+fn workdir() -> std::io::Result<PathBuf> {
+    let workdir = std::env::temp_dir().join(format!("ksm-scale-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&workdir)?;
+    Ok(workdir)
 }
 
 /// An adapter the benchmark measures.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use ksm_e2e::scale::{self, ApiServer, Baseline, Options};
+use ksm_e2e::scale::{self, ApiServer, Baseline, Options, Report};
 
 /// Runs the real `ksm-adapter run` against an API server holding N ServiceSets × S services — the
 /// in-process simulated one, or a real kube-apiserver + etcd (`--apiserver envtest`) — plays Flux
@@ -131,8 +131,16 @@ async fn main() -> anyhow::Result<()> {
         apiserver,
     };
     eprintln!("loading {} ServiceSets × {} services ...", options.service_sets, options.services);
-    let report = scale::run(options).await?;
+    let ours = scale::run_ours(&options).await?;
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    if options.baseline.is_some() {
+        // The baseline may take many times as long: show ksm-adapter's figures while it runs.
+        let alone =
+            Report { options: Options { baseline: None, ..options.clone() }, ours: ours.clone(), baseline: None };
+        eprintln!("ksm-adapter's figures, before the baseline runs:\n\n{}", alone.table());
+    }
+    let baseline = scale::run_baseline(&options, &ours).await?;
+    let report = Report { options, ours, baseline };
     println!("ksm-scale-bench on {cpus} CPUs\n\n{}", report.table());
     if let Some(path) = args.csv {
         let new = !path.exists();
