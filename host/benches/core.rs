@@ -61,6 +61,7 @@ fn main() {
             arbitrate: &|_| Arbitration::default(),
             related: &|_| vec![],
             translations: None,
+            defer_status: false,
         };
         decide(&serving, &service_set, &observed, "kcm-system", &now).expect("a plan")
     };
@@ -70,7 +71,7 @@ fn main() {
     let [changed, unchanged] = pair(iterations, || drop(black_box(plan(&[]))), || drop(black_box(plan(&applied))));
     rows.push(("plan one ServiceSet (3 services)", "every child to apply", changed, "nothing changed", unchanged));
 
-    let old = first.status.clone();
+    let old = first.status.clone().expect("not deferred");
     let mut new = old.clone();
     new.services[0].state = State::Failed;
     new.services[0].failure_message = Some("install failed".into());

@@ -148,6 +148,7 @@ pub(super) fn render_one(
         arbitrate: &arbitrate,
         related: &related,
         translations: None,
+        defer_status: false,
     };
     let mut plan = decide(&plugin, &service_set, &observed, system_namespace, now)?;
     // As the controller does: an object in the files with the name of a first apply that is not

@@ -122,6 +122,13 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
 /// A ServiceSet this host serves: the plugin serving its provider plans it, and the plan is
 /// carried out. Without a plugin, or when the plugin fails outright, its children stay as they
 /// are and the status says why (a plugin change wakes it again).
+///
+/// When every apply went through and one changed an object, no status is written: the changed
+/// children come back through their watch and wake this ServiceSet after the settle, and that
+/// round writes the status from what the API server holds. A new ServiceSet thus costs one
+/// status write, not two (`Provisioning` then `Deployed`) when the CD tool is quick, and the
+/// round that applies does not ask the plugin for a status it would not write (the plan defers
+/// it; the rare round that needs it after all plans again).
 async fn plan_and_carry_out(
     service_set: &Arc<ServiceSet>,
     smp: Option<Arc<StateManagementProvider>>,
@@ -140,20 +147,40 @@ async fn plan_and_carry_out(
         Ok(home) => home,
         Err(why) => return unreachable(ctx, api, service_set, why).await,
     };
-    let planned = match plan_owned(service_set, smp, &serving, &home, ctx).await? {
+    let Planned { plan, foreign } = match plan_owned(service_set, smp.clone(), &serving, &home, ctx).await? {
         Ok(planned) => planned,
-        Err(call) => {
-            let status = decide::not_translated(service_set, "PluginError", &call.to_string(), &now());
-            if let Err(e) = write_status(ctx, api, service_set, status).await {
-                tracing::warn!("writing PluginError to the status: {e}");
-            }
-            return Err(call.into());
-        }
+        Err(call) => return plugin_failed(ctx, api, service_set, call).await,
     };
-    if planned.plan.refused > 0 {
-        ctx.metrics.plugin_errors(&serving.name, "policy", planned.plan.refused as u64);
+    if plan.refused > 0 {
+        ctx.metrics.plugin_errors(&serving.name, "policy", plan.refused as u64);
     }
-    carry_out(planned, service_set, &home, ctx, api).await
+    let mut refused: Vec<String> = foreign.values().cloned().collect();
+    let coming_back = carry_out(&plan, service_set, &home, ctx, &mut refused).await?;
+    if coming_back && refused.is_empty() {
+        return Ok(Action::requeue(ctx.settings.resync));
+    }
+    let status = match plan.status {
+        Some(status) => status,
+        None => match self::plan(service_set, smp, &serving, &home, ctx, foreign, false).await {
+            Ok(plan) => plan.status.expect("planned without deferring the status"),
+            Err(call) => return plugin_failed(ctx, api, service_set, call).await,
+        },
+    };
+    finish(status, &refused, service_set, &home, ctx, api).await
+}
+
+/// The plugin failed outright (trap, timeout, limit): the status says so and the round fails.
+async fn plugin_failed(
+    ctx: &Context,
+    api: &Api<ServiceSet>,
+    service_set: &ServiceSet,
+    call: CallError,
+) -> Result<Action, Error> {
+    let status = decide::not_translated(service_set, "PluginError", &call.to_string(), &now());
+    if let Err(e) = write_status(ctx, api, service_set, status).await {
+        tracing::warn!("writing PluginError to the status: {e}");
+    }
+    Err(call.into())
 }
 
 /// The cluster `service_set`'s children live on, or why it cannot be told or reached.
@@ -179,16 +206,16 @@ async fn unreachable(
     Err(Error::Unreachable(why))
 }
 
-/// A plan, and the objects of its children's names that are someone else's (no watch tells when
-/// they go: the round is retried while any is).
+/// A plan, and the objects of its children's names that are someone else's, with why (no
+/// watch tells when they go: the round is retried while any is).
 struct Planned {
     plan: Plan,
-    taken: Vec<String>,
+    foreign: BTreeMap<ChildRef, String>,
 }
 
-/// Plans; then, before the first apply of any name, looks at the object of that name on the
-/// API server: one that is not this ServiceSet's is never applied over, and the plan is made
-/// again knowing it (its service fails, naming the object and its owner).
+/// Plans, deferring the status; then, before the first apply of any name, looks at the object
+/// of that name on the API server: one that is not this ServiceSet's is never applied over, and
+/// the plan is made again knowing it (its service fails, naming the object and its owner).
 async fn plan_owned(
     service_set: &Arc<ServiceSet>,
     smp: Option<Arc<StateManagementProvider>>,
@@ -196,9 +223,9 @@ async fn plan_owned(
     home: &Home,
     ctx: &Arc<Context>,
 ) -> Result<Result<Planned, CallError>, Error> {
-    let first = match plan(service_set, smp.clone(), serving, home, ctx, BTreeMap::new()).await {
+    let first = match plan(service_set, smp.clone(), serving, home, ctx, BTreeMap::new(), true).await {
         Ok(plan) if !plan.unseen.is_empty() => plan,
-        result => return Ok(result.map(|plan| Planned { plan, taken: Vec::new() })),
+        result => return Ok(result.map(|plan| Planned { plan, foreign: BTreeMap::new() })),
     };
     let mut live = BTreeMap::new();
     for child in &first.unseen {
@@ -208,14 +235,15 @@ async fn plan_owned(
     }
     let foreign = foreign_objects(service_set, &first.unseen, |child| live.get(child).cloned());
     if foreign.is_empty() {
-        return Ok(Ok(Planned { plan: first, taken: Vec::new() }));
+        return Ok(Ok(Planned { plan: first, foreign }));
     }
-    let taken = foreign.values().cloned().collect();
-    Ok(plan(service_set, smp, serving, home, ctx, foreign).await.map(|plan| Planned { plan, taken }))
+    let replanned = plan(service_set, smp, serving, home, ctx, foreign.clone(), true).await;
+    Ok(replanned.map(|plan| Planned { plan, foreign }))
 }
 
 /// Runs the pure core on the blocking pool (plugin calls are synchronous), over the cached
-/// SMP, templates and children (on their home cluster).
+/// SMP, templates and children (on their home cluster); `defer_status` as
+/// [`Inputs::defer_status`].
 async fn plan(
     service_set: &Arc<ServiceSet>,
     smp: Option<Arc<StateManagementProvider>>,
@@ -223,6 +251,7 @@ async fn plan(
     home: &Home,
     ctx: &Arc<Context>,
     foreign: BTreeMap<ChildRef, String>,
+    defer_status: bool,
 ) -> Result<Plan, CallError> {
     let unready = smp.as_ref().filter(|s| !s.spec.suspend && !s.status.as_ref().is_some_and(|st| st.ready));
     let diagnosis = match unready {
@@ -249,6 +278,7 @@ async fn plan(
             arbitrate: &arbitrate,
             related: &related,
             translations: Some(&ctx.translations),
+            defer_status,
         };
         decide::decide(&serving, &service_set, &inputs, &ctx.settings.system_namespace, &now())
     })
@@ -256,25 +286,17 @@ async fn plan(
 }
 
 /// Applies and deletes what the plan says on the children's home cluster (and deletes what an
-/// earlier route left elsewhere), checks the health of the services the CD tool calls Deployed
-/// on their target cluster (looking again soon while one is unsettled), then writes the status.
-/// A child the API server refuses, and an object of a child's name that is someone else's
-/// (`taken`: no watch tells when it goes), are reported in the status (condition
-/// [`APPLIED`](decide::APPLIED)) and retried with backoff; other API errors stop the round and
-/// retry it.
-///
-/// When every apply went through and one changed an object, the status waits: the changed
-/// children come back through their watch and wake this ServiceSet after the settle, and that
-/// round writes the status from what the API server holds. A new ServiceSet thus costs one
-/// status write, not two (`Provisioning` then `Deployed`) when the CD tool is quick.
+/// earlier route left elsewhere); returns whether an apply changed an object (its watch will
+/// bring it back). A child the API server refuses is added to `refused`; other API errors stop
+/// the round and retry it.
 async fn carry_out(
-    Planned { plan, taken }: Planned,
+    plan: &Plan,
     service_set: &ServiceSet,
     home: &Home,
     ctx: &Context,
-    api: &Api<ServiceSet>,
-) -> Result<Action, Error> {
-    let (mut refused, mut coming_back) = (taken, false);
+    refused: &mut Vec<String>,
+) -> Result<bool, Error> {
+    let mut coming_back = false;
     for child in &plan.apply {
         match home.children.apply(child).await {
             Ok(changed) => coming_back |= changed,
@@ -288,12 +310,24 @@ async fn carry_out(
     for (elsewhere, left) in ctx.regions.elsewhere(home, service_set) {
         delete_children(&left, &elsewhere).await?;
     }
-    if coming_back && refused.is_empty() {
-        return Ok(Action::requeue(ctx.settings.resync));
-    }
-    let (mut status, now) = (plan.status, now());
+    Ok(coming_back)
+}
+
+/// Checks the health of the services the CD tool calls Deployed on their target cluster
+/// (looking again soon while one is unsettled), then writes `status`. Children the API server
+/// refused, and objects of their names that are someone else's (`refused`), are reported in the
+/// status (condition [`APPLIED`](decide::APPLIED)) and retried with backoff.
+async fn finish(
+    mut status: ServiceSetStatus,
+    refused: &[String],
+    service_set: &ServiceSet,
+    home: &Home,
+    ctx: &Context,
+    api: &Api<ServiceSet>,
+) -> Result<Action, Error> {
+    let now = now();
     let unsettled = ctx.health.verify(service_set, &home.cluster, &mut status, &now).await;
-    decide::applied(&mut status, &refused, service_set.meta().generation, &now);
+    decide::applied(&mut status, refused, service_set.meta().generation, &now);
     write_status(ctx, api, service_set, status).await?;
     match (refused.is_empty(), unsettled) {
         (true, false) => Ok(Action::requeue(ctx.settings.resync)),
@@ -317,7 +351,9 @@ async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<S
     for (elsewhere, children) in &left {
         delete_children(children, elsewhere).await?;
     }
-    write_status(ctx, api, service_set, plan.status).await?;
+    if let Some(status) = plan.status {
+        write_status(ctx, api, service_set, status).await?;
+    }
     let mut remaining = home.children.live(service_set).await?;
     remaining.extend(left.into_iter().flat_map(|(_, children)| children));
     if !remaining.is_empty() {

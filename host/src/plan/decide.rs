@@ -48,6 +48,11 @@ pub struct Inputs<'a> {
     pub related: &'a dyn Fn(&Value) -> Vec<Value>,
     /// Translations kept from earlier rounds (see [`memo`](super::memo)); `None`: ask the plugin.
     pub translations: Option<&'a TranslationMemo>,
+    /// Whether a plan that applies something leaves its status out ([`Plan::status`] `None`):
+    /// the controller writes no status in a round whose applies change objects (their watch
+    /// events bring the next round, which does), so asking the plugin to map the status of
+    /// objects about to change would be wasted; it plans again in the rare round that needs it.
+    pub defer_status: bool,
 }
 
 /// A child object to delete.
@@ -86,8 +91,9 @@ pub struct Plan {
     /// The children in `apply` this ServiceSet has no object of yet: before their first apply
     /// the controller checks that no one else's object has the name (see [`Inputs::foreign`]).
     pub unseen: Vec<ChildRef>,
-    /// The status to write (written only when it differs from the current one).
-    pub status: ServiceSetStatus,
+    /// The status to write (written only when it differs from the current one); `None` when it
+    /// was deferred (see [`Inputs::defer_status`]).
+    pub status: Option<ServiceSetStatus>,
     /// Services whose output the host refused (see [`crate::policy`]), for metrics.
     pub refused: usize,
 }
@@ -173,8 +179,8 @@ pub fn decide(
 
     let live = |r: &ChildRef| ours.iter().find(|c| ChildRef::of(c) == *r).copied();
     let json = json.to_string();
-    let (mut apply, mut unseen, mut keep, mut errors, mut states) = (vec![], vec![], BTreeSet::new(), vec![], vec![]);
-    for (service, spec) in translated.iter().zip(&service_set.spec.services) {
+    let (mut apply, mut unseen, mut keep, mut errors) = (vec![], vec![], BTreeSet::new(), vec![]);
+    for service in &translated {
         match &service.outcome {
             ServiceOutcome::Objects(objects) => {
                 for object in objects {
@@ -204,6 +210,14 @@ pub fn decide(
             // The loser of a claim applies nothing and removes what it has.
             ServiceOutcome::Conflict(_) => {}
         }
+    }
+    let delete = ours.iter().map(|c| ChildRef::of(c)).filter(|r| !keep.contains(r)).collect();
+    let refused = translated.iter().filter(|t| matches!(t.outcome, ServiceOutcome::Refused(_))).count();
+    if observed.defer_status && !apply.is_empty() {
+        return Ok(Plan { apply, delete, unseen, status: None, refused });
+    }
+    let mut states = vec![];
+    for (service, spec) in translated.iter().zip(&service_set.spec.services) {
         let template = (observed.template)(&spec.template);
         let found = service_status(
             serving.plugin.as_ref(),
@@ -224,15 +238,13 @@ pub fn decide(
             status::service_state(spec, &found, previous, now)
         });
     }
-    let delete = ours.iter().map(|c| ChildRef::of(c)).filter(|r| !keep.contains(r)).collect();
     status::set_services(&mut status, states, generation, now);
     let translated_condition = match errors.is_empty() {
         true => conditions::new(TRANSLATED, Status::True, "Succeeded", "", generation, now),
         false => conditions::new(TRANSLATED, Status::False, "ServiceErrors", &errors.join("; "), generation, now),
     };
     conditions::set(&mut status.conditions, translated_condition);
-    let refused = translated.iter().filter(|t| matches!(t.outcome, ServiceOutcome::Refused(_))).count();
-    Ok(Plan { apply, delete, unseen, status, refused })
+    Ok(Plan { apply, delete, unseen, status: Some(status), refused })
 }
 
 /// The objects among `unseen` (a plan's first applies) that exist and are not `service_set`'s,
@@ -257,7 +269,7 @@ fn owner_of(service_set: &ServiceSet) -> Owner {
 impl Plan {
     /// A plan that only writes `status`.
     fn status_only(status: ServiceSetStatus) -> Self {
-        Plan { apply: vec![], delete: vec![], unseen: vec![], status, refused: 0 }
+        Plan { apply: vec![], delete: vec![], unseen: vec![], status: Some(status), refused: 0 }
     }
 }
 
@@ -403,6 +415,15 @@ mod tests {
     }
 
     fn plan(ss: &ServiceSet, smp: Option<&StateManagementProvider>, children: &[Value]) -> Plan {
+        plan_deferring(ss, smp, children, false)
+    }
+
+    fn plan_deferring(
+        ss: &ServiceSet,
+        smp: Option<&StateManagementProvider>,
+        children: &[Value],
+        defer_status: bool,
+    ) -> Plan {
         let observed = Inputs {
             smp,
             smp_diagnosis: Some("AdapterReady=False".into()),
@@ -412,12 +433,17 @@ mod tests {
             arbitrate: &|_| Arbitration::default(),
             related: &|_| vec![],
             translations: None,
+            defer_status,
         };
         decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
     }
 
+    fn status(plan: &Plan) -> &ServiceSetStatus {
+        plan.status.as_ref().expect("a status, not deferred")
+    }
+
     fn condition<'a>(plan: &'a Plan, type_: &str) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-        plan.status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+        status(plan).conditions.iter().find(|c| c.type_ == type_).unwrap()
     }
 
     #[test]
@@ -438,12 +464,32 @@ mod tests {
             arbitrate: &|_| Arbitration::default(),
             related: &|_| vec![],
             translations: None,
+            defer_status: false,
         };
         let mut ss = service_set(ingress());
         ss.spec.provider.config = Some(json!({"timeout": "9m"}).into());
         let p = decide(&serving, &ss, &observed, "kcm-system", &at(100)).unwrap();
         assert_eq!(p.apply[0]["spec"]["interval"], "7m", "the AdapterPlugin's default");
         assert_eq!(p.apply[0]["spec"]["timeout"], "9m", "the ServiceSet's own value wins");
+    }
+
+    #[test]
+    fn a_deferred_status_is_left_out_only_of_a_plan_that_applies() {
+        let ready = smp(true, false);
+        let ss = service_set(ingress());
+        let decide_with = |children: &[Value], defer: bool| plan_deferring(&ss, Some(&ready), children, defer);
+        let (whole, deferred) = (decide_with(&[], false), decide_with(&[], true));
+        assert_eq!(deferred.status, None, "the round that applies writes no status");
+        assert_eq!(
+            (&deferred.apply, &deferred.delete, &deferred.unseen, deferred.refused),
+            (&whole.apply, &whole.delete, &whole.unseen, whole.refused),
+            "the same work, without the status"
+        );
+        let live = whole.apply.clone();
+        let settled = decide_with(&live, true);
+        assert!(settled.apply.is_empty(), "{:?}", settled.apply);
+        assert_eq!(settled.status, decide_with(&live, false).status, "nothing to apply: the status is made");
+        assert!(settled.status.is_some());
     }
 
     #[test]
@@ -454,8 +500,8 @@ mod tests {
         assert_eq!(p.apply[0]["metadata"]["labels"][SERVICE_LABEL], "ingress");
         assert_eq!(p.apply[0]["metadata"]["ownerReferences"][0]["uid"], "uid-1");
         assert!(p.delete.is_empty());
-        assert_eq!(p.status.services[0].state, State::Pending, "not created yet");
-        assert_eq!(p.status.provider, Some(ProviderState { ready: true, suspended: false }));
+        assert_eq!(status(&p).services[0].state, State::Pending, "not created yet");
+        assert_eq!(status(&p).provider, Some(ProviderState { ready: true, suspended: false }));
         assert_eq!(condition(&p, "ServicesInReadyState").message, "0/1");
         assert_eq!(condition(&p, TRANSLATED).status, "True");
     }
@@ -496,11 +542,12 @@ mod tests {
             arbitrate: &arbitrate,
             related: &|_| vec![],
             translations: None,
+            defer_status: false,
         };
         let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
         assert!(p.apply.is_empty(), "the loser applies nothing");
         assert_eq!(p.delete, [ChildRef::of(&own)], "only the loser's own object goes");
-        let service = &p.status.services[0];
+        let service = &status(&p).services[0];
         assert_eq!(service.state, State::Failed);
         let message = service.failure_message.as_deref().unwrap();
         assert!(message.starts_with(r#"conflicts with team-a/winner service "ingress" (priority 200)"#), "{message}");
@@ -536,6 +583,7 @@ mod tests {
                 arbitrate: &arbitrate,
                 related: &|_| vec![],
                 translations: None,
+                defer_status: false,
             };
             decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
         };
@@ -546,7 +594,7 @@ mod tests {
         ss.spec.provider.config = Some(json!({"stopOnConflict": true}).into());
         let stopped = run(&ss);
         assert_eq!(applied(&stopped), ["first"], "services before the conflict still apply");
-        let after = &stopped.status.services[2];
+        let after = &status(&stopped).services[2];
         assert_eq!(after.state, State::Pending);
         assert!(after.failure_message.is_none(), "failureMessage is for Failed only");
         assert!(after.conditions[0].message.contains("stopOnConflict"), "{after:?}");
@@ -562,9 +610,9 @@ mod tests {
         live["status"] = json!({"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True", "reason": "InstallSucceeded"}]});
         let second = plan(&ss, Some(&ready), std::slice::from_ref(&live));
         assert!(second.apply.is_empty() && second.delete.is_empty());
-        assert_eq!(second.status.services[0].state, State::Deployed);
-        assert_eq!(second.status.services[0].version.as_deref(), Some("ingress-4-11-3"));
-        ss.status = Some(second.status.clone());
+        assert_eq!(status(&second).services[0].state, State::Deployed);
+        assert_eq!(status(&second).services[0].version.as_deref(), Some("ingress-4-11-3"));
+        ss.status = second.status.clone();
         let third = plan(&ss, Some(&ready), std::slice::from_ref(&live));
         assert_eq!(third.status, second.status, "steady state: identical status, so no write");
     }
@@ -590,7 +638,7 @@ mod tests {
         );
         let deleted: Vec<&str> = second.delete.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(deleted, ["prod-eu-1.ingress", "prod-eu-1.gone"]);
-        assert_eq!(second.status.services[0].state, State::Deleting, "uninstalling while its object exists");
+        assert_eq!(status(&second).services[0].state, State::Deleting, "uninstalling while its object exists");
         let gone: Vec<Value> = live.iter().filter(|c| c["metadata"]["name"] == "prod-eu-1.broken").cloned().collect();
         let third = plan(
             &service_set(json!([
@@ -598,9 +646,9 @@ mod tests {
             Some(&ready),
             &gone,
         );
-        assert_eq!(third.status.services[0].state, State::Deleted, "uninstalled: its objects are gone");
-        assert!(!third.status.deployed, "a Deleted service is not Deployed");
-        assert_eq!(second.status.services[1].state, State::Failed);
+        assert_eq!(status(&third).services[0].state, State::Deleted, "uninstalled: its objects are gone");
+        assert!(!status(&third).deployed, "a Deleted service is not Deployed");
+        assert_eq!(status(&second).services[1].state, State::Failed);
         assert!(
             condition(&second, TRANSLATED).message.starts_with("broken: service \"broken\": values are not valid YAML")
         );
@@ -609,7 +657,7 @@ mod tests {
     #[test]
     fn status_cluster_names_the_cluster_deployment_or_kcms_management_target() {
         let reference = |p: &Plan| {
-            let r = p.status.cluster.clone().expect("status.cluster is set");
+            let r = status(p).cluster.clone().expect("status.cluster is set");
             (r.api_version.unwrap(), r.kind.unwrap(), r.namespace.unwrap(), r.name.unwrap())
         };
         let ready = smp(true, false);
@@ -637,7 +685,7 @@ mod tests {
             condition(&p, PROVIDER_READY).message,
             "StateManagementProvider \"ksm-flux\" is not ready: AdapterReady=False"
         );
-        assert_eq!(p.status.provider, Some(ProviderState { ready: false, suspended: false }));
+        assert_eq!(status(&p).provider, Some(ProviderState { ready: false, suspended: false }));
         let p = plan(&service_set(ingress()), None, &[]);
         assert_eq!(condition(&p, PROVIDER_READY).reason, "ProviderNotFound");
     }
@@ -664,7 +712,7 @@ mod tests {
         ss.metadata.deletion_timestamp = Some(at(50));
         let p = plan(&ss, None, &live);
         assert_eq!(p.delete.len(), 1);
-        assert_eq!(p.status.services[0].state, State::Deleting);
+        assert_eq!(status(&p).services[0].state, State::Deleting);
     }
 
     #[test]
@@ -693,11 +741,12 @@ mod tests {
             },
             related: &|_| vec![],
             translations: None,
+            defer_status: false,
         };
         let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
         let applied: Vec<&str> = p.apply.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();
         assert_eq!(applied, ["prod-eu-1.other"], "the other service goes on");
-        let taken = &p.status.services[0];
+        let taken = &status(&p).services[0];
         assert_eq!(taken.state, State::Failed);
         assert!(
             taken.failure_message.as_deref().unwrap().starts_with(
@@ -716,7 +765,7 @@ mod tests {
         assert!(p.delete.is_empty(), "not this ServiceSet's to delete: {:?}", p.delete);
         let p = plan(&ss, Some(&ready), std::slice::from_ref(&earlier));
         assert_eq!(p.apply.len(), 1, "only the other service applies");
-        assert!(p.status.services[0].failure_message.as_deref().unwrap().contains("(uid uid-0)"));
+        assert!(status(&p).services[0].failure_message.as_deref().unwrap().contains("(uid uid-0)"));
         let mut deleted = ss.clone();
         deleted.metadata.deletion_timestamp = Some(at(50));
         assert!(deletion(&deleted, std::slice::from_ref(&earlier), &at(100)).delete.is_empty());
