@@ -63,7 +63,8 @@ pub struct AdapterPluginSpec {
 #[serde(rename_all = "camelCase")]
 pub struct OutputPolicy {
     /// CEL expressions that must be true for every object, with the variables `object` (the
-    /// object), `serviceSet` (the ServiceSet) and `target` (`selfManagement` bool, `cluster`,
+    /// object), `serviceSet` (the ServiceSet as the plugin sees it: without status,
+    /// resourceVersion, finalizers and managedFields) and `target` (`selfManagement` bool, `cluster`,
     /// and `kubeconfigSecret` `{name, key}` of a remote target; empty strings for
     /// self-management). An expression that fails to compile or evaluate refuses the object.
     #[serde(default)]

@@ -21,6 +21,7 @@
 //! - [`controller`]: the Kubernetes I/O of `ksm-adapter run` (watches, apply, status);
 //! - [`smp`]: the pure StateManagementProvider checks (selector, CEL readiness, conditions);
 //! - [`retry`]: the one retry policy (exponential backoff), named per use;
+//! - [`packed`]: JSON texts kept zstd-compressed against a sibling (caches, kept translations);
 //! - [`rules`]: CEL rules (SMP readiness, output policy, health), compiled once and cached;
 //! - [`health`]: the pure verdict on a service's workloads on its target cluster (kcm 1.12).
 
@@ -33,6 +34,7 @@ pub mod k0rdent;
 pub mod manifests;
 pub mod metrics;
 pub mod oci;
+pub mod packed;
 pub mod plan;
 pub mod plugin;
 pub mod policy;

@@ -86,16 +86,29 @@ impl ServingPlugin {
         self.metadata().reads.iter()
     }
 
-    /// `service_set` (JSON) as the plugin sees it: the default config merged under
-    /// `spec.provider.config`.
+    /// `service_set` (JSON) as the plugin sees it: without what the host itself writes on it
+    /// ([`HOST_WRITTEN`] and the status), so that its own writes never make a new input (the
+    /// finalizer it adds before the first apply would otherwise make every ServiceSet's first
+    /// reconcile translate again what recording its claims translated); the default config
+    /// merged under `spec.provider.config`.
     pub fn input_of(&self, service_set: &Value) -> Value {
-        let Some(defaults) = &self.config else { return service_set.clone() };
         let mut service_set = service_set.clone();
+        if let Some(object) = service_set.as_object_mut() {
+            object.remove("status");
+        }
+        if let Some(metadata) = service_set.get_mut("metadata").and_then(Value::as_object_mut) {
+            HOST_WRITTEN.iter().for_each(|field| drop(metadata.remove(*field)));
+        }
+        let Some(defaults) = &self.config else { return service_set };
         let own = service_set["spec"]["provider"]["config"].take();
         service_set["spec"]["provider"]["config"] = merge(defaults.clone(), own);
         service_set
     }
 }
+
+/// The ServiceSet's metadata fields that change when the host writes it (a finalizer, a status)
+/// or that only the API server's bookkeeping reads: plugins do not see them.
+pub const HOST_WRITTEN: [&str; 3] = ["resourceVersion", "finalizers", "managedFields"];
 
 /// The rules of `spec.policy.validations`, named by their place.
 fn validations(spec: &AdapterPluginSpec) -> Vec<Validation> {
@@ -253,6 +266,32 @@ mod tests {
         );
         assert_eq!(merged, json!({"priority": 100, "helm": {"timeout": "10m", "wait": true}, "stopOnConflict": true}));
         assert_eq!(merge(json!({"a": 1}), Value::Null), json!({"a": 1}));
+    }
+
+    #[test]
+    fn a_plugin_sees_the_service_set_without_what_the_host_writes_on_it() {
+        let plugin = Arc::new(crate::plugin::NativePlugin::<ksm_flux_plugin::FluxPlugin>::new());
+        let service_set = json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": "a", "namespace": "team", "uid": "u1", "generation": 3, "resourceVersion": "42",
+                         "labels": {"l": "v"}, "finalizers": ["ksm.k0rdent.mirantis.com/finalizer"],
+                         "managedFields": [{"manager": "kcm"}]},
+            "spec": {"provider": {"name": "ksm-flux", "config": {"priority": 7}}},
+            "status": {"deployed": true},
+        });
+        let seen = json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": "a", "namespace": "team", "uid": "u1", "generation": 3, "labels": {"l": "v"}},
+            "spec": {"provider": {"name": "ksm-flux", "config": {"priority": 7}}},
+        });
+        let plain = ServingPlugin::plain(plugin.clone());
+        assert_eq!(plain.input_of(&service_set), seen);
+        assert_eq!(plain.input_of(&seen), seen, "idempotent");
+        let spec: AdapterPluginSpec =
+            serde_json::from_value(json!({"source": {"builtin": "flux"}, "config": {"interval": "7m"}})).unwrap();
+        let configured = ServingPlugin::configured("flux", plugin, &spec).input_of(&service_set);
+        assert_eq!(configured["spec"]["provider"]["config"], json!({"interval": "7m", "priority": 7}));
+        assert_eq!(configured["metadata"], seen["metadata"]);
     }
 
     /// A plugin that only declares `metadata`: what [`validate`] looks at.

@@ -6,8 +6,8 @@
 //! Filled from the watches of [`children`](super::children); the index is exact: a child
 //! whose ServiceSet labels change moves to its new ServiceSet.
 
-use super::packed::{Packed, Packer};
 use crate::k0rdent::NamespacedName;
+use crate::packed::{Packed, Packer};
 use crate::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL};
 use crate::plan::decide::ChildRef;
 use kube::ResourceExt;

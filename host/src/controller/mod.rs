@@ -46,7 +46,6 @@ pub mod leader;
 pub mod liveness;
 #[cfg(test)]
 mod mock_api;
-mod packed;
 pub mod prepare;
 pub mod providers;
 mod read_cache;

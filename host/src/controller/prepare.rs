@@ -52,6 +52,7 @@ pub async fn prepare(
         .map(Arc::new)
         .collect();
     let count = served.len();
+    ctx.translations.make_room_for(count);
     // Translating is CPU-bound and the claims are the same in any order: one batch per core.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let batch = count.div_ceil(cores.min(usize::from(ctx.settings.concurrency)).max(1)).max(1);

@@ -8,8 +8,8 @@
 //! copy outlives the event. The packer is the process's one: the dictionary must be the one a
 //! text was packed with, and every ServiceSet watch of the process shares the cache's type.
 
-use super::packed::{Packed, Packer};
 use crate::k0rdent::{ServiceSet, State};
+use crate::packed::{Packed, Packer};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;

@@ -1,32 +1,39 @@
 //! Translations kept by their input. A ServiceSet is translated again in the round its
-//! children's watch events wake, and after a restart over a converged state the translation
+//! children's watch events wake, and after a start over existing ServiceSets the translation
 //! that records its claims is repeated by its first reconcile. The same plugin under the same
 //! policy, with the same input (the whole ServiceSet, its templates and target), answers the
 //! same, since the contract makes `translate` deterministic. So the checked answer is kept, for
 //! a bounded number of inputs, the oldest dropped first; a changed ServiceSet or template is a
 //! new input.
+//!
+//! Each is kept as JSON text packed against the first kept ([`crate::packed`]): the
+//! translations of one plugin differ in little but names, so one packs to a tenth of its text,
+//! and the memo can hold one per ServiceSet for what 1,024 unpacked texts took.
 
+use crate::packed::{Packed, Packer};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash, RandomState};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-/// How many translations are kept: the round a new ServiceSet's children wake comes well within
-/// this many other translations, and at ~3 KiB each (kept as JSON text, a third of a parsed
-/// value's memory) it bounds the memo near 3 MiB.
+/// How many translations are kept at least: the round a new ServiceSet's children wake comes
+/// well within this many other translations. A start over more ServiceSets than this keeps one
+/// per ServiceSet (see [`TranslationMemo::make_room_for`]).
 pub const KEPT: usize = 1024;
 
-/// Translations as JSON text by key (see [`key`](Self::key)), the oldest dropped first.
+/// Translations as packed JSON text by key (see [`key`](TranslationMemo::key)), the oldest
+/// dropped first.
 pub struct TranslationMemo {
     /// Keyed with a random key per process, so that no one can craft inputs that collide.
     hasher: RandomState,
-    capacity: usize,
     kept: Mutex<Kept>,
 }
 
-#[derive(Default)]
 struct Kept {
-    by_key: HashMap<u64, Arc<str>>,
+    capacity: usize,
+    by_key: HashMap<u64, Packed>,
     oldest_first: VecDeque<u64>,
+    /// Made with the first translation kept as its dictionary.
+    packer: Option<Packer>,
 }
 
 impl Default for TranslationMemo {
@@ -38,7 +45,16 @@ impl Default for TranslationMemo {
 impl TranslationMemo {
     /// A memo keeping at most `capacity` translations.
     pub fn with_capacity(capacity: usize) -> Self {
-        Self { hasher: RandomState::new(), capacity, kept: Mutex::default() }
+        let kept = Kept { capacity, by_key: HashMap::new(), oldest_first: VecDeque::new(), packer: None };
+        Self { hasher: RandomState::new(), kept: Mutex::new(kept) }
+    }
+
+    /// Keeps at least `count` translations from now on: before the first reconciles the claims
+    /// of every served ServiceSet are recorded by translating it, and each first reconcile
+    /// translates the same input again; with room for them all, none is asked twice.
+    pub fn make_room_for(&self, count: usize) {
+        let mut memo = self.lock();
+        memo.capacity = memo.capacity.max(count);
     }
 
     /// The key of a translation: of what tells the plugin load and policy apart (a
@@ -47,18 +63,25 @@ impl TranslationMemo {
         self.hasher.hash_one(what)
     }
 
-    /// The translation kept under `key`, if any.
-    pub fn get(&self, key: u64) -> Option<Arc<str>> {
-        self.lock().by_key.get(&key).cloned()
+    /// The translation kept under `key`, if any, as JSON text.
+    pub fn get(&self, key: u64) -> Option<Vec<u8>> {
+        let mut memo = self.lock();
+        let Kept { by_key, packer, .. } = &mut *memo;
+        packer.as_mut()?.unpack(by_key.get(&key)?).ok()
     }
 
-    /// Keeps `translation` under `key`, dropping the oldest beyond the capacity.
-    pub fn keep(&self, key: u64, translation: Arc<str>) {
-        let mut memo = self.lock();
-        if memo.by_key.insert(key, translation).is_none() {
+    /// Keeps `translation` (JSON text) under `key`, dropping the oldest beyond the capacity.
+    pub fn keep(&self, key: u64, translation: &str) {
+        let mut guard = self.lock();
+        let memo = &mut *guard;
+        if memo.packer.is_none() {
+            memo.packer = Packer::new(translation).ok();
+        }
+        let Some(packed) = memo.packer.as_mut().and_then(|packer| packer.pack(translation).ok()) else { return };
+        if memo.by_key.insert(key, packed).is_none() {
             memo.oldest_first.push_back(key);
         }
-        while memo.oldest_first.len() > self.capacity {
+        while memo.oldest_first.len() > memo.capacity {
             let oldest = memo.oldest_first.pop_front().expect("longer than the capacity");
             memo.by_key.remove(&oldest);
         }
@@ -83,6 +106,7 @@ mod tests {
     };
     use serde_json::Value;
     use serde_json::json;
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// The Flux plugin, counting its translations.
@@ -138,8 +162,15 @@ mod tests {
         assert_eq!(first, again, "the kept translation, as it was");
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 1);
 
+        let mut written = service_set("a");
+        written["metadata"]["resourceVersion"] = json!("8");
+        written["metadata"]["finalizers"] = json!(["ksm.k0rdent.mirantis.com/finalizer"]);
+        written["status"] = json!({"deployed": false});
+        translate(&serving, Some(&memo), &written, template, "kcm-system").unwrap();
+        assert_eq!(plugin.translations.load(Ordering::Relaxed), 1, "the host's own writes are no new input");
+
         let mut changed = service_set("a");
-        changed["metadata"]["resourceVersion"] = json!("8");
+        changed["metadata"]["labels"] = json!({"team": "b"});
         translate(&serving, Some(&memo), &changed, template, "kcm-system").unwrap();
         let other_template = |name: &str| {
             let mut changed = template(name)?;
@@ -175,5 +206,24 @@ mod tests {
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 3, "b and c kept");
         translate(&serving, Some(&memo), &service_set("a"), template, "kcm-system").unwrap();
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn room_made_for_every_service_set_keeps_each_translation_until_its_first_reconcile() {
+        let plugin = Arc::new(Counted::default());
+        let serving = ServingPlugin::plain(plugin.clone());
+        let memo = TranslationMemo::with_capacity(2);
+        let names: Vec<String> = (0..5).map(|i| format!("ss-{i}")).collect();
+        memo.make_room_for(names.len());
+        memo.make_room_for(1);
+        let claims: Vec<_> = names
+            .iter()
+            .map(|name| translate(&serving, Some(&memo), &service_set(name), template, "kcm-system").unwrap())
+            .collect();
+        for (name, recorded) in names.iter().zip(&claims) {
+            let reconciled = translate(&serving, Some(&memo), &service_set(name), template, "kcm-system").unwrap();
+            assert_eq!(&reconciled, recorded, "{name}: the kept translation, unpacked whole");
+        }
+        assert_eq!(plugin.translations.load(Ordering::Relaxed), names.len(), "none asked twice");
     }
 }

@@ -95,15 +95,18 @@ pub fn translate(
     find_template: impl Fn(&str) -> Option<Value>,
     system_namespace: &str,
 ) -> Result<Vec<TranslatedService>, TranslateFailure> {
-    let input = inputs::translate_input(&serving.input_of(service_set), find_template, system_namespace)?;
+    // The policy's rules see the ServiceSet as the plugin does: a kept translation was checked
+    // against nothing the key leaves out.
+    let service_set = &serving.input_of(service_set);
+    let input = inputs::translate_input(service_set, find_template, system_namespace)?;
     let Some(memo) = memo else { return translate_checked(serving, service_set, &input) };
     let key = memo.key((serving.id, &input));
-    if let Some(kept) = memo.get(key).and_then(|text| serde_json::from_str(&text).ok()) {
+    if let Some(kept) = memo.get(key).and_then(|text| serde_json::from_slice(&text).ok()) {
         return Ok(kept);
     }
     let translated = translate_checked(serving, service_set, &input)?;
     if let Ok(text) = serde_json::to_string(&translated) {
-        memo.keep(key, text.into());
+        memo.keep(key, &text);
     }
     Ok(translated)
 }
