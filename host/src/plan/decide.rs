@@ -178,7 +178,6 @@ pub fn decide(
     }
 
     let live = |r: &ChildRef| ours.iter().find(|c| ChildRef::of(c) == *r).copied();
-    let json = json.to_string();
     let (mut apply, mut unseen, mut keep, mut errors) = (vec![], vec![], BTreeSet::new(), vec![]);
     for service in &translated {
         match &service.outcome {
@@ -216,6 +215,7 @@ pub fn decide(
     if observed.defer_status && !apply.is_empty() {
         return Ok(Plan { apply, delete, unseen, status: None, refused });
     }
+    let json = json.to_string();
     let mut states = vec![];
     for (service, spec) in translated.iter().zip(&service_set.spec.services) {
         let template = (observed.template)(&spec.template);
