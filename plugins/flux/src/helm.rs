@@ -87,8 +87,17 @@ struct DriftDetection {
     mode: String,
 }
 
-/// The HelmRelease of a Helm service, as JSON.
-pub fn release(common: &Common, template: &ResolvedTemplate) -> Result<String, ServiceError> {
+/// The Helm release a HelmRelease installs: its `spec.storageNamespace` (where Helm keeps the
+/// release) and `spec.releaseName`.
+pub struct ReleaseId {
+    /// Where Helm keeps the release.
+    pub storage_namespace: String,
+    /// The release's name.
+    pub name: String,
+}
+
+/// The HelmRelease of a Helm service, as JSON, and the release it installs.
+pub fn release(common: &Common, template: &ResolvedTemplate) -> Result<(String, ReleaseId), ServiceError> {
     let service = common.service;
     let config = common.config;
     let chart = chart(template)?;
@@ -125,7 +134,8 @@ pub fn release(common: &Common, template: &ResolvedTemplate) -> Result<String, S
         max_history: options.max_history(),
         drift_detection: config.drift_detection.clone().map(|mode| DriftDetection { mode }),
     };
-    to_json(&FluxObject::new(&helm_release_kind(), common.metadata.clone(), spec))
+    let id = ReleaseId { storage_namespace: spec.storage_namespace.clone(), name: spec.release_name.clone() };
+    Ok((to_json(&FluxObject::new(&helm_release_kind(), common.metadata.clone(), spec))?, id))
 }
 
 /// The chart of a Helm template: `status.chartRef`, or for a `chartSource` template its

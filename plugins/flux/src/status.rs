@@ -19,15 +19,15 @@
 
 use crate::translate::UNINSTALL;
 use ksm_plugin_sdk::contract::{ObservedObject, ServiceState, ServiceStatus, ServiceType, StatusError, StatusInput};
-use ksm_plugin_sdk::k0rdent::{Metadata, ServiceSet, ServiceTemplate, ServiceTemplateSpec};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::IgnoredAny;
+use std::borrow::Cow;
 
 /// Maps the observed objects of `input.service` to its status.
 pub fn map_status(input: &StatusInput) -> Result<ServiceStatus, StatusError> {
-    let service_set: ServiceSet = parse(&input.service_set, "the ServiceSet")?;
+    let service_set: ServiceSetServices = parse(&input.service_set, "the ServiceSet")?;
     let template_type = match &input.template {
-        Some(text) => template_type(&parse::<ServiceTemplate>(text, "the ServiceTemplate")?.spec),
+        Some(text) => parse::<TemplateSources>(text, "the ServiceTemplate")?.spec.service_type(),
         None => None,
     };
     let service_type = template_type
@@ -53,16 +53,61 @@ pub fn map_status(input: &StatusInput) -> Result<ServiceStatus, StatusError> {
     })
 }
 
-/// The service type of a template: by which of `helm`, `kustomize`, `resources` it has.
-fn template_type(spec: &ServiceTemplateSpec) -> Option<ServiceType> {
-    if spec.helm.is_some() {
-        Some(ServiceType::Helm)
-    } else if spec.kustomize.is_some() {
-        Some(ServiceType::Kustomize)
-    } else if spec.resources.is_some() {
-        Some(ServiceType::Resource)
-    } else {
-        None
+/// What `map-status` reads of the ServiceSet: its services' names and actions. Parsing only
+/// these skips the rest of the object (values, helm options) that each of a ServiceSet's
+/// `map-status` calls would otherwise build and drop.
+#[derive(Deserialize)]
+struct ServiceSetServices<'a> {
+    #[serde(borrow)]
+    spec: ServiceActions<'a>,
+}
+
+/// `ServiceSet.spec`, its services only.
+#[derive(Deserialize)]
+struct ServiceActions<'a> {
+    #[serde(default, borrow)]
+    services: Vec<ServiceAction<'a>>,
+}
+
+/// `ServiceSet.spec.services[]`: the name and `helmAction`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServiceAction<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    helm_action: Option<Cow<'a, str>>,
+}
+
+/// What `map-status` reads of a ServiceTemplate: which sources its spec has.
+#[derive(Deserialize)]
+struct TemplateSources {
+    spec: Sources,
+}
+
+/// `ServiceTemplate.spec`: which of `helm`, `kustomize`, `resources` it has.
+#[derive(Deserialize)]
+struct Sources {
+    #[serde(default)]
+    helm: Option<IgnoredAny>,
+    #[serde(default)]
+    kustomize: Option<IgnoredAny>,
+    #[serde(default)]
+    resources: Option<IgnoredAny>,
+}
+
+impl Sources {
+    /// The service type of a template: by which of `helm`, `kustomize`, `resources` it has.
+    fn service_type(&self) -> Option<ServiceType> {
+        if self.helm.is_some() {
+            Some(ServiceType::Helm)
+        } else if self.kustomize.is_some() {
+            Some(ServiceType::Kustomize)
+        } else if self.resources.is_some() {
+            Some(ServiceType::Resource)
+        } else {
+            None
+        }
     }
 }
 
@@ -117,20 +162,29 @@ impl FluxKind {
 
 /// The parts of a live HelmRelease or Kustomization that tell its health.
 #[derive(Deserialize)]
-struct LiveObject {
+struct LiveObject<'a> {
     #[serde(default)]
-    metadata: Metadata,
+    metadata: LiveMetadata,
+    #[serde(default, borrow)]
+    status: Option<LiveStatus<'a>>,
+}
+
+/// `metadata` of a live Flux object: what tells whether it is current or going.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LiveMetadata {
+    generation: Option<i64>,
     #[serde(default)]
-    status: Option<LiveStatus>,
+    deletion_timestamp: Option<IgnoredAny>,
 }
 
 /// `status` of a live Flux object.
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct LiveStatus {
+struct LiveStatus<'a> {
     observed_generation: Option<i64>,
-    #[serde(default)]
-    conditions: Vec<Condition>,
+    #[serde(default, borrow)]
+    conditions: Vec<Condition<'a>>,
     /// HelmRelease release history, newest first.
     #[serde(default)]
     history: Vec<Snapshot>,
@@ -138,20 +192,21 @@ struct LiveStatus {
 
 /// A `metav1.Condition`.
 #[derive(Deserialize)]
-struct Condition {
-    #[serde(rename = "type")]
-    kind: String,
-    status: String,
-    #[serde(default)]
-    reason: String,
-    #[serde(default)]
-    message: String,
+struct Condition<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    status: Cow<'a, str>,
+    #[serde(default, borrow)]
+    reason: Cow<'a, str>,
+    #[serde(default, borrow)]
+    message: Cow<'a, str>,
 }
 
-impl Condition {
+impl Condition<'_> {
     /// `<reason>: <message>`, or whichever of the two is set.
     fn describe(&self) -> String {
-        match (self.reason.as_str(), self.message.as_str()) {
+        match (&*self.reason, &*self.message) {
             (reason, "") => reason.to_string(),
             ("", message) => message.to_string(),
             (reason, message) => format!("{reason}: {message}"),
@@ -186,7 +241,7 @@ impl Health {
 /// Why a Stalled object failed: `Ready`'s cause first, then the Stalled note, unless the Stalled
 /// message already says it all.
 fn stalled_message(stalled: &Condition, ready: Option<&Condition>) -> String {
-    match ready.filter(|r| r.status == "False" && !r.message.is_empty() && !stalled.message.contains(&r.message)) {
+    match ready.filter(|r| r.status == "False" && !r.message.is_empty() && !stalled.message.contains(&*r.message)) {
         Some(cause) => format!("{} ({})", cause.describe(), stalled.describe()),
         None => stalled.describe(),
     }
@@ -258,7 +313,7 @@ fn worst(healths: Vec<Health>) -> Health {
     })
 }
 
-fn parse<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StatusError> {
+fn parse<'a, T: Deserialize<'a>>(text: &'a str, what: &str) -> Result<T, StatusError> {
     serde_json::from_str(text).map_err(|e| StatusError::InvalidInput(format!("{what} cannot be read: {e}")))
 }
 
@@ -305,6 +360,24 @@ mod tests {
         assert_eq!(failed.state, ServiceState::Failed);
         assert_eq!(failed.failure_message.as_deref(), Some("UpgradeFailed: m"));
         assert_eq!(failed.version, None);
+    }
+
+    #[test]
+    fn escaped_text_in_conditions_and_service_names_is_read_unescaped() {
+        let mut failed = release("False", "InstallFailed");
+        failed["status"]["conditions"][0]["message"] = json!("chart \"web\" failed\nat line 2");
+        let input = StatusInput {
+            service_set: SERVICE_SET.replace(r#""name": "web""#, r#""name": "w\u0065b", "helmAction": "Inst\u0061ll""#),
+            service: "web".into(),
+            template: None,
+            observed: vec![observed("HelmRelease", Some(failed))],
+        };
+        let status = map_status(&input).unwrap();
+        assert_eq!(status.state, ServiceState::Failed);
+        assert_eq!(status.failure_message.as_deref(), Some("InstallFailed: chart \"web\" failed\nat line 2"));
+        let uninstalling =
+            StatusInput { service_set: input.service_set.replace("Inst\\u0061ll", "Uninst\\u0061ll"), ..input };
+        assert_eq!(map_status(&uninstalling).unwrap().state, ServiceState::Deleting, "{}", uninstalling.service_set);
     }
 
     #[test]

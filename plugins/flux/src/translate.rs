@@ -6,8 +6,9 @@
 
 use crate::config::FluxConfig;
 use crate::flux::{KubeConfigReference, ObjectMeta, SecretKeyReference};
+use crate::helm::{self, ReleaseId};
+use crate::kustomize;
 use crate::service::{Common, ResolvedTemplate};
-use crate::{helm, kustomize};
 use ksm_plugin_sdk::contract::{
     Claim, ServiceError, ServiceTranslation, Target, Template, TranslateError, TranslateInput,
 };
@@ -43,8 +44,10 @@ pub fn translate(input: &TranslateInput) -> Result<Vec<ServiceTranslation>, Tran
         .services
         .iter()
         .map(|service| {
-            let outcome = context.service(service);
-            let claims = outcome.as_deref().map(|objects| context.claims(objects)).unwrap_or_default();
+            let (outcome, claims) = match context.service(service) {
+                Ok((objects, releases)) => (Ok(objects), context.claims(releases)),
+                Err(e) => (Err(e), Vec::new()),
+            };
             ServiceTranslation { service: service.name.clone(), outcome, claims }
         })
         .collect())
@@ -54,26 +57,20 @@ pub fn translate(input: &TranslateInput) -> Result<Vec<ServiceTranslation>, Tran
 pub const HELM_RELEASE_CLAIM: &str = "helm-release";
 
 impl Context<'_> {
-    /// The Helm releases `objects` install on the target: one claim per HelmRelease, on its
+    /// A claim on each Helm release a service's HelmReleases install on the target: its
     /// storage namespace (where Helm keeps the release) and release name.
-    fn claims(&self, objects: &[String]) -> Vec<Claim> {
+    fn claims(&self, releases: Vec<ReleaseId>) -> Vec<Claim> {
         let target = match self.target {
             Target::SelfManagement => "management".to_string(),
             Target::Remote(cluster) => format!("{}/{}", self.namespace, cluster.name),
         };
-        objects
-            .iter()
-            .filter_map(|text| serde_json::from_str::<Value>(text).ok())
-            .filter(|object| object["kind"] == "HelmRelease")
-            .map(|release| {
-                let spec = &release["spec"];
-                let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
-                Claim {
-                    target: target.clone(),
-                    kind: HELM_RELEASE_CLAIM.into(),
-                    namespace: text(&spec["storageNamespace"]),
-                    name: text(&spec["releaseName"]),
-                }
+        releases
+            .into_iter()
+            .map(|release| Claim {
+                target: target.clone(),
+                kind: HELM_RELEASE_CLAIM.into(),
+                namespace: release.storage_namespace,
+                name: release.name,
             })
             .collect()
     }
@@ -90,10 +87,10 @@ struct Context<'a> {
 }
 
 impl Context<'_> {
-    /// The objects of one service, or why there are none.
-    fn service(&self, service: &Service) -> Result<Vec<String>, ServiceError> {
+    /// The objects of one service and the Helm releases they install, or why there are none.
+    fn service(&self, service: &Service) -> Result<(Vec<String>, Vec<ReleaseId>), ServiceError> {
         match service.helm_action.as_deref() {
-            Some(UNINSTALL) => return Ok(Vec::new()),
+            Some(UNINSTALL) => return Ok((Vec::new(), Vec::new())),
             None | Some(INSTALL) => {}
             Some(other) => {
                 return Err(ServiceError::InvalidService(format!(
@@ -105,19 +102,19 @@ impl Context<'_> {
         let resolved = self.template(&service.template)?;
         let common = self.common(service);
         let spec = &resolved.spec;
-        let object = match (&spec.helm, &spec.kustomize, &spec.resources) {
-            (Some(_), _, _) => helm::release(&common, &resolved)?,
+        match (&spec.helm, &spec.kustomize, &spec.resources) {
+            (Some(_), _, _) => {
+                let (object, release) = helm::release(&common, &resolved)?;
+                Ok((vec![object], vec![release]))
+            }
             (None, Some(source), _) | (None, None, Some(source)) => {
-                kustomize::kustomization(&common, &resolved, source)?
+                Ok((vec![kustomize::kustomization(&common, &resolved, source)?], Vec::new()))
             }
-            (None, None, None) => {
-                return Err(ServiceError::InvalidService(format!(
-                    "{} has none of spec.helm, spec.kustomize, spec.resources",
-                    resolved.id
-                )));
-            }
-        };
-        Ok(vec![object])
+            (None, None, None) => Err(ServiceError::InvalidService(format!(
+                "{} has none of spec.helm, spec.kustomize, spec.resources",
+                resolved.id
+            ))),
+        }
     }
 
     /// Finds, reads and checks the ServiceTemplate `name`.
