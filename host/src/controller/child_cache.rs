@@ -16,25 +16,28 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// What the cache keeps of one child.
+/// What the cache keeps of one child, in its ServiceSet's list.
 struct Cached {
-    owner: NamespacedName,
+    child: Arc<ChildRef>,
     /// Its `ksm.k0rdent.mirantis.com/service` label.
-    service: Option<String>,
+    service: Option<Box<str>>,
     /// Whether its deletion has started.
     deleting: bool,
     /// The whole object, managedFields left out, as packed JSON.
     packed: Packed,
 }
 
-/// The cached children of every kind, by reference and by ServiceSet. Each reference is
-/// stored once, shared by both maps, and a ServiceSet's few children are a sorted `Vec` (a
-/// `BTreeSet` of three allocates a node with room for eleven).
+/// The cached children of every kind, by ServiceSet, and each child's ServiceSet. A child's
+/// entry lives in its ServiceSet's sorted `Vec` (a ServiceSet has a few children), so the map
+/// over every child holds two pointers per child; the reference and the ServiceSet's name are
+/// each stored once and shared (at 10,000 × 3 this took the cache's own tables from ~14 MB to
+/// ~8 MB: docs/performance.md).
 #[derive(Default)]
 pub struct ChildCache {
-    objects: HashMap<Arc<ChildRef>, Cached>,
+    /// The ServiceSet of each child.
+    owners: HashMap<Arc<ChildRef>, Arc<NamespacedName>>,
     /// Each ServiceSet's children, in reference order.
-    by_owner: HashMap<NamespacedName, Vec<Arc<ChildRef>>>,
+    by_owner: HashMap<Arc<NamespacedName>, Vec<Cached>>,
     /// The packer of each kind (a few), with its apiVersion and kind.
     packers: Vec<(String, String, Packer)>,
 }
@@ -48,20 +51,24 @@ impl ChildCache {
         let Some(owner) = owner_of(object) else { return changed };
         let Ok(json) = serde_json::to_string(object) else { return changed };
         let Ok(packed) = self.packer(&child, &json).and_then(|packer| packer.pack(&json)) else { return changed };
+        let child = Arc::new(child);
+        let owner = match self.by_owner.get_key_value(&owner) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::new(owner),
+        };
         let entry = Cached {
-            owner: owner.clone(),
-            service: recorded(object, SERVICE_LABEL).cloned(),
+            child: child.clone(),
+            service: recorded(object, SERVICE_LABEL).map(|s| s.as_str().into()),
             deleting: object.metadata.deletion_timestamp.is_some(),
             packed,
         };
-        let child = Arc::new(child);
         let siblings = self.by_owner.entry(owner.clone()).or_default();
         // `delete` above took out any former entry: the reference is not there.
-        let at = siblings.binary_search(&child).unwrap_or_else(|at| at);
-        siblings.insert(at, child.clone());
-        self.objects.insert(child, entry);
+        let at = siblings.binary_search_by(|c| c.child.cmp(&child)).unwrap_or_else(|at| at);
+        siblings.insert(at, entry);
+        self.owners.insert(child, owner.clone());
         if !changed.contains(&owner) {
-            changed.push(owner);
+            changed.push((*owner).clone());
         }
         changed
     }
@@ -80,21 +87,21 @@ impl ChildCache {
 
     /// Forgets `child`; returns the ServiceSet it belonged to.
     pub fn delete(&mut self, child: &ChildRef) -> Option<NamespacedName> {
-        let entry = self.objects.remove(child)?;
-        if let Some(children) = self.by_owner.get_mut(&entry.owner) {
-            children.retain(|c| **c != *child);
+        let owner = self.owners.remove(child)?;
+        if let Some(children) = self.by_owner.get_mut(&owner) {
+            children.retain(|c| *c.child != *child);
             if children.is_empty() {
-                self.by_owner.remove(&entry.owner);
+                self.by_owner.remove(&owner);
             }
         }
-        Some(entry.owner)
+        Some((*owner).clone())
     }
 
     /// After a (re)list of kind `api_version`/`kind` that returned `listed`: forgets the
     /// children of that kind the list no longer holds; returns their ServiceSets.
     pub fn keep_listed(&mut self, api_version: &str, kind: &str, listed: &HashSet<ChildRef>) -> Vec<NamespacedName> {
         let gone: Vec<ChildRef> = self
-            .objects
+            .owners
             .keys()
             .filter(|c| c.api_version == api_version && c.kind == kind && !listed.contains(&***c))
             .map(|c| (**c).clone())
@@ -105,22 +112,18 @@ impl ChildCache {
     /// The children of ServiceSet `owner`, as JSON, in reference order.
     pub fn children_of(&mut self, owner: &NamespacedName) -> Vec<Value> {
         let Some(children) = self.by_owner.get(owner) else { return Vec::new() };
-        let texts = children.iter().filter_map(|child| text(&self.objects, &mut self.packers, child));
+        let texts = children.iter().filter_map(|cached| unpack(&mut self.packers, cached));
         texts.filter_map(|text| serde_json::from_slice(&text).ok()).collect()
     }
 
     /// Whether service `service` of ServiceSet `owner` has any cached child.
     pub fn any(&self, owner: &NamespacedName, service: &str) -> bool {
-        self.by_owner
-            .get(owner)
-            .into_iter()
-            .flatten()
-            .any(|child| self.objects.get(&**child).is_some_and(|e| e.service.as_deref() == Some(service)))
+        self.by_owner.get(owner).into_iter().flatten().any(|cached| cached.service.as_deref() == Some(service))
     }
 
     /// The ServiceSet the cached `child` belongs to.
     pub fn owner(&self, child: &ChildRef) -> Option<NamespacedName> {
-        self.objects.get(child).map(|e| e.owner.clone())
+        self.owners.get(child).map(|owner| (**owner).clone())
     }
 
     /// The `resourceVersion` of the cached `child` (read from its text, skipping the rest).
@@ -134,24 +137,30 @@ impl ChildCache {
             #[serde(rename = "resourceVersion")]
             resource_version: Option<String>,
         }
-        let text = text(&self.objects, &mut self.packers, child)?;
+        let cached = find(&self.owners, &self.by_owner, child)?;
+        let text = unpack(&mut self.packers, cached)?;
         serde_json::from_slice::<Object>(&text).ok()?.metadata.resource_version
     }
 
     /// Whether the cached `child` is being deleted.
     pub fn is_deleting(&self, child: &ChildRef) -> bool {
-        self.objects.get(child).is_some_and(|e| e.deleting)
+        find(&self.owners, &self.by_owner, child).is_some_and(|cached| cached.deleting)
     }
 }
 
-/// The text of `child`, unpacked by its kind's packer.
-fn text(
-    objects: &HashMap<Arc<ChildRef>, Cached>,
-    packers: &mut [(String, String, Packer)],
+/// The entry of `child`, in its ServiceSet's list.
+fn find<'a>(
+    owners: &HashMap<Arc<ChildRef>, Arc<NamespacedName>>,
+    by_owner: &'a HashMap<Arc<NamespacedName>, Vec<Cached>>,
     child: &ChildRef,
-) -> Option<Vec<u8>> {
-    let cached = objects.get(child)?;
-    packers[kind_at(packers, child)?].2.unpack(&cached.packed).ok()
+) -> Option<&'a Cached> {
+    let siblings = by_owner.get(&**owners.get(child)?)?;
+    siblings.binary_search_by(|c| (*c.child).cmp(child)).ok().map(|at| &siblings[at])
+}
+
+/// The text of `cached`, unpacked by its kind's packer.
+fn unpack(packers: &mut [(String, String, Packer)], cached: &Cached) -> Option<Vec<u8>> {
+    packers[kind_at(packers, &cached.child)?].2.unpack(&cached.packed).ok()
 }
 
 /// Where the packer of `child`'s kind is in `packers`.

@@ -97,9 +97,10 @@ pub fn arbitrate(
     let losses = index.losses(key);
     let mut waiting = BTreeMap::new();
     for (claim, winner, loser) in index.beaten(key) {
-        if !losses.contains_key(&winner.service) && has_objects(&loser.contender.key, &loser.service) {
+        if !losses.contains_key(&*winner.service) && has_objects(&loser.contender.key, &loser.service) {
             let key = &loser.contender.key;
-            waiting.entry(winner.service.clone()).or_insert_with(|| {
+            waiting.entry(winner.service.to_string()).or_insert_with(|| {
+                let claim = claim.to_claim();
                 format!("waiting for {key} service {:?} to remove its objects for {claim}", loser.service)
             });
         }
@@ -111,7 +112,54 @@ pub fn arbitrate(
 struct Holder {
     /// Shared by every claim of the ServiceSet.
     contender: Arc<Contender>,
-    service: String,
+    service: Box<str>,
+}
+
+/// A claim as the index keeps it: its four strings in one allocation (the index holds ~3
+/// claims per ServiceSet, for every ServiceSet: a [`Claim`] takes five), ordered as [`Claim`].
+#[derive(Debug, PartialEq, Eq)]
+struct StoredClaim {
+    /// target, kind, namespace and name, one after the other.
+    text: Box<str>,
+    /// Where the first three end in `text`.
+    ends: [u32; 3],
+}
+
+impl StoredClaim {
+    fn new(claim: &Claim) -> Self {
+        let mut text =
+            String::with_capacity(claim.target.len() + claim.kind.len() + claim.namespace.len() + claim.name.len());
+        let mut ends = [0; 3];
+        for (at, part) in [&claim.target, &claim.kind, &claim.namespace].into_iter().enumerate() {
+            text.push_str(part);
+            ends[at] = u32::try_from(text.len()).expect("a claim's strings fit in 4 GiB");
+        }
+        text.push_str(&claim.name);
+        Self { text: text.into(), ends }
+    }
+
+    /// target, kind, namespace, name.
+    fn parts(&self) -> [&str; 4] {
+        let [a, b, c] = self.ends.map(|end| end as usize);
+        [&self.text[..a], &self.text[a..b], &self.text[b..c], &self.text[c..]]
+    }
+
+    fn to_claim(&self) -> Claim {
+        let [target, kind, namespace, name] = self.parts().map(str::to_string);
+        Claim { target, kind, namespace, name }
+    }
+}
+
+impl Ord for StoredClaim {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+impl PartialOrd for StoredClaim {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl Holder {
@@ -133,8 +181,8 @@ fn winner(holders: &[Holder]) -> &Holder {
 /// rather than sets, which take a B-tree node each.
 #[derive(Debug, Default)]
 pub struct ClaimIndex {
-    holders: BTreeMap<Arc<Claim>, Vec<Holder>>,
-    claimed: BTreeMap<NamespacedName, Vec<Arc<Claim>>>,
+    holders: BTreeMap<Arc<StoredClaim>, Vec<Holder>>,
+    claimed: BTreeMap<NamespacedName, Vec<Arc<StoredClaim>>>,
 }
 
 impl ClaimIndex {
@@ -146,11 +194,12 @@ impl ClaimIndex {
         let shared = Arc::new(contender.clone());
         for ServiceClaims { service, claims: service_claims } in claims {
             for claim in service_claims {
-                let claim = match self.holders.get_key_value(claim) {
+                let claim = StoredClaim::new(claim);
+                let claim = match self.holders.get_key_value(&claim) {
                     Some((stored, _)) => stored.clone(),
-                    None => Arc::new(claim.clone()),
+                    None => Arc::new(claim),
                 };
-                let holder = Holder { contender: shared.clone(), service: service.clone() };
+                let holder = Holder { contender: shared.clone(), service: service.as_str().into() };
                 self.holders.entry(claim.clone()).or_insert_with(|| Vec::with_capacity(1)).push(holder);
                 let claimed = self.claimed.entry(contender.key.clone()).or_default();
                 if let Err(at) = claimed.binary_search(&claim) {
@@ -176,10 +225,10 @@ impl ClaimIndex {
             let holders = &self.holders[claim];
             let winner = winner(holders);
             for loser in holders.iter().filter(|h| h.contender.key == *key && h.rank() != winner.rank()) {
-                losses.entry(loser.service.clone()).or_insert_with(|| Loss {
-                    claim: Claim::clone(claim),
+                losses.entry(loser.service.to_string()).or_insert_with(|| Loss {
+                    claim: claim.to_claim(),
                     winner: Contender::clone(&winner.contender),
-                    winner_service: winner.service.clone(),
+                    winner_service: winner.service.to_string(),
                 });
             }
         }
@@ -187,7 +236,7 @@ impl ClaimIndex {
     }
 
     /// For each claim a service of `key` wins, the other ServiceSets' holders it beats.
-    fn beaten(&self, key: &NamespacedName) -> Vec<(&Claim, &Holder, &Holder)> {
+    fn beaten(&self, key: &NamespacedName) -> Vec<(&StoredClaim, &Holder, &Holder)> {
         let mut beaten = Vec::new();
         for claim in self.claimed.get(key).into_iter().flatten() {
             let holders = &self.holders[claim];
@@ -200,7 +249,7 @@ impl ClaimIndex {
     }
 
     /// Removes every claim of `key`; returns those claims.
-    fn forget(&mut self, key: &NamespacedName) -> BTreeSet<Arc<Claim>> {
+    fn forget(&mut self, key: &NamespacedName) -> BTreeSet<Arc<StoredClaim>> {
         let claims: BTreeSet<_> = self.claimed.remove(key).unwrap_or_default().into_iter().collect();
         for claim in &claims {
             if let Some(holders) = self.holders.get_mut(claim) {
@@ -214,7 +263,7 @@ impl ClaimIndex {
     }
 
     /// The ServiceSets other than `except` holding any of `claims`.
-    fn contenders_of(&self, claims: &BTreeSet<Arc<Claim>>, except: &NamespacedName) -> BTreeSet<NamespacedName> {
+    fn contenders_of(&self, claims: &BTreeSet<Arc<StoredClaim>>, except: &NamespacedName) -> BTreeSet<NamespacedName> {
         claims
             .iter()
             .filter_map(|claim| self.holders.get(claim))
@@ -365,6 +414,32 @@ mod tests {
         let touched = index.record(&contender("b", 500, 2), &claims("x", release("r")));
         assert_eq!(touched, BTreeSet::from([NamespacedName::new("team-a", "a")]));
         assert_eq!(losers(&index, &["a", "b"]), ["a"]);
+    }
+
+    /// The index keeps a claim's strings in one text: the parts must come back whole and
+    /// order as the claims do, even where two claims' texts are the same run of characters.
+    #[test]
+    fn a_stored_claim_round_trips_and_orders_as_the_claim() {
+        let claim = |parts: [&str; 4]| {
+            let [target, kind, namespace, name] = parts.map(String::from);
+            Claim { target, kind, namespace, name }
+        };
+        let mut claims = vec![
+            claim(["ab", "c", "ns", "r"]),
+            claim(["a", "bc", "ns", "r"]),
+            claim(["a", "b", "cns", "r"]),
+            claim(["", "", "", ""]),
+            claim(["management", "helm-release", "ns", "r"]),
+            claim(["management", "helm-release", "ns", "r\u{e9}sum\u{e9}"]),
+            claim(["management", "helm-release", "n", "sr"]),
+        ];
+        for c in &claims {
+            assert_eq!(StoredClaim::new(c).to_claim(), *c);
+        }
+        let mut stored: Vec<_> = claims.iter().map(StoredClaim::new).collect();
+        claims.sort();
+        stored.sort();
+        assert_eq!(stored.iter().map(StoredClaim::to_claim).collect::<Vec<_>>(), claims);
     }
 
     #[test]
