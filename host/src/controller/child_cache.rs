@@ -50,7 +50,8 @@ impl ChildCache {
         let mut changed = self.delete(&child).into_iter().collect::<Vec<_>>();
         let Some(owner) = owner_of(object) else { return changed };
         let Ok(json) = serde_json::to_string(object) else { return changed };
-        let Ok(packed) = self.packer(&child, &json).and_then(|packer| packer.pack(&json)) else { return changed };
+        let with_status = object.data.get("status").is_some_and(|status| !status.is_null());
+        let Ok(packed) = self.packer(&child).pack(&json, with_status) else { return changed };
         let child = Arc::new(child);
         let owner = match self.by_owner.get_key_value(&owner) {
             Some((shared, _)) => shared.clone(),
@@ -73,16 +74,13 @@ impl ChildCache {
         changed
     }
 
-    /// The packer of `child`'s kind; `json` is the dictionary of a new one.
-    fn packer(&mut self, child: &ChildRef, json: &str) -> std::io::Result<&mut Packer> {
-        let at = match kind_at(&self.packers, child) {
-            Some(at) => at,
-            None => {
-                self.packers.push((child.api_version.clone(), child.kind.clone(), Packer::new(json)?));
-                self.packers.len() - 1
-            }
-        };
-        Ok(&mut self.packers[at].2)
+    /// The packer of `child`'s kind.
+    fn packer(&mut self, child: &ChildRef) -> &mut Packer {
+        let at = kind_at(&self.packers, child).unwrap_or_else(|| {
+            self.packers.push((child.api_version.clone(), child.kind.clone(), Packer::new()));
+            self.packers.len() - 1
+        });
+        &mut self.packers[at].2
     }
 
     /// Forgets `child`; returns the ServiceSet it belonged to.

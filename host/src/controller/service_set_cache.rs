@@ -1,11 +1,11 @@
 //! ServiceSets as the controller's cache keeps them: each packed (zstd against the first
-//! ServiceSet seen, as the child cache packs children), beside the few fields read without
+//! ServiceSet seen of its shape, with a status or without, as the child cache packs children), beside the few fields read without
 //! unpacking it: what names it, what the triggers match on and what the metrics count. A
 //! typed ServiceSet held ~3.8 KB at 10,000 × 3, most of it small strings, conditions and a
 //! one-label map (docs/performance.md); a reconcile unpacks its own ServiceSet once.
 //!
 //! The watch decodes straight into [`CachedServiceSet`] (its `Deserialize` packs), so no typed
-//! copy outlives the event. The packer is the process's one: the dictionary must be the one a
+//! copy outlives the event. The packer is the process's one: the dictionaries must be those a
 //! text was packed with, and every ServiceSet watch of the process shares the cache's type.
 
 use crate::k0rdent::{ServiceSet, State};
@@ -16,7 +16,7 @@ use kube::Resource;
 use serde::{Deserialize, Deserializer};
 use std::borrow::Cow;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// A reference to a cached ServiceSet: what the controller queues and wakes.
 pub type ServiceSetRef = kube::runtime::reflector::ObjectRef<CachedServiceSet>;
@@ -48,14 +48,7 @@ impl CachedServiceSet {
     pub fn pack(mut service_set: ServiceSet) -> std::io::Result<Self> {
         service_set.metadata.managed_fields = None;
         let text = serde_json::to_string(&service_set)?;
-        let packer = match PACKER.get() {
-            Some(packer) => packer,
-            None => {
-                let first = Packer::new(&text)?;
-                PACKER.get_or_init(|| Mutex::new(first))
-            }
-        };
-        let packed = lock(packer).pack(&text)?;
+        let packed = lock().pack(&text, service_set.status.is_some())?;
         let meta = &service_set.metadata;
         let status = service_set.status.as_ref();
         let mut hasher = DefaultHasher::new();
@@ -84,9 +77,7 @@ impl CachedServiceSet {
 
     /// The whole ServiceSet, as it was packed.
     pub fn unpack(&self) -> std::io::Result<ServiceSet> {
-        // Something packed made the packer first.
-        let packer = PACKER.get().ok_or_else(|| std::io::Error::other("no ServiceSet packed yet"))?;
-        let text = lock(packer).unpack(&self.packed)?;
+        let text = lock().unpack(&self.packed)?;
         Ok(serde_json::from_slice(&text)?)
     }
 
@@ -163,11 +154,12 @@ impl Resource for CachedServiceSet {
     }
 }
 
-/// The process's ServiceSet packer: its dictionary is the first ServiceSet packed.
-static PACKER: OnceLock<Mutex<Packer>> = OnceLock::new();
+/// The process's ServiceSet packer: its dictionaries are the first ServiceSets packed without
+/// a status and with one.
+static PACKER: Mutex<Packer> = Mutex::new(Packer::new());
 
-fn lock(packer: &Mutex<Packer>) -> std::sync::MutexGuard<'_, Packer> {
-    packer.lock().unwrap_or_else(|e| e.into_inner())
+fn lock() -> std::sync::MutexGuard<'static, Packer> {
+    PACKER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

@@ -33,8 +33,8 @@ struct Kept {
     capacity: usize,
     by_key: HashMap<u64, Packed>,
     oldest_first: VecDeque<u64>,
-    /// Made with the first translation kept as its dictionary.
-    packer: Option<Packer>,
+    /// Its dictionary is the first translation kept.
+    packer: Packer,
 }
 
 impl Default for TranslationMemo {
@@ -46,7 +46,7 @@ impl Default for TranslationMemo {
 impl TranslationMemo {
     /// A memo keeping at most `capacity` translations.
     pub fn with_capacity(capacity: usize) -> Self {
-        let kept = Kept { capacity, by_key: HashMap::new(), oldest_first: VecDeque::new(), packer: None };
+        let kept = Kept { capacity, by_key: HashMap::new(), oldest_first: VecDeque::new(), packer: Packer::new() };
         Self { hasher: RandomState::new(), kept: Mutex::new(kept) }
     }
 
@@ -68,17 +68,15 @@ impl TranslationMemo {
     pub fn get(&self, key: u64) -> Option<Vec<u8>> {
         let mut memo = self.lock();
         let Kept { by_key, packer, .. } = &mut *memo;
-        packer.as_mut()?.unpack(by_key.get(&key)?).ok()
+        packer.unpack(by_key.get(&key)?).ok()
     }
 
     /// Keeps `translation` (JSON text) under `key`, dropping the oldest beyond the capacity.
     pub fn keep(&self, key: u64, translation: &str) {
         let mut guard = self.lock();
         let memo = &mut *guard;
-        if memo.packer.is_none() {
-            memo.packer = Packer::new(translation).ok();
-        }
-        let Some(packed) = memo.packer.as_mut().and_then(|packer| packer.pack(translation).ok()) else { return };
+        // A translation is not an object: it has no status.
+        let Ok(packed) = memo.packer.pack(translation, false) else { return };
         if memo.by_key.insert(key, packed).is_none() {
             memo.oldest_first.push_back(key);
         }
