@@ -6,6 +6,7 @@
 //! Filled from the watches of [`children`](super::children); the index is exact: a child
 //! whose ServiceSet labels change moves to its new ServiceSet.
 
+use super::listed::Listed;
 use crate::k0rdent::NamespacedName;
 use crate::packed::{Packed, Packer};
 use crate::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL};
@@ -13,7 +14,7 @@ use crate::plan::decide::ChildRef;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What the cache keeps of one child, in its ServiceSet's list.
@@ -97,11 +98,11 @@ impl ChildCache {
 
     /// After a (re)list of kind `api_version`/`kind` that returned `listed`: forgets the
     /// children of that kind the list no longer holds; returns their ServiceSets.
-    pub fn keep_listed(&mut self, api_version: &str, kind: &str, listed: &HashSet<ChildRef>) -> Vec<NamespacedName> {
+    pub fn keep_listed(&mut self, api_version: &str, kind: &str, listed: &Listed) -> Vec<NamespacedName> {
         let gone: Vec<ChildRef> = self
             .owners
             .keys()
-            .filter(|c| c.api_version == api_version && c.kind == kind && !listed.contains(&***c))
+            .filter(|c| c.api_version == api_version && c.kind == kind && !listed.contains(c))
             .map(|c| (**c).clone())
             .collect();
         gone.iter().filter_map(|child| self.delete(child)).collect()
@@ -266,9 +267,9 @@ mod tests {
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         cache.apply(kept.clone(), &deleting);
         assert!(cache.is_deleting(&kept));
-        let listed = HashSet::from([kept.clone()]);
+        let listed = [&kept].into_iter().collect();
         assert_eq!(cache.keep_listed("helm.toolkit.fluxcd.io/v2", "HelmRelease", &listed), vec![owner("b")]);
-        assert_eq!(cache.keep_listed("other/v1", "HelmRelease", &HashSet::new()), Vec::<NamespacedName>::new());
+        assert_eq!(cache.keep_listed("other/v1", "HelmRelease", &Listed::default()), Vec::<NamespacedName>::new());
         assert_eq!(cache.delete(&kept), Some(owner("a")));
         assert_eq!(cache.delete(&kept), None);
         assert!(cache.children_of(&owner("a")).is_empty());

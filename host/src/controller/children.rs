@@ -3,6 +3,7 @@
 //! the kinds the plugins read, cached for `map-status` (see [`ReadCache`]).
 
 use super::child_cache::ChildCache;
+use super::listed::Listed;
 use super::read_cache::ReadCache;
 use super::service_set_cache::ServiceSetRef;
 use super::watches::WatchHealth;
@@ -21,7 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -164,7 +165,7 @@ impl ChildKinds {
             (self.applied.clone(), self.cache.clone(), resource.clone(), self.wake.clone(), self.health.clone());
         let read_cache = self.read_cache.clone();
         // The objects seen since the (re)list began; at its end the others are gone.
-        let mut relisted: HashSet<ChildRef> = HashSet::new();
+        let mut relisted = Listed::default();
         let events = watcher(Api::<DynamicObject>::all_with(self.client.clone(), &resource), config)
             .default_backoff()
             .modify(|object| object.managed_fields_mut().clear());
@@ -172,7 +173,7 @@ impl ChildKinds {
             super::watches::observe(&health, &kind.kind, &is_listed, &event);
             let Ok(event) = event else { return futures::future::ready(()) };
             if let watcher::Event::InitApply(object) = &event {
-                relisted.insert(child_ref(&kind, object));
+                relisted.insert(&child_ref(&kind, object));
             }
             let changed = match role {
                 Role::Creates => on_child(event, &kind, &applied, &cache, &mut relisted),
@@ -328,7 +329,7 @@ fn on_child(
     kind: &ApiResource,
     applied: &Applied,
     cache: &Mutex<ChildCache>,
-    relisted: &mut HashSet<ChildRef>,
+    relisted: &mut Listed,
 ) -> Vec<NamespacedName> {
     on_event(
         event,
@@ -352,7 +353,7 @@ fn on_read(
     event: watcher::Event<DynamicObject>,
     kind: &ApiResource,
     cache: &Mutex<ReadCache>,
-    relisted: &mut HashSet<ChildRef>,
+    relisted: &mut Listed,
 ) -> Vec<ChildRef> {
     on_event(
         event,
@@ -369,16 +370,16 @@ fn on_read(
 fn on_event<T>(
     event: watcher::Event<DynamicObject>,
     kind: &ApiResource,
-    relisted: &mut HashSet<ChildRef>,
+    relisted: &mut Listed,
     apply: impl FnOnce(ChildRef, &DynamicObject) -> Vec<T>,
     delete: impl FnOnce(ChildRef) -> Vec<T>,
-    keep: impl FnOnce(HashSet<ChildRef>) -> Vec<T>,
+    keep: impl FnOnce(Listed) -> Vec<T>,
 ) -> Vec<T> {
     match event {
         watcher::Event::Apply(object) | watcher::Event::InitApply(object) => apply(child_ref(kind, &object), &object),
         watcher::Event::Delete(object) => delete(child_ref(kind, &object)),
         watcher::Event::Init => {
-            relisted.clear();
+            *relisted = Listed::default();
             Vec::new()
         }
         watcher::Event::InitDone => keep(std::mem::take(relisted)),

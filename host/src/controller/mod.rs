@@ -19,6 +19,7 @@
 //! - [`clusters`]: clients of other clusters, from kubeconfig Secrets, bounded;
 //! - [`health`]: service health on the target clusters (kcm 1.12's verifier);
 //! - `child_cache`: the objects of those kinds, as compact JSON by ServiceSet;
+//! - `listed`: what a (re)list of a kind returned, for the caches to forget the rest;
 //! - [`config_maps`]: watches of the ConfigMaps AdapterPlugins name, by name;
 //! - `settle`: a short wait that folds a burst of child changes into one reconcile;
 //! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
@@ -43,6 +44,7 @@ pub mod events;
 pub mod finalizer;
 pub mod health;
 pub mod leader;
+mod listed;
 pub mod liveness;
 #[cfg(test)]
 mod mock_api;

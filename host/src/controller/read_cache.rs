@@ -3,10 +3,11 @@
 //! one to a ServiceSet is an owner reference to one of its children (see [`crate::plan::reads`]).
 //! Only objects with owner references are kept, as compact JSON, indexed by their owners' uids.
 
+use super::listed::Listed;
 use crate::plan::decide::ChildRef;
 use kube::api::DynamicObject;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// What the cache keeps of one object.
 struct Entry {
@@ -72,11 +73,11 @@ impl ReadCache {
 
     /// After a (re)list of kind `api_version`/`kind` that returned `listed`: forgets the objects
     /// of that kind the list no longer holds; returns their owners.
-    pub fn keep_listed(&mut self, api_version: &str, kind: &str, listed: &HashSet<ChildRef>) -> Vec<ChildRef> {
+    pub fn keep_listed(&mut self, api_version: &str, kind: &str, listed: &Listed) -> Vec<ChildRef> {
         let gone: Vec<ChildRef> = self
             .objects
             .keys()
-            .filter(|r| r.api_version == api_version && r.kind == kind && !listed.contains(*r))
+            .filter(|r| r.api_version == api_version && r.kind == kind && !listed.contains(r))
             .cloned()
             .collect();
         gone.iter().flat_map(|read| self.delete(read)).collect()
@@ -145,7 +146,8 @@ mod tests {
         let (gone, object_gone) = summary("gone", &[("q", "u2")]);
         cache.apply(kept.clone(), &object_kept);
         cache.apply(gone, &object_gone);
-        let owners = cache.keep_listed("config.projectsveltos.io/v1beta1", "ClusterSummary", &HashSet::from([kept]));
+        let owners =
+            cache.keep_listed("config.projectsveltos.io/v1beta1", "ClusterSummary", &[&kept].into_iter().collect());
         assert_eq!(owners.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["q"]);
         assert!(cache.owned_by("u2").is_empty());
         assert_eq!(names(&cache.owned_by("u1")), ["kept"]);
