@@ -172,9 +172,6 @@ impl ChildKinds {
         let task = tokio::spawn(events.for_each(move |event| {
             super::watches::observe(&health, &kind.kind, &is_listed, &event);
             let Ok(event) = event else { return futures::future::ready(()) };
-            if let watcher::Event::InitApply(object) = &event {
-                relisted.insert(&child_ref(&kind, object));
-            }
             let changed = match role {
                 Role::Creates => on_child(event, &kind, &applied, &cache, &mut relisted),
                 Role::Reads => {
@@ -376,7 +373,12 @@ fn on_event<T>(
     keep: impl FnOnce(Listed) -> Vec<T>,
 ) -> Vec<T> {
     match event {
-        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => apply(child_ref(kind, &object), &object),
+        watcher::Event::Apply(object) => apply(child_ref(kind, &object), &object),
+        watcher::Event::InitApply(object) => {
+            let child = child_ref(kind, &object);
+            relisted.insert(&child);
+            apply(child, &object)
+        }
         watcher::Event::Delete(object) => delete(child_ref(kind, &object)),
         watcher::Event::Init => {
             *relisted = Listed::default();
@@ -469,6 +471,24 @@ mod tests {
         assert!(patch.contains("fieldManager=ksm-adapter") && patch.contains("force=true"), "{patch}");
         let cached = kinds.cached(&service_set());
         assert_eq!(cached.iter().map(|c| ChildRef::of(c).name).collect::<Vec<_>>(), ["prod.a"]);
+    }
+
+    /// A relist keeps the children it lists and forgets, at its end, the cached ones it no
+    /// longer holds, waking their ServiceSets.
+    #[test]
+    fn a_relist_forgets_the_cached_children_it_no_longer_holds() {
+        let kind = ApiResource::from_gvk(&GroupVersionKind::gvk("helm.toolkit.fluxcd.io", "v2", "HelmRelease"));
+        let (applied, cache, mut relisted) = (Applied::default(), Mutex::new(ChildCache::default()), Listed::default());
+        let object = |name: &str| -> DynamicObject { serde_json::from_value(child(name)).unwrap() };
+        let mut event = |event| on_child(event, &kind, &applied, &cache, &mut relisted);
+        event(watcher::Event::Apply(object("prod.kept")));
+        event(watcher::Event::Apply(object("prod.gone")));
+        assert!(event(watcher::Event::Init).is_empty());
+        event(watcher::Event::InitApply(object("prod.kept")));
+        let prod = NamespacedName::new("team", "prod");
+        assert_eq!(event(watcher::Event::InitDone), vec![prod.clone()], "the gone child's ServiceSet is woken");
+        let names: Vec<_> = cache.lock().unwrap().children_of(&prod).iter().map(|c| ChildRef::of(c).name).collect();
+        assert_eq!(names, ["prod.kept"]);
     }
 
     #[tokio::test]
