@@ -61,6 +61,9 @@ pub struct Facts<'a> {
     pub service_set: &'a Value,
     /// Where its services go.
     pub target: &'a Target,
+    /// Whether a service's template deploys to the management cluster (`deploymentType:
+    /// Local`), by service name.
+    pub local: &'a dyn Fn(&str) -> bool,
 }
 
 /// API groups of the kinds the built-in Flux rules apply to, whichever plugin returns them:
@@ -71,10 +74,12 @@ const FLUX_GROUPS: [&str; 2] = ["helm.toolkit.fluxcd.io", "kustomize.toolkit.flu
 pub(crate) const FLUX_RULES: [(&str, &str, &str); 2] = [
     (
         "kubeconfig",
-        "!has(object.spec.kubeConfig) || (!target.selfManagement \
+        "has(object.spec.kubeConfig) ? (!target.selfManagement \
           && object.spec.kubeConfig.secretRef.name == target.kubeconfigSecret.name \
-          && (!has(object.spec.kubeConfig.secretRef.key) || object.spec.kubeConfig.secretRef.key == target.kubeconfigSecret.key))",
-        "spec.kubeConfig may name only the kubeconfig Secret of the ServiceSet's target cluster",
+          && (!has(object.spec.kubeConfig.secretRef.key) || object.spec.kubeConfig.secretRef.key == target.kubeconfigSecret.key)) \
+          : (target.selfManagement || target.local)",
+        "spec.kubeConfig must name the kubeconfig Secret of the ServiceSet's target cluster; only self-management \
+         and a deploymentType: Local template deploy without it (to the cluster the object is on)",
     ),
     (
         "serviceAccountName",
@@ -86,13 +91,14 @@ pub(crate) const FLUX_RULES: [(&str, &str, &str); 2] = [
 /// The compiled rules of every policy (operators' rules are few; each is compiled once).
 static RULES: LazyLock<RuleCache> = LazyLock::new(RuleCache::new);
 
-/// `target` as the rules see it: `{selfManagement, cluster, kubeconfigSecret: {name, key}}`.
-fn target_value(target: &Target) -> Value {
+/// `target` as the rules see it for one service: `{selfManagement, local, cluster,
+/// kubeconfigSecret: {name, key}}`; `local` when the service's template deploys to the
+/// management cluster.
+fn target_value(target: &Target, local: bool) -> Value {
     match target {
-        Target::SelfManagement => {
-            json!({"selfManagement": true, "cluster": "", "kubeconfigSecret": {"name": "", "key": ""}})
-        }
-        Target::Remote(cluster) => json!({"selfManagement": false, "cluster": cluster.name,
+        Target::SelfManagement => json!({"selfManagement": true, "local": local, "cluster": "",
+            "kubeconfigSecret": {"name": "", "key": ""}}),
+        Target::Remote(cluster) => json!({"selfManagement": false, "local": local, "cluster": cluster.name,
             "kubeconfigSecret": {"name": cluster.kubeconfig.name, "key": cluster.kubeconfig.key}}),
     }
 }
@@ -144,7 +150,8 @@ impl Policy {
                 self.objects_per_service
             ));
         }
-        let (target, accounts) = (target_value(facts.target), json!(self.service_account_names));
+        let target = target_value(facts.target, (facts.local)(service));
+        let accounts = json!(self.service_account_names);
         objects
             .iter()
             .map(|text| {
@@ -291,7 +298,7 @@ mod tests {
     );
 
     fn facts(target: &Target) -> Facts<'_> {
-        Facts { namespace: "team-a", service_set: &SERVICE_SET, target }
+        Facts { namespace: "team-a", service_set: &SERVICE_SET, target, local: &|service| service == "local" }
     }
 
     fn remote() -> Target {
@@ -306,9 +313,20 @@ mod tests {
 
     /// `spec` as a HelmRelease's, checked with `policy` for a ServiceSet going to `target`.
     fn checked(policy: &Policy, target: &Target, spec: Value) -> Result<Vec<Value>, String> {
+        checked_service(policy, target, "ingress", spec)
+    }
+
+    /// `spec` with the kubeconfig of [`remote`]'s cluster, which the built-in rules want.
+    fn to_target(mut spec: Value) -> Value {
+        spec["kubeConfig"] = json!({"secretRef": {"name": "prod-eu-1-kubeconfig", "key": "value"}});
+        spec
+    }
+
+    /// [`checked`], for service `service` (`local` has a `deploymentType: Local` template).
+    fn checked_service(policy: &Policy, target: &Target, service: &str, spec: Value) -> Result<Vec<Value>, String> {
         let object = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
             "metadata": {"name": "prod.ingress"}, "spec": spec});
-        policy.check_service(&meta(), &facts(target), "ingress", &[object.to_string()])
+        policy.check_service(&meta(), &facts(target), service, &[object.to_string()])
     }
 
     #[test]
@@ -316,8 +334,11 @@ mod tests {
         let open = Policy::default();
         let kubeconfig = |name: &str, key: &str| json!({"kubeConfig": {"secretRef": {"name": name, "key": key}}});
         assert!(checked(&open, &remote(), kubeconfig("prod-eu-1-kubeconfig", "value")).is_ok());
-        assert!(checked(&open, &remote(), json!({})).is_ok());
+        assert!(checked(&open, &Target::SelfManagement, json!({})).is_ok(), "self-management: no kubeconfig");
+        assert!(checked_service(&open, &remote(), "local", json!({})).is_ok(), "a Local template: none either");
         for (target, spec) in [
+            // Without a kubeconfig an object deploys to the cluster it is on: management or a region.
+            (remote(), json!({})),
             (remote(), kubeconfig("other-cluster-kubeconfig", "value")),
             (remote(), kubeconfig("prod-eu-1-kubeconfig", "admin")),
             (Target::SelfManagement, kubeconfig("prod-eu-1-kubeconfig", "value")),
@@ -326,11 +347,11 @@ mod tests {
             assert!(err.contains("refused by the built-in Flux rule \"kubeconfig\""), "{err}");
             assert!(err.starts_with("plugin \"flux\" returned HelmRelease \"prod.ingress\""), "{err}");
         }
-        let err = checked(&open, &remote(), json!({"serviceAccountName": "cluster-admin"})).unwrap_err();
+        let err = checked(&open, &remote(), to_target(json!({"serviceAccountName": "cluster-admin"}))).unwrap_err();
         assert!(err.contains("spec.policy.serviceAccountNames"), "{err}");
         let configured = Policy { service_account_names: vec!["deployer".into()], ..Policy::default() };
-        assert!(checked(&configured, &remote(), json!({"serviceAccountName": "deployer"})).is_ok());
-        assert!(checked(&configured, &remote(), json!({"serviceAccountName": "cluster-admin"})).is_err());
+        assert!(checked(&configured, &remote(), to_target(json!({"serviceAccountName": "deployer"}))).is_ok());
+        assert!(checked(&configured, &remote(), to_target(json!({"serviceAccountName": "cluster-admin"}))).is_err());
     }
 
     #[test]
@@ -342,13 +363,13 @@ mod tests {
         };
         let policy = |expression: &str| Policy { validations: vec![rule(expression)], ..Policy::default() };
         let own = "object.spec.targetNamespace == serviceSet.metadata.namespace && target.cluster == 'prod-eu-1'";
-        assert!(checked(&policy(own), &remote(), json!({"targetNamespace": "team-a"})).is_ok());
-        let err = checked(&policy(own), &remote(), json!({"targetNamespace": "kube-system"})).unwrap_err();
+        assert!(checked(&policy(own), &remote(), to_target(json!({"targetNamespace": "team-a"}))).is_ok());
+        let err = checked(&policy(own), &remote(), to_target(json!({"targetNamespace": "kube-system"}))).unwrap_err();
         assert!(err.contains("refused by spec.policy.validations[0]: releases go to"), "{err}");
         // A rule that cannot run refuses: a policy fails closed.
-        let err = checked(&policy("object.spec.missing == 1"), &remote(), json!({})).unwrap_err();
+        let err = checked(&policy("object.spec.missing == 1"), &remote(), to_target(json!({}))).unwrap_err();
         assert!(err.contains("failed to evaluate"), "{err}");
-        let err = checked(&policy("object.spec.("), &remote(), json!({})).unwrap_err();
+        let err = checked(&policy("object.spec.("), &remote(), to_target(json!({}))).unwrap_err();
         assert!(err.contains("does not compile"), "{err}");
     }
 

@@ -327,7 +327,16 @@ mod tests {
         );
         assert_eq!(
             reads(kubeconfig, "target"),
-            (false, vec!["kubeconfigSecret.key".into(), "kubeconfigSecret.name".into(), "selfManagement".into()])
+            (
+                false,
+                vec![
+                    "kubeconfigSecret.key".into(),
+                    "kubeconfigSecret.name".into(),
+                    "local".into(),
+                    "selfManagement".into(),
+                    "selfManagement".into()
+                ]
+            )
         );
         assert_eq!(reads("objects.size() > 0 && my_object == 1", "object"), (false, vec![]));
         assert_eq!(

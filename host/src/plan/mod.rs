@@ -16,8 +16,8 @@ use crate::plugin::{CallError, Plugin};
 use crate::policy::Facts;
 use crate::serving::ServingPlugin;
 use ksm_plugin_sdk::contract::{
-    Claim, ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceType, StatusInput, TranslateError,
-    TranslateInput,
+    Claim, ObservedObject, ServiceError, ServiceState, ServiceStatus, ServiceType, StatusInput, Template,
+    TranslateError, TranslateInput,
 };
 use ksm_plugin_sdk::inputs;
 use memo::TranslationMemo;
@@ -125,7 +125,8 @@ fn translate_checked(
         return Err(TranslateFailure::WrongServices { plugin: plugin.metadata().name.clone(), got, expected });
     }
     let namespace = service_set["metadata"]["namespace"].as_str().unwrap_or_default();
-    let facts = Facts { namespace, service_set, target: &input.target };
+    let local = |service: &str| local_template(service_set, &input.templates, service);
+    let facts = Facts { namespace, service_set, target: &input.target, local: &local };
     Ok(translations
         .into_iter()
         .map(|t| {
@@ -140,6 +141,20 @@ fn translate_checked(
             TranslatedService { service: t.service, outcome, claims }
         })
         .collect())
+}
+
+/// Whether service `service` of `service_set` has a template that deploys to the management
+/// cluster (kustomize or resources `deploymentType: Local`), among `templates`.
+fn local_template(service_set: &Value, templates: &[Template], service: &str) -> bool {
+    let services = service_set["spec"]["services"].as_array().into_iter().flatten();
+    let Some(name) = services.filter(|s| s["name"] == service).find_map(|s| s["template"].as_str()) else {
+        return false;
+    };
+    let Some(text) = templates.iter().find(|t| t.name == name).and_then(|t| t.object.as_deref()) else {
+        return false;
+    };
+    let template: Value = serde_json::from_str(text).unwrap_or_default();
+    ["kustomize", "resources"].iter().any(|source| template["spec"][source]["deploymentType"] == "Local")
 }
 
 /// The service names of a ServiceSet, in spec order.
