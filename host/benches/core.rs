@@ -61,6 +61,7 @@ fn main() {
             arbitrate: &|_| Arbitration::default(),
             related: &|_| vec![],
             translations: None,
+            regional: false,
             defer_status: false,
         };
         decide(&serving, &service_set, &observed, "kcm-system", &now).expect("a plan")

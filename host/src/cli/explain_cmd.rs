@@ -299,7 +299,7 @@ fn explain(manifests: &Manifests, doc: &Document, plugins: &OfflinePlugins, deci
             let mut children = Vec::new();
             for child in live.iter().filter(|c| recorded(c, SERVICE_LABEL) == Some(service.as_str())) {
                 let reference = ChildRef::of(child);
-                let what = describe(&reference);
+                let what = reference.to_string();
                 let listed =
                     format!("{} {} {}/{}", reference.api_version, reference.kind, reference.namespace, reference.name);
                 let state = if to_delete.contains(&listed) {
@@ -315,7 +315,7 @@ fn explain(manifests: &Manifests, doc: &Document, plugins: &OfflinePlugins, deci
             }
             let desired = to_apply.iter().filter(|(_, c)| recorded(c, SERVICE_LABEL) == Some(service.as_str()));
             for (reference, _) in desired.filter(|(r, _)| !live.iter().any(|c| ChildRef::of(c) == **r)) {
-                children.push(json!({"object": describe(reference), "state": "pending: not created yet"}));
+                children.push(json!({"object": reference.to_string(), "state": "pending: not created yet"}));
             }
             let live_state = live_services.iter().find(|s| s["name"] == service.as_str()).map(|s| s["state"].clone());
             let decided = state.map(|s| s["state"].clone()).unwrap_or(json!("unknown"));
@@ -361,10 +361,6 @@ fn target(service_set: &ServiceSet) -> Option<(String, String)> {
     let spec = &service_set.spec;
     let remote = !spec.provider.self_management && !spec.cluster.is_empty();
     remote.then(|| (service_set.namespace().unwrap_or_default(), spec.cluster.clone()))
-}
-
-fn describe(reference: &ChildRef) -> String {
-    format!("{} {}/{}", reference.kind, reference.namespace, reference.name)
 }
 
 fn k0rdent_resource(kind: &str) -> ApiResource {

@@ -9,12 +9,14 @@ use ksm_adapter::k0rdent::{ServiceSet, StateManagementProvider};
 use ksm_adapter::manifests::{Document, Manifests};
 use ksm_adapter::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, recorded};
 use ksm_adapter::plan::claims::{ClaimIndex, Contender, ServiceClaims, arbitrate};
-use ksm_adapter::plan::decide::{Inputs, decide, foreign_objects};
+use ksm_adapter::plan::decide::{Inputs, decide, foreign_objects, not_routed};
+use ksm_adapter::plan::route::{self, Route, Topology};
 use ksm_adapter::plan::{self, TranslatedService, reads};
 use ksm_adapter::rules::RuleCache;
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, SmpObservation};
 use kube::ResourceExt;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -137,6 +139,14 @@ pub(super) fn render_one(
         })
     };
     let arbitrate = |_: &[ServiceClaims]| arbitrate(claims, &key, has_objects);
+    // As the controller does: children go where the ServiceSet's cluster is served from.
+    let regional = match route(manifests, &service_set, system_namespace) {
+        Ok(route) => matches!(route, Route::Region(_)),
+        Err(why) => {
+            let status = not_routed(&service_set, &why, now);
+            return Ok(json!({ "serviceSet": doc.key(), "apply": [], "delete": [], "status": status }));
+        }
+    };
     let reads = &plugin.metadata().reads;
     let related = |owner: &Value| reads::owned_by(reads, owner, manifests.documents.iter().map(|d| &d.object));
     let mut observed = Inputs {
@@ -148,6 +158,7 @@ pub(super) fn render_one(
         arbitrate: &arbitrate,
         related: &related,
         translations: None,
+        regional,
         defer_status: false,
     };
     let mut plan = decide(&plugin, &service_set, &observed, system_namespace, now)?;
@@ -166,6 +177,20 @@ pub(super) fn render_one(
         "delete": plan.delete.iter().map(|r| format!("{} {} {}/{}", r.api_version, r.kind, r.namespace, r.name)).collect::<Vec<_>>(),
         "status": plan.status,
     }))
+}
+
+/// Where `service_set`'s children live, from the ClusterDeployments, Credentials and Regions in
+/// the files (as the controller routes it from its caches).
+fn route(manifests: &Manifests, service_set: &ServiceSet, system_namespace: &str) -> Result<Route, String> {
+    fn object<T: DeserializeOwned>(manifests: &Manifests, kind: &str, key: &NamespacedName) -> Option<T> {
+        let doc = manifests.find(ksm_plugin_sdk::k0rdent::API_VERSION, kind, &key.namespace, &key.name)?;
+        serde_json::from_value(doc.object.clone()).ok()
+    }
+    let cluster_deployment = |key: &NamespacedName| object(manifests, "ClusterDeployment", key);
+    let credential = |key: &NamespacedName| object(manifests, "Credential", key);
+    let region = |name: &str| object(manifests, "Region", &NamespacedName::new("", name));
+    let topology = Topology { cluster_deployment: &cluster_deployment, credential: &credential, region: &region };
+    route::route(service_set, &topology, system_namespace)
 }
 
 /// The host's own evaluation of an SMP from the workloads and CRDs in the files (RBAC cannot be

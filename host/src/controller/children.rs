@@ -107,20 +107,38 @@ impl ChildKinds {
     }
 
     fn ensure_as<'a>(&self, role: Role, kinds: impl IntoIterator<Item = &'a ObjectKind>) -> Vec<watch::Receiver<bool>> {
+        let resources = kinds.into_iter().map(|kind| {
+            let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+            ApiResource::from_gvk_with_plural(&gvk, &kind.plural)
+        });
+        self.ensure_resources(role, resources)
+    }
+
+    fn ensure_resources(
+        &self,
+        role: Role,
+        resources: impl IntoIterator<Item = ApiResource>,
+    ) -> Vec<watch::Receiver<bool>> {
         let mut known = match role {
             Role::Creates => self.kinds.write().unwrap(),
             Role::Reads => self.reads.write().unwrap(),
         };
-        kinds
+        resources
             .into_iter()
-            .map(|kind| {
-                let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
-                let key = (gvk.api_version(), gvk.kind.clone());
-                let resource = || ApiResource::from_gvk_with_plural(&gvk, &kind.plural);
-                let child = known.entry(key).or_insert_with(|| Arc::new(self.watch(resource(), role)));
+            .map(|resource| {
+                let key = (resource.api_version.clone(), resource.kind.clone());
+                let child = known.entry(key).or_insert_with(|| Arc::new(self.watch(resource, role)));
                 child.listed.clone()
             })
             .collect()
+    }
+
+    /// Starts caching every kind `other` creates (the management cluster's kinds are those of
+    /// every plugin loaded): a region's children are looked for by all of them when they are to
+    /// be deleted, whichever plugin serves the ServiceSet now.
+    pub fn ensure_like(&self, other: &ChildKinds) {
+        let resources: Vec<ApiResource> = other.kinds.read().unwrap().values().map(|k| k.resource.clone()).collect();
+        self.ensure_resources(Role::Creates, resources);
     }
 
     /// How many kinds are watched.
@@ -227,22 +245,28 @@ impl ChildKinds {
         self.cache.lock().unwrap().any(&owner, service)
     }
 
-    /// The children of `service_set` (by its uid) that exist right now, read from the API server
-    /// rather than the caches: what the host checks before it lets a ServiceSet go.
-    pub async fn live(&self, service_set: &ServiceSet) -> kube::Result<Vec<ChildRef>> {
+    /// The children of `service_set` (by its uid) that exist right now, of every kind cached
+    /// here, read from the API server rather than the caches: what the host checks before it
+    /// lets a ServiceSet go. A kind the cluster does not serve has none.
+    pub async fn live(&self, service_set: &ServiceSet) -> kube::Result<Vec<Live>> {
         let uid = service_set.uid().unwrap_or_default();
         let params = ListParams::default().labels(&format!("{SERVICE_SET_UID_LABEL}={}", label_value(&uid)));
         let resources: Vec<ApiResource> = self.kinds.read().unwrap().values().map(|k| k.resource.clone()).collect();
         let mut found = Vec::new();
         for resource in resources {
             let api = Api::<DynamicObject>::all_with(self.client.clone(), &resource);
-            for object in api.list_metadata(&params).await? {
-                found.push(ChildRef {
+            let listed = match api.list_metadata(&params).await {
+                Err(kube::Error::Api(status)) if status.is_not_found() => continue,
+                listed => listed?,
+            };
+            for object in listed {
+                let child = ChildRef {
                     api_version: resource.api_version.clone(),
                     kind: resource.kind.clone(),
                     namespace: object.namespace().unwrap_or_default(),
                     name: object.name_any(),
-                });
+                };
+                found.push(Live { child, deleting: object.metadata.deletion_timestamp.is_some() });
             }
         }
         Ok(found)
@@ -308,6 +332,15 @@ impl ChildKinds {
         })?;
         Ok(Api::namespaced_with(self.client.clone(), &child.namespace, &kind.resource))
     }
+}
+
+/// A child as the API server lists it now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Live {
+    /// Which.
+    pub child: ChildRef,
+    /// Whether it is being deleted already.
+    pub deleting: bool,
 }
 
 /// What the host does with the objects of a kind.

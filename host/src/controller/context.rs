@@ -18,7 +18,8 @@ use crate::k0rdent::{
 };
 use crate::metrics::Metrics;
 use crate::plan::memo::TranslationMemo;
-use crate::plan::route::{self, Route, Topology};
+use crate::plan::placements;
+use crate::plan::route::{self, RegionAccess, Route, Topology};
 use crate::serving::ServingPlugin;
 use crate::smp;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -140,6 +141,26 @@ impl Context {
         route::route(service_set, &topology, &self.settings.system_namespace)
     }
 
+    /// The regions `service_set`'s children may be on besides the management cluster: those
+    /// recorded on it (see [`placements`]), reached as their Region says now or, once the Region
+    /// is gone, as recorded; and the region it is routed to now. `Err` when the record does not
+    /// read.
+    pub fn regions_of(&self, service_set: &ServiceSet) -> Result<Vec<RegionAccess>, String> {
+        let mut regions = placements::recorded(service_set)?;
+        for recorded in &mut regions {
+            let region = self.caches.topology.regions.get(&ObjectRef::new(&recorded.name));
+            if let Some(Ok(now)) = region.map(|r| route::access(&recorded.name, &r, &self.settings.system_namespace)) {
+                *recorded = now;
+            }
+        }
+        if let Ok(Route::Region(now)) = self.route(service_set)
+            && !regions.iter().any(|r| r.name == now.name)
+        {
+            regions.push(now);
+        }
+        Ok(regions)
+    }
+
     /// The plugin serving `service_set`'s provider, or why there is none.
     pub fn serving(&self, service_set: &ServiceSet) -> Result<Arc<ServingPlugin>, String> {
         self.registry.serving_for(&service_set.spec.provider.name)
@@ -222,7 +243,7 @@ mod tests {
                 },
                 health,
             },
-            regions: Regions::new(children, clusters(Reads::Watches), wake),
+            regions: Regions::new(children, clusters(Reads::Watches), wake, 2),
             health: HealthCheck {
                 clusters: Arc::new(clusters(Reads::Requests)),
                 rules: reflector::store().0,

@@ -1,14 +1,17 @@
 //! The host's own finalizer (kcm's built-in adapter has its own): it keeps a ServiceSet until
 //! the host has deleted its children and seen them gone. Each adapter installation (Deployment
 //! namespace and name) has its own, so that a second installation, or one whose SMP moved to
-//! another, never releases a ServiceSet the first still has to clean up.
+//! another, never releases a ServiceSet the first still has to clean up. Beside it, the host's
+//! one other write to a ServiceSet's metadata: the record of the regions its children went to
+//! ([`placements`](crate::plan::placements)).
 
 use crate::k0rdent::ServiceSet;
 use crate::plan::children::label_value;
+use crate::plan::placements::REGIONS_ANNOTATION;
 use crate::smp::AdapterIdentity;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The finalizer every installation used before each had its own. A ServiceSet carrying it is
 /// the business of the host its SMP names (or of any, once the SMP is gone), which replaces it
@@ -26,26 +29,44 @@ pub fn has<K: kube::Resource>(service_set: &K, finalizer: &str) -> bool {
     service_set.finalizers().iter().any(|f| f == finalizer)
 }
 
-/// Adds `finalizer`, replacing the [`LEGACY`] one.
-pub async fn add(api: &Api<ServiceSet>, service_set: &ServiceSet, finalizer: &str) -> kube::Result<()> {
+/// Adds `finalizer`, replacing the [`LEGACY`] one; with `regions`, records them in the same
+/// write (a new ServiceSet whose children go to a region costs no extra request).
+pub async fn add(
+    api: &Api<ServiceSet>,
+    service_set: &ServiceSet,
+    finalizer: &str,
+    regions: Option<String>,
+) -> kube::Result<()> {
     let mut finalizers: Vec<String> = service_set.finalizers().iter().filter(|f| *f != LEGACY).cloned().collect();
     finalizers.push(finalizer.to_string());
-    set(api, service_set, finalizers).await
+    let mut metadata = json!({"finalizers": finalizers});
+    if let Some(regions) = regions {
+        metadata["annotations"] = json!({REGIONS_ANNOTATION: regions});
+    }
+    patch(api, service_set, metadata).await
+}
+
+/// Records the regions of `service_set`'s children (see
+/// [`placements`](crate::plan::placements)): before the first apply to a region, and once a
+/// region it left holds none of them.
+pub async fn record_regions(api: &Api<ServiceSet>, service_set: &ServiceSet, regions: String) -> kube::Result<()> {
+    patch(api, service_set, json!({"annotations": {REGIONS_ANNOTATION: regions}})).await
 }
 
 /// Removes `finalizer` (and the [`LEGACY`] one), keeping everyone else's.
 pub async fn remove(api: &Api<ServiceSet>, service_set: &ServiceSet, finalizer: &str) -> kube::Result<()> {
-    let finalizers = service_set.finalizers().iter().filter(|f| *f != finalizer && *f != LEGACY).cloned().collect();
-    set(api, service_set, finalizers).await
+    let finalizers: Vec<String> =
+        service_set.finalizers().iter().filter(|f| *f != finalizer && *f != LEGACY).cloned().collect();
+    patch(api, service_set, json!({"finalizers": finalizers})).await
 }
 
-/// Writes the finalizer list only if the object is still the version that was read (a merge
-/// patch carrying `resourceVersion` is a precondition), so another writer's finalizer is never
-/// lost; a stale version fails with 409 Conflict, as every lost race does, and the reconcile is
-/// retried on the latest one.
-async fn set(api: &Api<ServiceSet>, service_set: &ServiceSet, finalizers: Vec<String>) -> kube::Result<()> {
-    let version = service_set.meta().resource_version.clone().unwrap_or_default();
-    let patch = json!({"metadata": {"resourceVersion": version, "finalizers": finalizers}});
+/// Writes `metadata` only if the object is still the version that was read (a merge patch
+/// carrying `resourceVersion` is a precondition), so another writer's finalizer or annotation
+/// is never lost; a stale version fails with 409 Conflict, as every lost race does, and the
+/// reconcile is retried on the latest one.
+async fn patch(api: &Api<ServiceSet>, service_set: &ServiceSet, mut metadata: Value) -> kube::Result<()> {
+    metadata["resourceVersion"] = json!(service_set.meta().resource_version.clone().unwrap_or_default());
+    let patch = json!({ "metadata": metadata });
     api.patch(&service_set.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await.map(drop)
 }
 

@@ -210,7 +210,8 @@ pub async fn run(
         system_namespace: settings.system_namespace.clone(),
     };
     let regional = Clusters::new(client.clone(), settings.target_clusters, Reads::Watches);
-    let regions = Regions::new(children.clone(), regional, child_wake);
+    // A quarter of the reconcile workers per region: one that hangs holds up only its own.
+    let regions = Regions::new(children.clone(), regional, child_wake, usize::from(concurrency) / 4);
     let system_namespace = settings.system_namespace.clone();
     let ctx = Arc::new(Context {
         client: client.clone(),

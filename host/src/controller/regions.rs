@@ -5,20 +5,21 @@
 //! [`Reads::Watches`]'s idle time. A region's watches report to a health of their own: a region
 //! that cannot be reached fails its ServiceSets, not the host's readiness.
 
-use super::children::{ChildKinds, Waker};
+use super::children::{ChildKinds, Live, Waker};
 use super::clusters::{Cluster, Clusters, Reads};
 use super::watches::WatchHealth;
 use crate::k0rdent::ServiceSet;
-use crate::plan::children::owned_by;
 use crate::plan::decide::ChildRef;
-use crate::plan::route::Route;
+use crate::plan::route::{RegionAccess, Route};
 use crate::serving::ServingPlugin;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-/// How long a reconcile waits for a region's caches to list the plugin's kinds.
+/// How long a reconcile waits for a region's caches to list the plugin's kinds, and for a
+/// region to list a ServiceSet's children before they are deleted.
 const LISTED_WITHIN: Duration = Duration::from_secs(15);
 
 /// The management cluster's children and the regions in use.
@@ -27,6 +28,9 @@ pub struct Regions {
     clusters: Clusters,
     wake: Waker,
     held: Mutex<HashMap<String, Held>>,
+    /// Reconciles one region may run at once (see [`Regions::admit`]).
+    per_region: usize,
+    slots: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 struct Held {
@@ -38,8 +42,8 @@ struct Held {
 /// The cluster one ServiceSet's children live on, and their cache there.
 #[derive(Clone)]
 pub struct Home {
-    /// The region's name; `None` for the management cluster.
-    pub region: Option<String>,
+    /// The region and how it is reached; `None` for the management cluster.
+    pub region: Option<RegionAccess>,
     /// The cluster.
     pub cluster: Arc<Cluster>,
     /// Its children: cache, apply, delete.
@@ -56,17 +60,53 @@ impl Home {
             listed.await;
             return Ok(());
         };
-        tokio::time::timeout(LISTED_WITHIN, listed)
+        tokio::time::timeout(LISTED_WITHIN, listed).await.map_err(|_| {
+            format!("Region {}: its objects were not listed within {}s", region.name, LISTED_WITHIN.as_secs())
+        })
+    }
+
+    /// Deletes `service_set`'s children on this cluster, found by listing it (within
+    /// [`LISTED_WITHIN`]) for every kind `kinds` creates, not from a cache, which may have been
+    /// made a moment ago; returns those still there (their deletion may take a while: Flux
+    /// uninstalls first), or why the cluster could not be listed or written.
+    pub async fn clear(&self, service_set: &ServiceSet, kinds: &ChildKinds) -> Result<Vec<ChildRef>, String> {
+        let name = self.region.as_ref().map_or("the management cluster", |r| r.name.as_str());
+        let failed = |what: &str, e: &dyn std::fmt::Display| format!("Region {name}: {what}: {e}");
+        self.children.ensure_like(kinds);
+        let live = tokio::time::timeout(LISTED_WITHIN, self.children.live(service_set))
             .await
-            .map_err(|_| format!("Region {region}: its objects were not listed within {}s", LISTED_WITHIN.as_secs()))
+            .map_err(|_| format!("Region {name}: its objects were not listed within {}s", LISTED_WITHIN.as_secs()))?
+            .map_err(|e| failed("listing its objects", &e))?;
+        for Live { child, .. } in live.iter().filter(|l| !l.deleting) {
+            self.children.delete(child).await.map_err(|e| failed(&format!("deleting {child}"), &e))?;
+            tracing::info!("deleted {child} on Region {name}");
+        }
+        Ok(live.into_iter().map(|l| l.child).collect())
     }
 }
 
 impl Regions {
     /// No region yet; `management` holds the management cluster's children, `clusters` makes
-    /// the regions' clients, changes to regional children wake their ServiceSet through `wake`.
-    pub fn new(management: Arc<ChildKinds>, clusters: Clusters, wake: Waker) -> Self {
-        Self { management, clusters, wake, held: Mutex::default() }
+    /// the regions' clients, changes to regional children wake their ServiceSet through `wake`;
+    /// one region runs at most `per_region` reconciles at once.
+    pub fn new(management: Arc<ChildKinds>, clusters: Clusters, wake: Waker, per_region: usize) -> Self {
+        let per_region = per_region.max(1);
+        Self { management, clusters, wake, held: Mutex::default(), per_region, slots: Mutex::default() }
+    }
+
+    /// A slot for one reconcile whose children live on `route`: at most `per_region` at once per
+    /// region, so that a region that hangs costs only its own ServiceSets' reconciles, never the
+    /// others' workers. `Ok(None)` for the management cluster; `Err` naming the region when its
+    /// slots are taken (the caller retries shortly, without holding a worker).
+    pub fn admit(&self, route: &Route) -> Result<Option<OwnedSemaphorePermit>, String> {
+        let Route::Region(access) = route else { return Ok(None) };
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        // A region none of whose slots is taken needs no entry (Regions come and go).
+        slots.retain(|_, slot| slot.available_permits() < self.per_region);
+        let slot = slots.entry(access.name.clone()).or_insert_with(|| Arc::new(Semaphore::new(self.per_region)));
+        slot.clone().try_acquire_owned().map(Some).map_err(|_| {
+            format!("Region {}: {} reconciles of its ServiceSets are running already", access.name, self.per_region)
+        })
     }
 
     /// The home of a ServiceSet routed `route`, or why its region cannot be reached.
@@ -74,7 +114,7 @@ impl Regions {
         let access = match route {
             Route::Management => {
                 self.sweep();
-                return Ok(self.management_home());
+                return Ok(self.management());
             }
             Route::Region(access) => access,
         };
@@ -92,25 +132,13 @@ impl Regions {
             *entry = self.hold(&cluster, now);
         }
         entry.used = now;
-        Ok(Home { region: Some(access.name.clone()), cluster, children: entry.children.clone() })
+        Ok(Home { region: Some(access.clone()), cluster, children: entry.children.clone() })
     }
 
-    /// The children of `service_set` (owned by its uid, as [`deletion`](crate::plan::decide::deletion)
-    /// picks them) cached on clusters other than `home`: left there by an earlier route (its
-    /// Credential moved to another region), to be deleted.
-    pub fn elsewhere(&self, home: &Home, service_set: &ServiceSet) -> Vec<(Arc<ChildKinds>, Vec<ChildRef>)> {
-        let uid = service_set.metadata.uid.as_deref().unwrap_or_default();
-        let mut others: Vec<Arc<ChildKinds>> = self.lock().values().map(|h| h.children.clone()).collect();
-        others.push(self.management.clone());
-        others
-            .into_iter()
-            .filter(|children| !Arc::ptr_eq(children, &home.children))
-            .filter_map(|children| {
-                let cached = children.cached(service_set);
-                let left: Vec<ChildRef> = cached.iter().filter(|c| owned_by(c, uid)).map(ChildRef::of).collect();
-                (!left.is_empty()).then_some((children, left))
-            })
-            .collect()
+    /// The management cluster: its children's caches always hold every child of every kind the
+    /// loaded plugins create.
+    pub fn management(&self) -> Home {
+        Home { region: None, cluster: self.clusters.here(), children: self.management.clone() }
     }
 
     /// Whether service `service` of ServiceSet `namespace/name` has a cached child on any
@@ -128,10 +156,6 @@ impl Regions {
     /// How many watches the regions held now run (one per kind on each).
     pub fn watches(&self) -> usize {
         self.lock().values().map(|held| held.children.watched()).sum()
-    }
-
-    fn management_home(&self) -> Home {
-        Home { region: None, cluster: self.clusters.here(), children: self.management.clone() }
     }
 
     fn hold(&self, cluster: &Arc<Cluster>, now: Instant) -> Held {
@@ -213,7 +237,7 @@ mod tests {
         });
         let (wake, _) = futures::channel::mpsc::unbounded();
         let children = Arc::new(ChildKinds::new(&management, wake.clone(), Arc::default()));
-        Regions::new(children, Clusters::new(management, 8, Reads::Watches), wake)
+        Regions::new(children, Clusters::new(management, 8, Reads::Watches), wake, 2)
     }
 
     #[tokio::test]
@@ -249,31 +273,75 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn what_an_earlier_route_left_elsewhere_is_found_only_for_the_service_sets_own_uid() {
+    async fn a_region_takes_at_most_its_share_of_reconciles() {
         static VERSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
         let regions = regions(&VERSION);
-        let management = regions.home(&Route::Management).await.unwrap();
-        let kind = ksm_plugin_sdk::contract::ObjectKind {
-            group: "helm.toolkit.fluxcd.io".into(),
-            version: "v2".into(),
-            kind: "HelmRelease".into(),
-            plural: "helmreleases".into(),
+        assert!(regions.admit(&Route::Management).unwrap().is_none(), "the management cluster takes no slot");
+        let (first, second) = (regions.admit(&region("eu", "eu-kc")).unwrap(), regions.admit(&region("eu", "eu-kc")));
+        assert!(first.is_some() && second.is_ok());
+        let busy = regions.admit(&region("eu", "eu-kc")).unwrap_err();
+        assert_eq!(busy, "Region eu: 2 reconciles of its ServiceSets are running already");
+        assert!(regions.admit(&region("us", "us-kc")).is_ok(), "another region has slots of its own");
+        drop(first);
+        assert!(regions.admit(&region("eu", "eu-kc")).is_ok(), "a finished reconcile frees its slot");
+    }
+
+    /// A region's children are found by listing it for every kind the plugins create, not from
+    /// its cache (made a moment ago, after a restart or a rotated Secret): those not being
+    /// deleted are deleted, and all are returned until they are gone. A kind the region does
+    /// not serve has none.
+    #[tokio::test]
+    async fn clearing_a_region_lists_it_and_deletes_what_is_not_going_yet() {
+        let listed = json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": [
+            {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+             "metadata": {"name": "prod.a", "namespace": "team"}},
+            {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+             "metadata": {"name": "prod.b", "namespace": "team", "deletionTimestamp": "2026-11-27T10:00:00Z"}}]});
+        let (region_client, asked) = mock_api::client(move |line| match line {
+            "GET /apis/helm.toolkit.fluxcd.io/v2/helmreleases" => Some((200, listed.clone())),
+            "DELETE /apis/helm.toolkit.fluxcd.io/v2/namespaces/team/helmreleases/prod.a" => Some((200, json!({}))),
+            _ => None, // Kustomizations: not served there
+        });
+        let (management_client, _) = mock_api::client(|_| None);
+        let (wake, _) = futures::channel::mpsc::unbounded();
+        let management = ChildKinds::new(&management_client, wake.clone(), Arc::default());
+        let kind = |group: &str, version: &str, kind: &str, plural: &str| ksm_plugin_sdk::contract::ObjectKind {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
             namespaced: true,
         };
-        management.children.ensure([&kind]);
-        for name in ["prod.a", "prod.b"] {
-            management.children.apply(&child(name, "")).await.unwrap(); // the answer is what is cached
-        }
+        let helm = kind("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases");
+        let kustomize = kind("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations");
+        management.ensure([&helm, &kustomize]);
+        let home = Home {
+            region: match region("eu", "eu-kc") {
+                Route::Region(access) => Some(access),
+                Route::Management => unreachable!(),
+            },
+            cluster: Clusters::new(management_client.clone(), 1, Reads::Watches).here(),
+            children: Arc::new(ChildKinds::new(&region_client, wake, Arc::default())),
+        };
         let service_set: ServiceSet = serde_json::from_value(json!({
             "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
             "metadata": {"name": "prod", "namespace": "team", "uid": "uid-1"},
             "spec": {"provider": {"name": "ksm-flux"}},
         }))
         .unwrap();
-        let eu = regions.home(&region("eu", "eu-kc")).await.unwrap();
-        let left = regions.elsewhere(&eu, &service_set);
-        let names: Vec<Vec<String>> = left.iter().map(|(_, c)| c.iter().map(|c| c.name.clone()).collect()).collect();
-        assert_eq!(names, [["prod.a"]], "prod.b belongs to an earlier ServiceSet of that name");
-        assert!(regions.elsewhere(&management, &service_set).is_empty(), "nothing on the region");
+        let left = home.clear(&service_set, &management).await.unwrap();
+        let names: Vec<&str> = left.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["prod.a", "prod.b"], "both are there until they are gone");
+        let asked = asked.lock().unwrap().clone();
+        let deletes: Vec<&String> = asked.iter().filter(|l| l.starts_with("DELETE")).collect();
+        assert_eq!(deletes.len(), 1, "prod.b is being deleted already: {asked:#?}");
+        assert!(deletes[0].contains("/helmreleases/prod.a"), "{deletes:?}");
+        let selector = "labelSelector=ksm.k0rdent.mirantis.com%2Fserviceset-uid%3Duid-1";
+        assert!(
+            asked
+                .iter()
+                .any(|l| l.starts_with("GET /apis/helm.toolkit.fluxcd.io/v2/helmreleases?") && l.contains(selector)),
+            "{asked:#?}"
+        );
     }
 }

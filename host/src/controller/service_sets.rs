@@ -14,6 +14,8 @@ use crate::plan::claims::ServiceClaims;
 use crate::plan::decide::{self, ChildRef, Inputs, Plan, deletion, foreign_objects};
 use crate::plan::events;
 use crate::plan::gate::{Finalizers, Gate, gate};
+use crate::plan::placements;
+use crate::plan::route::{RegionAccess, Route};
 use crate::plugin::{CallError, call_blocking};
 use crate::serving::ServingPlugin;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -27,6 +29,8 @@ use std::time::Duration;
 
 /// The wait before retrying a write that lost a race with another writer.
 const CONFLICT_RETRY: Duration = Duration::from_millis(200);
+/// The wait before retrying a ServiceSet whose region runs as many reconciles as it may.
+const BUSY_RETRY: Duration = Duration::from_secs(1);
 /// How often a ServiceSet being deleted checks whether its children are gone (their deletion
 /// also wakes it through the watch).
 const DELETION_POLL: Duration = Duration::from_secs(5);
@@ -112,7 +116,12 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
         }
         Gate::CleanUp => clean_up(service_set, ctx, &api).await,
         Gate::AddFinalizer => {
-            finalizer::add(&api, service_set, &ctx.finalizer).await.map_err(stale_or_api)?;
+            // A region its children will go to is recorded in the same write, before any apply.
+            let regions = match ctx.route(service_set) {
+                Ok(Route::Region(access)) => placements::recording(service_set, &access),
+                _ => None,
+            };
+            finalizer::add(&api, service_set, &ctx.finalizer, regions).await.map_err(stale_or_api)?;
             Ok(Action::await_change()) // the finalizer's write comes back through the watch
         }
         Gate::Plan => plan_and_carry_out(service_set, smp, ctx, &api).await,
@@ -143,7 +152,25 @@ async fn plan_and_carry_out(
             return Ok(Action::await_change());
         }
     };
-    let home = match listed_home(service_set, ctx, &serving).await {
+    let route = match ctx.route(service_set) {
+        Ok(route) => route,
+        Err(why) => return unreachable(ctx, api, service_set, why).await,
+    };
+    let _slot = match ctx.regions.admit(&route) {
+        Ok(slot) => slot,
+        Err(busy) => {
+            tracing::debug!("{busy}; retrying shortly");
+            return Ok(Action::requeue(BUSY_RETRY));
+        }
+    };
+    if let Route::Region(access) = &route
+        && let Some(record) = placements::recording(service_set, access)
+    {
+        // Recorded before the first apply there: deleting and moving the children read it.
+        finalizer::record_regions(api, service_set, record).await.map_err(stale_or_api)?;
+        return Ok(Action::await_change()); // the record comes back through the watch
+    }
+    let home = match listed_home(&route, ctx, &serving).await {
         Ok(home) => home,
         Err(why) => return unreachable(ctx, api, service_set, why).await,
     };
@@ -155,7 +182,12 @@ async fn plan_and_carry_out(
         ctx.metrics.plugin_errors(&serving.name, "policy", plan.refused as u64);
     }
     let mut refused: Vec<String> = foreign.values().cloned().collect();
-    let coming_back = carry_out(&plan, service_set, &home, ctx, &mut refused).await?;
+    let coming_back = carry_out(&plan, &home, &mut refused).await?;
+    let left = clear_elsewhere(service_set, &home, ctx, &mut refused).await?;
+    if let Some(record) = placements::forgetting(service_set, &left) {
+        finalizer::record_regions(api, service_set, record).await.map_err(stale_or_api)?;
+        return Ok(Action::await_change()); // the record comes back through the watch
+    }
     if coming_back && refused.is_empty() {
         return Ok(Action::requeue(ctx.settings.resync));
     }
@@ -183,14 +215,9 @@ async fn plugin_failed(
     Err(call.into())
 }
 
-/// The cluster `service_set`'s children live on, or why it cannot be told or reached.
-async fn home(service_set: &ServiceSet, ctx: &Context) -> Result<Home, String> {
-    ctx.regions.home(&ctx.route(service_set)?).await
-}
-
-/// [`home`], its caches of `serving`'s kinds listed.
-async fn listed_home(service_set: &ServiceSet, ctx: &Context, serving: &ServingPlugin) -> Result<Home, String> {
-    let home = home(service_set, ctx).await?;
+/// The cluster of `route`, its caches of `serving`'s kinds listed, or why it cannot be reached.
+async fn listed_home(route: &Route, ctx: &Context, serving: &ServingPlugin) -> Result<Home, String> {
+    let home = ctx.regions.home(route).await?;
     home.listed(serving).await?;
     Ok(home)
 }
@@ -259,7 +286,7 @@ async fn plan(
         None => None,
     };
     let children = home.children.cached(service_set);
-    let kinds = home.children.clone();
+    let (kinds, regional) = (home.children.clone(), home.region.is_some());
     let (service_set, ctx, serving) = (service_set.clone(), ctx.clone(), serving.clone());
     call_blocking(move || {
         let namespace = service_set.namespace().unwrap_or_default();
@@ -278,6 +305,7 @@ async fn plan(
             arbitrate: &arbitrate,
             related: &related,
             translations: Some(&ctx.translations),
+            regional,
             defer_status,
         };
         decide::decide(&serving, &service_set, &inputs, &ctx.settings.system_namespace, &now())
@@ -285,32 +313,59 @@ async fn plan(
     .await
 }
 
-/// Applies and deletes what the plan says on the children's home cluster (and deletes what an
-/// earlier route left elsewhere); returns whether an apply changed an object (its watch will
-/// bring it back). A child the API server refuses is added to `refused`; other API errors stop
-/// the round and retry it.
-async fn carry_out(
-    plan: &Plan,
-    service_set: &ServiceSet,
-    home: &Home,
-    ctx: &Context,
-    refused: &mut Vec<String>,
-) -> Result<bool, Error> {
+/// Applies and deletes what the plan says on the children's home cluster; returns whether an
+/// apply changed an object (its watch will bring it back). A child the API server refuses is
+/// added to `refused`; other API errors stop the round and retry it.
+async fn carry_out(plan: &Plan, home: &Home, refused: &mut Vec<String>) -> Result<bool, Error> {
     let mut coming_back = false;
     for child in &plan.apply {
         match home.children.apply(child).await {
             Ok(changed) => coming_back |= changed,
             Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 404 | 422) => {
-                refused.push(format!("{}: {}", describe(&ChildRef::of(child)), e.message));
+                refused.push(format!("{}: {}", ChildRef::of(child), e.message));
             }
             Err(e) => return Err(e.into()),
         }
     }
     delete_children(&plan.delete, &home.children).await?;
-    for (elsewhere, left) in ctx.regions.elsewhere(home, service_set) {
-        delete_children(&left, &elsewhere).await?;
-    }
     Ok(coming_back)
+}
+
+/// Deletes what an earlier route left on other clusters than `home`: on the management cluster
+/// (its cache holds every child) and on every region recorded on the ServiceSet (listed: its
+/// cache may be new). Returns the recorded regions that hold none of its children any more, for
+/// the record to forget; one that cannot be listed or written is named in `refused` and kept.
+async fn clear_elsewhere(
+    service_set: &ServiceSet,
+    home: &Home,
+    ctx: &Context,
+    refused: &mut Vec<String>,
+) -> Result<Vec<String>, Error> {
+    if home.region.is_some() {
+        let management = ctx.regions.management();
+        let left = deletion(service_set, &management.children.cached(service_set), &now()).delete;
+        delete_children(&left, &management.children).await?;
+    }
+    let here = home.region.as_ref().map(|r| r.name.as_str());
+    let mut emptied = Vec::new();
+    // Besides the recorded regions, only the current route's, which is `home`'s.
+    for access in ctx.regions_of(service_set).unwrap_or_default() {
+        if Some(access.name.as_str()) == here {
+            continue;
+        }
+        match clear_region(&access, service_set, ctx).await {
+            Ok(left) if left.is_empty() => emptied.push(access.name),
+            Ok(_) => {} // going: their deletion comes back through the region's watch
+            Err(why) => refused.push(why),
+        }
+    }
+    Ok(emptied)
+}
+
+/// Deletes `service_set`'s children on the region `access`; returns those still there.
+async fn clear_region(access: &RegionAccess, service_set: &ServiceSet, ctx: &Context) -> Result<Vec<ChildRef>, String> {
+    let home = ctx.regions.home(&Route::Region(access.clone())).await?;
+    home.clear(service_set, &ctx.caches.children).await
 }
 
 /// Checks the health of the services the CD tool calls Deployed on their target cluster
@@ -336,28 +391,40 @@ async fn finish(
     }
 }
 
-/// A ServiceSet being deleted: services go `Deleting`, children are deleted (on their home
-/// cluster, and wherever an earlier route left some), and the finalizer goes only once the API
-/// server lists none of them (Flux uninstalls before its objects go). No plugin is involved: the
-/// children are found by their labels. A region that cannot be reached holds the finalizer.
+/// A ServiceSet being deleted: services go `Deleting`, children are deleted on the management
+/// cluster and on every region they may be on (recorded on the ServiceSet, or routed to now),
+/// and the finalizer goes only once each of these clusters lists none of them (Flux uninstalls
+/// before its objects go). No plugin is involved: the children are found by their labels. A
+/// region that cannot be listed holds the finalizer, and the status names it.
 async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<ServiceSet>) -> Result<Action, Error> {
-    let home = match home(service_set, ctx).await {
-        Ok(home) => home,
-        Err(why) => return unreachable(ctx, api, service_set, why).await,
-    };
-    let plan = deletion(service_set, &home.children.cached(service_set), &now());
-    let left = ctx.regions.elsewhere(&home, service_set);
-    delete_children(&plan.delete, &home.children).await?;
-    for (elsewhere, children) in &left {
-        delete_children(children, elsewhere).await?;
+    let now = now();
+    let management = ctx.regions.management();
+    let plan = deletion(service_set, &management.children.cached(service_set), &now);
+    delete_children(&plan.delete, &management.children).await?;
+    let mut remaining: Vec<ChildRef> =
+        management.children.live(service_set).await?.into_iter().map(|l| l.child).collect();
+    let mut unreachable = Vec::new();
+    match ctx.regions_of(service_set) {
+        Ok(regions) => {
+            for access in regions {
+                match clear_region(&access, service_set, ctx).await {
+                    Ok(left) => remaining.extend(left),
+                    Err(why) => unreachable.push(why),
+                }
+            }
+        }
+        Err(why) => unreachable.push(why),
     }
-    if let Some(status) = plan.status {
+    let mut status = plan.status.expect("a deletion plan has a status");
+    if !unreachable.is_empty() {
+        let why = format!("{}; the finalizer stays until its objects there are deleted", unreachable.join("; "));
+        decide::region_unreachable(&mut status, &why, service_set.metadata.generation, &now);
         write_status(ctx, api, service_set, status).await?;
+        return Err(Error::Unreachable(why));
     }
-    let mut remaining = home.children.live(service_set).await?;
-    remaining.extend(left.into_iter().flat_map(|(_, children)| children));
+    write_status(ctx, api, service_set, status).await?;
     if !remaining.is_empty() {
-        let names: Vec<String> = remaining.iter().map(describe).collect();
+        let names: Vec<String> = remaining.iter().map(ChildRef::to_string).collect();
         tracing::info!("waiting for {} to be gone", names.join(", "));
         return Ok(Action::requeue(DELETION_POLL));
     }
@@ -373,7 +440,7 @@ async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<S
 async fn delete_children(children: &[ChildRef], kinds: &ChildKinds) -> Result<(), Error> {
     for child in children.iter().filter(|c| !kinds.is_deleting(c)) {
         kinds.delete(child).await?;
-        tracing::info!("deleted {}", describe(child));
+        tracing::info!("deleted {child}");
     }
     Ok(())
 }
@@ -401,10 +468,6 @@ fn stale_or_api(e: kube::Error) -> Error {
         kube::Error::Api(status) if status.is_conflict() => Error::Stale(e),
         _ => Error::Api(e),
     }
-}
-
-fn describe(child: &ChildRef) -> String {
-    format!("{} {}/{}", child.kind, child.namespace, child.name)
 }
 
 fn now() -> Time {

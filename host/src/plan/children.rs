@@ -1,15 +1,16 @@
 //! What the host adds to every child object, whether a child is this ServiceSet's, and whether
 //! a child needs to be applied.
 //!
-//! The host (never the plugin) labels children with their ServiceSet and service and makes the
-//! ServiceSet their controller owner. It also records a hash of what it applied: a child is
+//! The host (never the plugin) labels children with their ServiceSet and service and, when they
+//! live beside it, makes the ServiceSet their controller owner. It also records a hash of what it applied: a child is
 //! applied again only when the hash differs (the desired object changed, including fields that
 //! were removed) or when a field the host sets has drifted in the live object.
 //!
 //! Label values are at most 63 characters and ServiceSet names up to 253: a name that does not
 //! fit is shortened in the label (stably, with a hash) and kept whole in the annotation of the
 //! same key. What proves a child is a ServiceSet's is its uid (a name can be reused, a uid
-//! cannot): the controller ownerReference, or across namespaces the uid label.
+//! cannot): the controller ownerReference, or without one (another namespace, another cluster)
+//! the uid label.
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -39,14 +40,21 @@ pub struct Owner {
     pub name: String,
     /// ServiceSet uid.
     pub uid: String,
+    /// Whether its children live on its own cluster. An ownerReference is meaningful only
+    /// within one cluster: on a regional cluster it would name an object that cluster does not
+    /// have, and that cluster's garbage collector deletes the child (kcm's adapter drops it too).
+    pub beside: bool,
 }
 
-/// Adds the host's labels, controller ownerReference (only in the ServiceSet's own namespace:
-/// Kubernetes has no cross-namespace owners; the host deletes such children itself) and
-/// applied-hash annotation to a child that passed the policy checks.
+/// Adds the host's labels, controller ownerReference (only in the ServiceSet's own namespace on
+/// its own cluster: Kubernetes has no cross-namespace or cross-cluster owners; the host deletes
+/// such children itself) and applied-hash annotation to a child that passed the policy checks.
+/// A child that had a reference and no longer should loses it at its next apply: the host's
+/// field manager stops setting it, so server-side apply removes it.
 pub fn own(mut object: Value, owner: &Owner, service: &str) -> Value {
     let metadata = object["metadata"].as_object_mut().expect("policy checked metadata is an object");
     let same_namespace = metadata.get("namespace").and_then(Value::as_str) == Some(owner.namespace.as_str());
+    let referenced = same_namespace && owner.beside;
     let labels = entry_object(metadata, "labels");
     labels.insert(MANAGED_LABEL.into(), json!("true"));
     labels.insert(SERVICE_SET_LABEL.into(), json!(label_value(&owner.name)));
@@ -57,7 +65,7 @@ pub fn own(mut object: Value, owner: &Owner, service: &str) -> Value {
     for (key, value) in whole.into_iter().filter(|(_, value)| label_value(value) != **value) {
         entry_object(metadata, "annotations").insert(key.into(), json!(value));
     }
-    if same_namespace {
+    if referenced {
         metadata.insert(
             "ownerReferences".into(),
             json!([{
@@ -106,7 +114,7 @@ pub fn service_of(object: &Value) -> Option<&str> {
 }
 
 /// Whether `object` is the child of the ServiceSet with `uid`: its controller ownerReference
-/// says so, or, without one (another namespace), its uid label.
+/// says so, or, without one (another namespace or cluster), its uid label.
 pub fn owned_by(object: &Value, uid: &str) -> bool {
     let mut references = object["metadata"]["ownerReferences"].as_array().into_iter().flatten();
     match references.find(|r| r["controller"] == true) {
@@ -173,7 +181,7 @@ mod tests {
     use super::*;
 
     fn owner() -> Owner {
-        Owner { namespace: "kcm-system".into(), name: "prod-eu-1".into(), uid: "u-1".into() }
+        Owner { namespace: "kcm-system".into(), name: "prod-eu-1".into(), uid: "u-1".into(), beside: true }
     }
 
     fn release(values: Value) -> Value {
@@ -204,6 +212,16 @@ mod tests {
         let child = own(object, &owner(), "ingress");
         assert!(child["metadata"].get("ownerReferences").is_none(), "Kubernetes has no cross-namespace owners");
         assert_eq!(child["metadata"]["labels"][SERVICE_SET_NAMESPACE_LABEL], "kcm-system");
+    }
+
+    #[test]
+    fn a_child_on_another_cluster_has_no_owner_reference_and_loses_a_stale_one() {
+        let regional = Owner { beside: false, ..owner() };
+        let child = own(release(json!({})), &regional, "ingress");
+        assert!(child["metadata"].get("ownerReferences").is_none(), "its garbage collector would delete it");
+        assert!(owned_by(&child, "u-1") && foreign(&child, &regional).is_none(), "the uid label proves it");
+        let stale = own(release(json!({})), &owner(), "ingress");
+        assert!(needs_apply(&child, Some(&stale)), "applied again without the reference, which SSA then removes");
     }
 
     #[test]

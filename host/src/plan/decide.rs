@@ -48,6 +48,9 @@ pub struct Inputs<'a> {
     pub related: &'a dyn Fn(&Value) -> Vec<Value>,
     /// Translations kept from earlier rounds (see [`memo`](super::memo)); `None`: ask the plugin.
     pub translations: Option<&'a TranslationMemo>,
+    /// Whether the children live on another cluster than the ServiceSet (a region, see
+    /// [`route`](super::route)): they are its by their uid label alone (see [`Owner::beside`]).
+    pub regional: bool,
     /// Whether a plan that applies something leaves its status out ([`Plan::status`] `None`):
     /// the controller writes no status in a round whose applies change objects (their watch
     /// events bring the next round, which does), so asking the plugin to map the status of
@@ -78,6 +81,13 @@ impl ChildRef {
             namespace: text(&object["metadata"]["namespace"]),
             name: text(&object["metadata"]["name"]),
         }
+    }
+}
+
+/// `Kind namespace/name`, as messages name a child.
+impl std::fmt::Display for ChildRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
     }
 }
 
@@ -143,7 +153,7 @@ pub fn decide(
         }
     };
 
-    let owner = owner_of(service_set);
+    let owner = owner_of(service_set, !observed.regional);
     // Labelled with this name but owned by another uid (an earlier ServiceSet of the same name):
     // never applied over, never deleted.
     let (ours, theirs): (Vec<&Value>, Vec<&Value>) =
@@ -254,15 +264,16 @@ pub fn foreign_objects(
     unseen: &[ChildRef],
     live: impl Fn(&ChildRef) -> Option<Value>,
 ) -> BTreeMap<ChildRef, String> {
-    let owner = owner_of(service_set);
+    let owner = owner_of(service_set, true);
     unseen.iter().filter_map(|key| Some((key.clone(), children::foreign(&live(key)?, &owner)?))).collect()
 }
 
-fn owner_of(service_set: &ServiceSet) -> Owner {
+fn owner_of(service_set: &ServiceSet, beside: bool) -> Owner {
     Owner {
         namespace: service_set.metadata.namespace.clone().unwrap_or_default(),
         name: service_set.metadata.name.clone().unwrap_or_default(),
         uid: service_set.metadata.uid.clone().unwrap_or_default(),
+        beside,
     }
 }
 
@@ -332,11 +343,20 @@ pub fn not_translated(service_set: &ServiceSet, reason: &str, message: &str, now
     held(service_set, TRANSLATED, reason, message, now)
 }
 
-/// The status of a ServiceSet whose children's cluster cannot be told or reached (reason
-/// `RegionUnreachable`: a Region, Credential or kubeconfig Secret is missing or wrong, or the
-/// regional cluster does not answer): its children stay as they are, and [`APPLIED`] says why.
+/// The status of a ServiceSet whose children's cluster cannot be told or reached: its
+/// children stay as they are, and [`APPLIED`] says why (see [`region_unreachable`]).
 pub fn not_routed(service_set: &ServiceSet, message: &str, now: &Time) -> ServiceSetStatus {
-    held(service_set, APPLIED, "RegionUnreachable", message, now)
+    let mut status = service_set.status.clone().unwrap_or_default();
+    region_unreachable(&mut status, message, service_set.metadata.generation, now);
+    status
+}
+
+/// Says in `status` why a cluster the children live on cannot be told or reached (reason
+/// `RegionUnreachable`: a Region, Credential or kubeconfig Secret is missing or wrong, or the
+/// regional cluster does not answer).
+pub fn region_unreachable(status: &mut ServiceSetStatus, message: &str, generation: Option<i64>, now: &Time) {
+    let condition = conditions::new(APPLIED, Status::False, "RegionUnreachable", message, generation, now);
+    conditions::set(&mut status.conditions, condition);
 }
 
 /// The ServiceSet's status as it is, with condition `type_` False for `reason`.
@@ -433,6 +453,7 @@ mod tests {
             arbitrate: &|_| Arbitration::default(),
             related: &|_| vec![],
             translations: None,
+            regional: false,
             defer_status,
         };
         decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
@@ -464,6 +485,7 @@ mod tests {
             arbitrate: &|_| Arbitration::default(),
             related: &|_| vec![],
             translations: None,
+            regional: false,
             defer_status: false,
         };
         let mut ss = service_set(ingress());
@@ -542,6 +564,7 @@ mod tests {
             arbitrate: &arbitrate,
             related: &|_| vec![],
             translations: None,
+            regional: false,
             defer_status: false,
         };
         let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
@@ -583,6 +606,7 @@ mod tests {
                 arbitrate: &arbitrate,
                 related: &|_| vec![],
                 translations: None,
+                regional: false,
                 defer_status: false,
             };
             decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
@@ -741,6 +765,7 @@ mod tests {
             },
             related: &|_| vec![],
             translations: None,
+            regional: false,
             defer_status: false,
         };
         let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();

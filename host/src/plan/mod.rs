@@ -8,6 +8,7 @@ pub mod decide;
 pub mod events;
 pub mod gate;
 pub mod memo;
+pub mod placements;
 pub mod reads;
 pub mod route;
 pub mod status;

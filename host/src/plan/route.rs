@@ -68,7 +68,7 @@ pub fn route(service_set: &ServiceSet, topology: &Topology, system_namespace: &s
 
 /// Where Region `name`'s kubeconfig is: `spec.kubeConfig` in the system namespace, or the
 /// kubeconfig Secret of `spec.clusterDeployment`.
-fn access(name: &str, region: &Region, system_namespace: &str) -> Result<RegionAccess, String> {
+pub fn access(name: &str, region: &Region, system_namespace: &str) -> Result<RegionAccess, String> {
     let (secret, key) = match (&region.spec.kube_config, &region.spec.cluster_deployment) {
         (Some(kubeconfig), None) if !kubeconfig.name.is_empty() => {
             let key = if kubeconfig.key.is_empty() { KUBECONFIG_KEY } else { &kubeconfig.key };

@@ -232,6 +232,15 @@ impl ControlPlane {
         self.pids.iter().find(|(n, _)| *n == name).map(|(_, pid)| *pid)
     }
 
+    /// Pauses (`SIGSTOP`) or resumes (`SIGCONT`) process `name` of this control plane: a paused
+    /// kube-apiserver accepts connections and answers nothing, as a cluster that hangs.
+    pub fn pause(&self, name: &str, paused: bool) {
+        let pid = self.pid(name).unwrap_or_else(|| panic!("no {name} in this control plane"));
+        let signal = if paused { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill").args([signal, &pid.to_string()]).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill {signal} {pid} ({name}) failed");
+    }
+
     /// The kubeconfig of the `system:masters` test identity.
     pub fn admin_kubeconfig(&self) -> &Path {
         &self.admin_kubeconfig

@@ -70,6 +70,15 @@ impl Scenario {
         Adapter::start_with(&self.env, Mode::Observe, extra_args)
     }
 
+    /// Stops the adapter (SIGTERM, then waits until it exits) and starts it again with
+    /// `extra_args`, in observe mode: a restart, as a new pod or a new leader makes one.
+    pub async fn restart_adapter(&mut self, extra_args: &[&str]) {
+        self.adapter.terminate();
+        let exited = poll("the adapter to exit", WAIT, async || self.adapter.exited().ok_or(json!("running"))).await;
+        exited.unwrap_or_else(|timed_out| panic!("{}", timed_out.report()));
+        self.adapter = Adapter::start_with(&self.env, Mode::Observe, extra_args);
+    }
+
     /// The finalizer of the scenario's adapter.
     pub fn host_finalizer(&self) -> String {
         host_finalizer(self.namespace(), ADAPTER_NAME)

@@ -1,7 +1,8 @@
 //! Regional clusters (kcm 1.12): a ServiceSet whose ClusterDeployment's Credential names a Region
 //! is served on the regional cluster, reached through the Region's kubeconfig Secret: its
 //! HelmRelease is applied, watched and deleted there, and its status comes back from there. On
-//! envtest a second API server plays the region.
+//! envtest a second control plane plays the region, as a real one runs: kube-controller-manager
+//! with its garbage collector, and the CRDs kcm installs there (k0rdent's and Flux's).
 
 use ksm_e2e::adapter::http_get;
 use ksm_e2e::env::{another_cluster, kubeconfig_client, report};
@@ -11,10 +12,62 @@ use ksm_e2e::objects::Objects;
 use ksm_e2e::status::{generation, service_state};
 use ksm_e2e::{Backend, Kind, MANAGED_LABEL, Mode, ObjRef, Scenario, WAIT};
 use serde_json::{Value, json};
+use std::time::Duration;
 
-/// The Flux CRDs, which the CD tool on the region serves.
-fn flux_crd(crd: &Value) -> bool {
-    crd["spec"]["group"].as_str().is_some_and(|group| group.ends_with(".toolkit.fluxcd.io"))
+/// The host's record, on a ServiceSet, of the regions its children went to.
+const REGIONS_ANNOTATION: &str = "ksm.k0rdent.mirantis.com/regions";
+
+/// The CRDs of a regional cluster: Flux's, which the CD tool there serves, and k0rdent's, which
+/// kcm installs there. With k0rdent's, the region's garbage collector resolves an
+/// ownerReference to a ServiceSet, finds none there and deletes the object.
+fn region_crd(crd: &Value) -> bool {
+    crd["spec"]["group"]
+        .as_str()
+        .is_some_and(|group| group.ends_with(".toolkit.fluxcd.io") || group == "k0rdent.mirantis.com")
+}
+
+/// Waits until the region's garbage collector deletes a HelmRelease whose owner, a ServiceSet of
+/// the test's namespace, does not exist there: it watches HelmReleases by then (it learns new
+/// kinds at its discovery resync, every 30 s), so a HelmRelease that named its ServiceSet as
+/// owner would be deleted as well.
+async fn collects_orphans(t: &Scenario, remote: &Objects) {
+    let probe = remote
+        .create(json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "orphan", "namespace": t.namespace(), "ownerReferences": [{
+                "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet", "name": "web",
+                "uid": "00000000-0000-4000-8000-000000000000", "controller": true}]},
+            "spec": {"interval": "10m", "chartRef": {"kind": "OCIRepository", "name": "orphan"}}}))
+        .await;
+    let probe = ObjRef::of(&probe);
+    t.wait_for(
+        "the region's garbage collector to delete an orphaned HelmRelease",
+        Duration::from_secs(120),
+        async || match remote.get(&probe).await {
+            Some(object) => Err(object),
+            None => Ok(()),
+        },
+    )
+    .await;
+}
+
+/// Onboards the cluster of `region` as Region `<namespace>-eu` from a ClusterDeployment: its
+/// kubeconfig Secret `eu-mgmt-kubeconfig` on management, and the test's namespace there;
+/// returns the Region's name and a client of the region.
+async fn onboard(t: &Scenario, region: &ksm_e2e::envtest::ControlPlane) -> (String, Objects) {
+    let ns = t.namespace();
+    let remote = Objects::new(kubeconfig_client(region.admin_kubeconfig()).await.expect("a client of the region"));
+    remote.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await;
+    let kubeconfig = std::fs::read_to_string(region.admin_kubeconfig()).expect("the region's kubeconfig");
+    t.create(json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "eu-mgmt-kubeconfig", "namespace": ns},
+                    "stringData": {"value": kubeconfig}}))
+        .await;
+    let region_name = format!("{ns}-eu");
+    t.create(json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "Region",
+                    "metadata": {"name": region_name},
+                    "spec": {"clusterDeployment": {"name": "eu-mgmt", "namespace": ns}}}))
+        .await;
+    (region_name, remote)
 }
 
 /// The ClusterDeployment `name`, whose Credential `credential` names `region` (empty: none).
@@ -31,23 +84,10 @@ fn cluster(namespace: &str, name: &str, credential: &str, region: &str) -> [Valu
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_regional_service_sets_helm_release_lives_on_the_region_and_its_status_comes_back() {
-    let Some(region) = another_cluster("regions", flux_crd).await else { return };
+    let Some(region) = another_cluster("regions", region_crd).await else { return };
     let t = Scenario::start("regions", Mode::Observe).await;
     let ns = t.namespace().to_string();
-    let remote = Objects::new(kubeconfig_client(region.admin_kubeconfig()).await.expect("a client of the region"));
-    remote.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await;
-
-    // The region is onboarded from a ClusterDeployment: its kubeconfig Secret on management.
-    let kubeconfig = std::fs::read_to_string(region.admin_kubeconfig()).expect("the region's kubeconfig");
-    t.create(json!({"apiVersion": "v1", "kind": "Secret",
-                    "metadata": {"name": "eu-mgmt-kubeconfig", "namespace": ns},
-                    "stringData": {"value": kubeconfig}}))
-        .await;
-    let region_name = format!("{ns}-eu");
-    t.create(json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "Region",
-                    "metadata": {"name": region_name},
-                    "spec": {"clusterDeployment": {"name": "eu-mgmt", "namespace": ns}}}))
-        .await;
+    let (region_name, remote) = onboard(&t, &region).await;
     for object in cluster(&ns, "web", "eu-credential", &region_name) {
         t.create(object).await;
     }
@@ -96,6 +136,33 @@ async fn a_regional_service_sets_helm_release_lives_on_the_region_and_its_status
         .await;
     assert_eq!(ss["status"]["deployed"], true);
 
+    // An ownerReference names an object of one cluster: the region has no ServiceSet of that
+    // uid, and its garbage collector would delete the HelmReleases (and the host create them
+    // again, in a loop). They carry none, and stay as they are: same uid, not written again.
+    collects_orphans(&t, &remote).await;
+    let settled = remote.list(Kind::HelmRelease, &ns, &managed).await;
+    for release in &settled {
+        assert!(release["metadata"].get("ownerReferences").is_none(), "{release:#}");
+    }
+    let versions = |releases: &[Value]| -> Vec<(Value, Value)> {
+        let mut seen: Vec<_> =
+            releases.iter().map(|r| (r["metadata"]["uid"].clone(), r["metadata"]["resourceVersion"].clone())).collect();
+        seen.sort_by_key(|(uid, _)| uid.to_string());
+        seen
+    };
+    let before = versions(&settled);
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = versions(&remote.list(Kind::HelmRelease, &ns, &managed).await);
+        assert_eq!(
+            now,
+            before,
+            "after {:?}: the region's HelmReleases were deleted, created or written",
+            start.elapsed()
+        );
+    }
+
     // Deleted: the HelmRelease goes from the region, then the ServiceSet.
     t.delete(&t.service_set("web")).await;
     t.wait_for("the region's HelmRelease to be gone", WAIT, async || match remote.get(&r).await {
@@ -143,7 +210,7 @@ async fn a_missing_region_is_named_in_the_status_and_nothing_is_applied() {
 /// keeps it), not on the management cluster.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_regional_services_health_is_read_through_the_kubeconfig_on_the_region() {
-    let Some(region) = another_cluster("regions-health", flux_crd).await else { return };
+    let Some(region) = another_cluster("regions-health", region_crd).await else { return };
     let Some(target) = another_cluster("regions-health", |_| false).await else { return };
     let t = Scenario::start_with("regions-health", Mode::Observe, &["--health-poll-seconds", "1"]).await;
     let ns = t.namespace().to_string();
@@ -203,4 +270,90 @@ async fn a_regional_services_health_is_read_through_the_kubeconfig_on_the_region
         "{health:#}"
     );
     drop((region, target));
+}
+
+/// Children are deleted where they are, not where the route points now, and never left behind:
+/// after a host restart (the region's caches are new), after the region's kubeconfig Secret is
+/// rewritten (a new client and new caches), after the ClusterDeployment is deleted first (the
+/// route points at the management cluster), and while the region does not answer (the finalizer
+/// stays, the status names the region, and the children go once it answers again).
+#[tokio::test(flavor = "multi_thread")]
+async fn regional_children_are_deleted_where_they_are() {
+    let Some(region) = another_cluster("regions-deletion", region_crd).await else { return };
+    let mut t = Scenario::start("regions-deletion", Mode::Observe).await;
+    let ns = t.namespace().to_string();
+    let (region_name, remote) = onboard(&t, &region).await;
+    let [credential, _] = cluster(&ns, "w1", "eu-credential", &region_name);
+    t.create(credential).await;
+    let names = ["restarted", "rotated", "unrouted", "unanswered"];
+    for name in names {
+        let [_, cd] = cluster(&ns, name, "eu-credential", &region_name);
+        t.create(cd).await;
+        t.create_service_set(name, json!([ingress_service()])).await;
+    }
+    let on_region = async |name: &str| {
+        let selector = format!("{MANAGED_LABEL}=true,ksm.k0rdent.mirantis.com/serviceset={name}");
+        remote.list(Kind::HelmRelease, &ns, &selector).await
+    };
+    for name in names {
+        t.wait_for(&format!("the HelmRelease of {name} on the region"), WAIT, async || {
+            let found = on_region(name).await;
+            if found.len() == 1 { Ok(()) } else { Err(json!(found)) }
+        })
+        .await;
+        let ss = t.must_get(&t.service_set(name)).await;
+        let record = ss["metadata"]["annotations"][REGIONS_ANNOTATION].as_str().unwrap_or_default().to_string();
+        assert!(record.contains(&format!(r#""region":"{region_name}""#)), "the region is recorded: {ss:#}");
+    }
+    let gone_everywhere = async |t: &Scenario, name: &str| {
+        t.wait_for(&format!("the HelmRelease of {name} gone from the region"), WAIT, async || {
+            let found = on_region(name).await;
+            if found.is_empty() { Ok(()) } else { Err(json!(found)) }
+        })
+        .await;
+        t.wait_gone(&t.service_set(name), WAIT).await;
+        assert!(t.children(name).await.is_empty(), "nothing of {name} on the management cluster");
+    };
+
+    // The region's kubeconfig Secret is rewritten (same cluster, new text): new client, new caches.
+    let kubeconfig = std::fs::read_to_string(region.admin_kubeconfig()).expect("the region's kubeconfig");
+    let secret = t.obj(Kind::Secret, "eu-mgmt-kubeconfig");
+    t.merge_patch(&secret, json!({"stringData": {"value": format!("{kubeconfig}\n# rotated\n")}})).await;
+    t.delete(&t.service_set("rotated")).await;
+    gone_everywhere(&t, "rotated").await;
+
+    // The region hangs: the finalizer stays and the status says why, until it answers again.
+    region.pause("kube-apiserver", true);
+    let deleted = std::time::Instant::now();
+    t.delete(&t.service_set("unanswered")).await;
+    let ss = t
+        .wait_service_set("unanswered", "ObjectsApplied False, RegionUnreachable, naming the region", |ss| {
+            ss["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter().any(|c| {
+                    c["type"] == "ObjectsApplied"
+                        && c["reason"] == "RegionUnreachable"
+                        && c["message"].as_str().is_some_and(|m| m.contains(&format!("Region {region_name}")))
+                })
+            })
+        })
+        .await;
+    let held =
+        |ss: &Value| ss["metadata"]["finalizers"].as_array().is_some_and(|f| f.contains(&json!(t.host_finalizer())));
+    assert!(held(&ss), "{ss:#}");
+    tokio::time::sleep(Duration::from_secs(20).saturating_sub(deleted.elapsed())).await;
+    let ss = t.must_get(&t.service_set("unanswered")).await;
+    assert!(held(&ss), "20 s after the deletion the finalizer holds: {ss:#}");
+    region.pause("kube-apiserver", false);
+    gone_everywhere(&t, "unanswered").await;
+
+    // A restart: the new process holds no cache of the region when the deletions come, one of a
+    // ServiceSet routed there, one whose ClusterDeployment went first (its route now says the
+    // management cluster).
+    t.restart_adapter(&[]).await;
+    t.delete(&t.obj(Kind::ClusterDeployment, "unrouted")).await;
+    t.delete(&t.service_set("unrouted")).await;
+    t.delete(&t.service_set("restarted")).await;
+    gone_everywhere(&t, "restarted").await;
+    gone_everywhere(&t, "unrouted").await;
+    drop(region);
 }
