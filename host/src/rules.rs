@@ -2,14 +2,24 @@
 //! its adapter and provisioners, with one variable, `self`, bound to the object) and the output
 //! policy's validations (with `object` and the host's facts about the service).
 
+mod lru;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, MapExpr, StructExpr};
 use cel::objects::{Key, Map};
 use cel::{Context, Env, Program};
+use lru::Lru;
 use serde_json::Value;
+
+/// Compiled rules kept, least recently used dropped first: far more than the host's own and the
+/// operators' rules together.
+const MAX_PROGRAMS: usize = 1024;
+/// Bytes of rule text the kept rules may hold together: a rule's compiled form takes some tens
+/// of bytes per byte of text, so this bounds the cache to some tens of MiB.
+const MAX_PROGRAM_BYTES: usize = 1024 * 1024;
 
 /// Why a rule gave no verdict; messages are CEL's own.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -49,11 +59,11 @@ struct Rule {
     reads: HashMap<String, Reads>,
 }
 
-/// Compiles each distinct rule text once (failures included) and evaluates rules.
-/// Shared across reconciles (`Send + Sync`); it keeps every distinct rule it has seen.
+/// Compiles each distinct rule text once (failures included), keeping the most recently used,
+/// and evaluates rules. Shared across reconciles (`Send + Sync`).
 pub struct RuleCache {
     env: Arc<Env>,
-    programs: Mutex<HashMap<String, Compiled>>,
+    programs: Mutex<Lru<Compiled>>,
     compiled: AtomicUsize,
 }
 
@@ -62,7 +72,11 @@ impl Default for RuleCache {
         let mut env = Env::stdlib();
         // cel-go's `ext.Strings()`, which kcm's health rules are written against.
         env.add_extension(cel::extensions::strings).expect("the strings extension declares each overload once");
-        Self { env: Arc::new(env), programs: Mutex::default(), compiled: AtomicUsize::new(0) }
+        Self {
+            env: Arc::new(env),
+            programs: Mutex::new(Lru::new(MAX_PROGRAMS, MAX_PROGRAM_BYTES)),
+            compiled: AtomicUsize::new(0),
+        }
     }
 }
 
@@ -147,9 +161,8 @@ impl RuleCache {
 
     /// The cached compilation of `rule`, compiling it (and reading what it reads) on first sight.
     fn program(&self, rule: &str) -> Compiled {
-        let mut programs = self.programs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(compiled) = programs.get(rule) {
-            return compiled.clone();
+        if let Some(compiled) = lock(&self.programs).get(rule) {
+            return compiled;
         }
         self.compiled.fetch_add(1, Ordering::Relaxed);
         let compiled = self
@@ -161,9 +174,14 @@ impl RuleCache {
                 Arc::new(Rule { program, reads })
             })
             .map_err(|e| e.to_string());
-        programs.insert(rule.to_owned(), compiled.clone());
+        lock(&self.programs).insert(rule, compiled.clone());
         compiled
     }
+}
+
+/// `mutex` locked, even if a panic poisoned it (what it guards stays consistent).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Variables bound for several rules (see [`RuleCache::bind`]).
@@ -541,6 +559,24 @@ mod tests {
         assert_eq!(bound.text("1 + 1"), None, "a non-string message is no message");
         assert!(rules.check("obj.status.(").is_err());
         assert_eq!(rules.check("obj.status.phase == 'x'"), Ok(()));
+    }
+
+    #[test]
+    fn the_compiled_rules_kept_are_bounded_least_recently_used_first() {
+        let rules = RuleCache::new();
+        let rule = |i: usize| format!("self.n == {i}");
+        for i in 0..MAX_PROGRAMS + 10 {
+            assert_eq!(rules.evaluate(&rule(i), &json!({"n": i})), Ok(true));
+            assert_eq!(rules.evaluate(&rule(0), &json!({"n": 0})), Ok(true), "kept: used most recently");
+        }
+        assert_eq!(lock(&rules.programs).len(), MAX_PROGRAMS);
+        assert_eq!(rules.compiled(), MAX_PROGRAMS + 10);
+        assert_eq!(rules.evaluate(&rule(1), &json!({"n": 1})), Ok(true));
+        assert_eq!(rules.compiled(), MAX_PROGRAMS + 11, "the least recently used went and compiles again");
+        let long = format!("self.s == '{}'", "x".repeat(MAX_PROGRAM_BYTES / 2));
+        rules.check(&long).unwrap();
+        rules.check(&format!("{long} || true")).unwrap();
+        assert!(lock(&rules.programs).len() < MAX_PROGRAMS / 2, "bounded by bytes of text too");
     }
 
     #[test]
