@@ -9,6 +9,7 @@
 //! rule that failed ([`RuleError::OverBudget`]). Callers wait for evaluations, up to the
 //! deadline: they run on blocking threads, never on the async executor.
 
+mod ast;
 mod cost;
 mod deadline;
 mod lru;
@@ -20,7 +21,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, MapExpr, StructExpr};
+use cel::common::ast::{Expr, IdedExpr};
 use cel::objects::{Key, Map};
 use cel::{Context, Env, Program};
 use cost::Size;
@@ -43,6 +44,12 @@ const MAX_PROGRAMS: usize = 1024;
 const MAX_PROGRAM_BYTES: usize = 1024 * 1024;
 /// The longest part of a rule's text an error quotes.
 const MAX_QUOTED: usize = 100;
+/// The longest rule text compiled: parsing recurses along a chain (`a + a + …`, `a.b.b…`) as
+/// deep as the text is long, before the chain's depth can be checked.
+pub const MAX_RULE_BYTES: usize = 16 * 1024;
+/// The deepest a rule may nest, as cel-go's parser allows by default: running, estimating and
+/// dropping a rule recurse along its depth.
+pub const MAX_DEPTH: usize = 250;
 
 /// What running one rule may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +86,7 @@ pub enum Budget {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
     /// The rule does not parse.
-    #[error("rule {rule:?} does not compile: {message}")]
+    #[error("rule {:?} does not compile: {message}", quoted(.rule))]
     Compile {
         /// The rule text.
         rule: String,
@@ -87,7 +94,7 @@ pub enum RuleError {
         message: String,
     },
     /// The rule failed while running, e.g. on a missing field.
-    #[error("rule {rule:?} failed to evaluate: {message}")]
+    #[error("rule {:?} failed to evaluate: {message}", quoted(.rule))]
     Evaluate {
         /// The rule text.
         rule: String,
@@ -95,7 +102,7 @@ pub enum RuleError {
         message: String,
     },
     /// The rule ran but did not return a bool.
-    #[error("rule {rule:?} returned {value}, not a bool")]
+    #[error("rule {:?} returned {value}, not a bool", quoted(.rule))]
     NotBool {
         /// The rule text.
         rule: String,
@@ -112,7 +119,7 @@ pub enum RuleError {
     },
 }
 
-/// `rule`, cut to [`MAX_QUOTED`] bytes: rules over budget tend to be long.
+/// `rule`, cut to [`MAX_QUOTED`] bytes for messages.
 fn quoted(rule: &str) -> String {
     match rule.len() <= MAX_QUOTED {
         true => rule.to_owned(),
@@ -338,24 +345,41 @@ impl RuleCache {
         (!rule.trim().is_empty()).then(|| self.program(rule))
     }
 
-    /// The cached compilation of `rule`, compiling it (and reading what it reads) on first sight.
+    /// The cached compilation of `rule`, compiling it on first sight on an evaluator thread
+    /// (see [`compile`]), unless it is longer than [`MAX_RULE_BYTES`].
     fn program(&self, rule: &str) -> Compiled {
         if let Some(compiled) = lock(&self.programs).get(rule) {
             return compiled;
         }
         self.compiled.fetch_add(1, Ordering::Relaxed);
-        let compiled = self
-            .env
-            .compile(rule)
-            .map(|program| {
-                let mut reads = HashMap::new();
-                collect_reads(program.expression(), &mut reads);
-                Arc::new(Rule { program, reads })
-            })
-            .map_err(|e| e.to_string());
+        let compiled = if rule.len() > MAX_RULE_BYTES {
+            Err(format!("it is {} bytes long, over the limit of {MAX_RULE_BYTES}", rule.len()))
+        } else {
+            let (env, text) = (Arc::clone(&self.env), rule.to_owned());
+            let compiling = deadline::start(move |compiled| {
+                let _ = compiled.send(compile(&env, &text));
+            });
+            // Bounded by the text's length: waited for to the end.
+            let compiled = compiling.map_err(|e| format!("no thread to compile it on: {e}"))?;
+            compiled.recv().unwrap_or_else(|_| Err("compiling it panicked".into()))
+        };
         lock(&self.programs).insert(rule, compiled.clone());
         compiled
     }
+}
+
+/// `rule` compiled, with what it reads, unless it nests deeper than [`MAX_DEPTH`]. On an
+/// evaluator thread, whose stack is deep enough for any rule within [`MAX_RULE_BYTES`]: a
+/// rule too deep is parsed, and dropped, there.
+fn compile(env: &Env, rule: &str) -> Compiled {
+    let program = env.compile(rule).map_err(|e| e.to_string())?;
+    let depth = ast::depth(program.expression());
+    if depth > MAX_DEPTH {
+        return Err(format!("it nests {depth} deep, deeper than {MAX_DEPTH}"));
+    }
+    let mut reads = HashMap::new();
+    collect_reads(program.expression(), &mut reads);
+    Ok(Arc::new(Rule { program, reads }))
 }
 
 /// `mutex` locked, even if a panic poisoned it (what it guards stays consistent).
@@ -462,29 +486,7 @@ fn collect_reads(expr: &IdedExpr, reads: &mut HashMap<String, Reads>) {
                 _ => collect_reads(at, reads),
             }
         }
-        Expr::Call(call) => {
-            for operand in call.target.as_deref().into_iter().chain(&call.args) {
-                collect_reads(operand, reads);
-            }
-        }
-        Expr::Comprehension(c) => {
-            for part in [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
-                collect_reads(part, reads);
-            }
-        }
-        Expr::List(list) => list.elements.iter().for_each(|element| collect_reads(element, reads)),
-        Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => {
-            for entry in entries {
-                match &entry.expr {
-                    EntryExpr::StructField(field) => collect_reads(&field.value, reads),
-                    EntryExpr::MapEntry(entry) => {
-                        collect_reads(&entry.key, reads);
-                        collect_reads(&entry.value, reads);
-                    }
-                }
-            }
-        }
-        Expr::Literal(_) | Expr::Unspecified => {}
+        _ => ast::children(expr).into_iter().for_each(|child| collect_reads(child, reads)),
     }
 }
 
@@ -829,6 +831,24 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_too_long_or_nested_too_deep_is_refused_and_never_overflows_a_stack() {
+        let rules = RuleCache::new();
+        // A test's own thread has a 2 MiB stack: compiling these on it overflowed and aborted.
+        let chain = |link: &str, n: usize| format!("x{}", link.repeat(n));
+        for link in ["+1", ".b", "[0]"] {
+            let rule = chain(link, (MAX_RULE_BYTES - 1) / link.len());
+            let err = rules.evaluate(&rule, &json!({})).unwrap_err();
+            let RuleError::Compile { message, .. } = &err else { panic!("{err:?}") };
+            assert!(message.starts_with("it nests ") && message.ends_with("deep, deeper than 250"), "{message}");
+            assert!(err.to_string().len() < 300, "the rule is quoted, not copied: {err}");
+        }
+        let err = rules.check(&chain("+1", MAX_RULE_BYTES / 2)).unwrap_err();
+        assert_eq!(err, format!("it is {} bytes long, over the limit of 16384", 1 + MAX_RULE_BYTES));
+        let deepest = format!("{}1 == {}", "1 + ".repeat(MAX_DEPTH - 2), MAX_DEPTH - 1);
+        assert_eq!(rules.evaluate(&deepest, &json!({})), Ok(true), "{MAX_DEPTH} deep runs");
+    }
+
+    #[test]
     fn the_compiled_rules_kept_are_bounded_least_recently_used_first() {
         let rules = RuleCache::new();
         let rule = |i: usize| format!("self.n == {i}");
@@ -840,10 +860,11 @@ mod tests {
         assert_eq!(rules.compiled(), MAX_PROGRAMS + 10);
         assert_eq!(rules.evaluate(&rule(1), &json!({"n": 1})), Ok(true));
         assert_eq!(rules.compiled(), MAX_PROGRAMS + 11, "the least recently used went and compiles again");
-        let long = format!("self.s == '{}'", "x".repeat(MAX_PROGRAM_BYTES / 2));
-        rules.check(&long).unwrap();
-        rules.check(&format!("{long} || true")).unwrap();
-        assert!(lock(&rules.programs).len() < MAX_PROGRAMS / 2, "bounded by bytes of text too");
+        let long = |i: usize| format!("self.s == '{}' || {i} > 0", "x".repeat(MAX_RULE_BYTES - 100));
+        for i in 0..MAX_PROGRAM_BYTES / MAX_RULE_BYTES + 10 {
+            rules.check(&long(i)).unwrap();
+        }
+        assert!(lock(&rules.programs).len() <= MAX_PROGRAM_BYTES / (MAX_RULE_BYTES - 100), "bounded by bytes too");
     }
 
     #[test]

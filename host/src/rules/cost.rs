@@ -11,7 +11,8 @@
 //! longest collection and the longest string anywhere in it ([`Size::of`]), measured when it is
 //! bound. Whatever the estimator cannot size is taken to be as large as the largest bound data.
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, MapExpr, StructExpr, operators};
+use super::ast::children;
+use cel::common::ast::{Expr, IdedExpr, LiteralValue, operators};
 use cel::objects::Key;
 
 /// A bound on the sizes inside a value: its longest list or map, and its longest string or bytes,
@@ -131,13 +132,7 @@ impl<'e> Estimator<'e> {
                 let (cost, size) = self.visit(&select.operand);
                 (cost.saturating_add(1), if select.test { Size::default() } else { size })
             }
-            Expr::List(list) => self.collection(list.elements.iter()),
-            Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => {
-                self.collection(entries.iter().flat_map(|entry| match &entry.expr {
-                    EntryExpr::StructField(field) => vec![&field.value],
-                    EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
-                }))
-            }
+            Expr::List(_) | Expr::Map(_) | Expr::Struct(_) => self.collection(children(expr)),
             Expr::Call(call) => {
                 let operands: Vec<(u64, Size)> =
                     call.target.as_deref().into_iter().chain(&call.args).map(|operand| self.visit(operand)).collect();
@@ -180,9 +175,9 @@ impl<'e> Estimator<'e> {
         }
     }
 
-    /// The cost and size of a list or map literal of `parts`, which copies them as a call
-    /// traverses its operands.
-    fn collection(&mut self, parts: impl Iterator<Item = &'e IdedExpr>) -> (u64, Size) {
+    /// The cost and size of a list or map literal of `parts` (a map's keys and values: as long
+    /// as twice its entries, at most), which copies them as a call traverses its operands.
+    fn collection(&mut self, parts: Vec<&'e IdedExpr>) -> (u64, Size) {
         let (mut cost, mut copied, mut size, mut count) = (1u64, 0u64, Size::default(), 0u64);
         for part in parts {
             let (part_cost, part_size) = self.visit(part);

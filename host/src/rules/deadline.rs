@@ -1,5 +1,6 @@
 //! Evaluations on threads of their own, so that whoever waits for one can stop waiting at a
-//! deadline: the backstop behind the cost estimate (`cost.rs`).
+//! deadline: the backstop behind the cost estimate (`cost.rs`). Compilations run there too, for
+//! the threads' deep stacks.
 //!
 //! A thread cannot be cancelled: an evaluation its caller gave up on runs on to its end, holding
 //! its thread and a CPU. The estimate is what keeps that from happening; the caller remembers
@@ -15,6 +16,10 @@ type Job = Box<dyn FnOnce() + Send>;
 /// Evaluator threads kept waiting for work when idle; more are started while all are busy, and
 /// end after their job when this many already wait.
 const IDLE: usize = 8;
+/// An evaluator thread's stack: parsing a rule recurses along its longest chain, up to 8,192
+/// deep within `MAX_RULE_BYTES`, at some hundreds of bytes a level (more in a debug build).
+/// Only the pages a thread touches take memory.
+const STACK: usize = 64 * 1024 * 1024;
 
 /// The idle evaluator threads, each by the sender of its next job.
 static WAITING: Mutex<Vec<Sender<Job>>> = Mutex::new(Vec::new());
@@ -32,7 +37,7 @@ pub fn start<T: Send + 'static>(job: impl FnOnce(Sender<T>) + Send + 'static) ->
             Err(unsent) => job = unsent.0,
         }
     }
-    std::thread::Builder::new().name("ksm-rules".into()).spawn(move || evaluator(job))?;
+    std::thread::Builder::new().name("ksm-rules".into()).stack_size(STACK).spawn(move || evaluator(job))?;
     Ok(received)
 }
 
