@@ -46,10 +46,10 @@ const MAX_PROGRAM_BYTES: usize = 1024 * 1024;
 const MAX_QUOTED: usize = 100;
 /// The longest rule text compiled: parsing recurses along a chain (`a + a + …`, `a.b.b…`) as
 /// deep as the text is long, before the chain's depth can be checked.
-pub const MAX_RULE_BYTES: usize = 16 * 1024;
+const MAX_RULE_BYTES: usize = 16 * 1024;
 /// The deepest a rule may nest, as cel-go's parser allows by default: running, estimating and
 /// dropping a rule recurse along its depth.
-pub const MAX_DEPTH: usize = 250;
+const MAX_DEPTH: usize = 250;
 
 /// What running one rule may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,12 +85,12 @@ pub enum Budget {
 /// Why a rule gave no verdict; messages are CEL's own.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
-    /// The rule does not parse.
+    /// The rule does not parse, or is too long or too deep to.
     #[error("rule {:?} does not compile: {message}", quoted(.rule))]
     Compile {
         /// The rule text.
         rule: String,
-        /// CEL's parse error.
+        /// CEL's parse error, or which limit.
         message: String,
     },
     /// The rule failed while running, e.g. on a missing field.
@@ -121,13 +121,13 @@ pub enum RuleError {
 
 /// `rule`, cut to [`MAX_QUOTED`] bytes for messages.
 fn quoted(rule: &str) -> String {
-    match rule.len() <= MAX_QUOTED {
-        true => rule.to_owned(),
-        false => format!("{}…", &rule[..rule.floor_char_boundary(MAX_QUOTED)]),
+    if rule.len() <= MAX_QUOTED {
+        return rule.to_owned();
     }
+    format!("{}…", &rule[..rule.floor_char_boundary(MAX_QUOTED)])
 }
 
-/// A compilation: the rule, or CEL's message when it does not parse.
+/// A compilation: the rule, or why it does not compile.
 type Compiled = Result<Arc<Rule>, String>;
 
 /// A compiled rule, with what it reads of each identifier it names (see [`Reads`]).
@@ -359,8 +359,9 @@ impl RuleCache {
             let compiling = deadline::start(move |compiled| {
                 let _ = compiled.send(compile(&env, &text));
             });
-            // Bounded by the text's length: waited for to the end.
+            // Not kept: the next try may find a thread.
             let compiled = compiling.map_err(|e| format!("no thread to compile it on: {e}"))?;
+            // Bounded by the text's length: waited for to the end.
             compiled.recv().unwrap_or_else(|_| Err("compiling it panicked".into()))
         };
         lock(&self.programs).insert(rule, compiled.clone());
@@ -428,11 +429,6 @@ pub struct Bound<'c> {
 }
 
 impl Bound<'_> {
-    /// Whether `rule` holds; a blank rule holds.
-    pub fn holds(&self, rule: &str) -> Result<bool, RuleError> {
-        verdict(rule, self.cache.run(&[rule], &self.binding).pop().expect("a rule runs"))
-    }
-
     /// The first of `rules` (of those bound for) that does not hold: its index, and why when it
     /// gave no verdict. A blank rule holds.
     pub fn first_failing(&self, rules: &[&str]) -> Option<(usize, Option<RuleError>)> {
@@ -611,6 +607,15 @@ mod tests {
         assert_eq!(projected(&[&["spec", "values", "big"], &["spec"]]), to_cel(&json!({"spec": object["spec"]})));
     }
 
+    /// Whether `rule` holds with what `bound` binds.
+    fn holds_in(bound: &Bound, rule: &str) -> Result<bool, RuleError> {
+        match bound.first_failing(&[rule]) {
+            None => Ok(true),
+            Some((_, None)) => Ok(false),
+            Some((_, Some(e))) => Err(e),
+        }
+    }
+
     #[test]
     fn rules_give_the_same_verdicts_and_errors_on_the_projection_as_on_the_whole() {
         let cache = RuleCache::new();
@@ -651,7 +656,7 @@ mod tests {
                 let expected = run(rule, whole());
                 let alone = cache.context(&[cache.rule(rule)], &variables).0;
                 assert_eq!(run(rule, alone), expected, "{rule} on {object}");
-                assert_eq!(together.holds(rule), expected, "{rule} among the others, on {object}");
+                assert_eq!(holds_in(&together, rule), expected, "{rule} among the others, on {object}");
             }
         }
     }
@@ -766,7 +771,7 @@ mod tests {
             "obj.status.missing",
         ];
         let bound = rules.bind(&texts, &[("obj", &object)]);
-        assert_eq!(bound.holds("obj.status.phase == 'Running'"), Ok(false));
+        assert_eq!(holds_in(&bound, "obj.status.phase == 'Running'"), Ok(false));
         assert_eq!(
             bound.text("'phase ' + obj.status.phase + ': ' + obj.status.reasons.join(', ')"),
             Ok(Some("phase Pending: a, b".into()))
