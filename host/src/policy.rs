@@ -371,6 +371,14 @@ mod tests {
         assert!(err.contains("failed to evaluate"), "{err}");
         let err = checked(&policy("object.spec.("), &remote(), to_target(json!({}))).unwrap_err();
         assert!(err.contains("does not compile"), "{err}");
+        // So does one over its budget, named with the budget.
+        let costly = "object.spec.values.all(a, object.spec.values.all(b, a == b || a != b))";
+        let values = |n: usize| json!({"values": (0..n).collect::<Vec<_>>()});
+        assert!(checked(&policy(costly), &remote(), values(10)).is_ok());
+        let err = checked(&policy(costly), &remote(), values(5000)).unwrap_err();
+        assert!(err.contains("refused by spec.policy.validations[0]: releases go to"), "{err}");
+        assert!(err.contains("exceeds its budget: its estimated cost "), "{err}");
+        assert!(err.ends_with(" is over the cost limit of 1000000)"), "{err}");
     }
 
     #[test]

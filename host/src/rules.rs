@@ -1,29 +1,100 @@
 //! CEL rules, compiled once per distinct rule text: an SMP's readiness rules (`readinessRule` of
-//! its adapter and provisioners, with one variable, `self`, bound to the object) and the output
-//! policy's validations (with `object` and the host's facts about the service).
+//! its adapter and provisioners, with one variable, `self`, bound to the object), the output
+//! policy's validations (with `object` and the host's facts about the service) and health rules
+//! (with `obj`).
+//!
+//! Rules are written by operators and tenants, so running one is bounded: a rule whose
+//! estimated cost ([`cost`]) is over [`Limits::cost`] is not run, and one that runs past
+//! [`Limits::deadline`] is given up on and never run again ([`deadline`]). Either counts as a
+//! rule that failed ([`RuleError::OverBudget`]). Callers wait for evaluations, up to the
+//! deadline: they run on blocking threads, never on the async executor.
 
-use std::collections::{BTreeMap, HashMap};
+mod ast;
+mod cost;
+mod deadline;
+mod lru;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, MapExpr, StructExpr};
+use cel::common::ast::{Expr, IdedExpr};
 use cel::objects::{Key, Map};
 use cel::{Context, Env, Program};
+use cost::Size;
+use lru::Lru;
 use serde_json::Value;
+
+/// The most a rule's estimated cost may be, by default: Kubernetes' per-expression runtime limit
+/// for CRD validation rules and admission policies (`PerCallLimit`). Measured on this host's
+/// CEL interpreter (a release build), a million units take at most about 60 ms (nested loops,
+/// `split`); most shapes take far less.
+pub const DEFAULT_COST_LIMIT: u64 = 1_000_000;
+/// How long an evaluation may run by default before it is given up on: ten times what the cost
+/// limit allows, and the time limit of a plugin call.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(1);
+/// Compiled rules kept, least recently used dropped first: far more than the host's own and the
+/// operators' rules together.
+const MAX_PROGRAMS: usize = 1024;
+/// Bytes of rule text the kept rules may hold together: a rule's compiled form takes some tens
+/// of bytes per byte of text, so this bounds the cache to some tens of MiB.
+const MAX_PROGRAM_BYTES: usize = 1024 * 1024;
+/// The longest part of a rule's text an error quotes.
+const MAX_QUOTED: usize = 100;
+/// The longest rule text compiled: parsing recurses along a chain (`a + a + …`, `a.b.b…`) as
+/// deep as the text is long, before the chain's depth can be checked.
+const MAX_RULE_BYTES: usize = 16 * 1024;
+/// The deepest a rule may nest, as cel-go's parser allows by default: running, estimating and
+/// dropping a rule recurse along its depth.
+const MAX_DEPTH: usize = 250;
+
+/// What running one rule may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The most its estimated cost may be.
+    pub cost: u64,
+    /// How long it may run.
+    pub deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { cost: DEFAULT_COST_LIMIT, deadline: DEFAULT_DEADLINE }
+    }
+}
+
+/// Which of a rule's [`Limits`] it exceeds.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Budget {
+    /// Its estimated cost is over the limit: it was not run.
+    #[error("its estimated cost {estimate} is over the cost limit of {limit}")]
+    Cost {
+        /// The estimate, for what was bound.
+        estimate: u64,
+        /// [`Limits::cost`].
+        limit: u64,
+    },
+    /// It ran past the deadline once: it is not run again.
+    #[error("it ran past the deadline of {0:?} and is not run again")]
+    Deadline(Duration),
+}
 
 /// Why a rule gave no verdict; messages are CEL's own.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
-    /// The rule does not parse.
-    #[error("rule {rule:?} does not compile: {message}")]
+    /// The rule does not parse, or is too long or too deep to.
+    #[error("rule {:?} does not compile: {message}", quoted(.rule))]
     Compile {
         /// The rule text.
         rule: String,
-        /// CEL's parse error.
+        /// CEL's parse error, or which limit.
         message: String,
     },
     /// The rule failed while running, e.g. on a missing field.
-    #[error("rule {rule:?} failed to evaluate: {message}")]
+    #[error("rule {:?} failed to evaluate: {message}", quoted(.rule))]
     Evaluate {
         /// The rule text.
         rule: String,
@@ -31,16 +102,32 @@ pub enum RuleError {
         message: String,
     },
     /// The rule ran but did not return a bool.
-    #[error("rule {rule:?} returned {value}, not a bool")]
+    #[error("rule {:?} returned {value}, not a bool", quoted(.rule))]
     NotBool {
         /// The rule text.
         rule: String,
         /// What it returned.
         value: String,
     },
+    /// The rule exceeds its budget.
+    #[error("rule {:?} exceeds its budget: {budget}", quoted(.rule))]
+    OverBudget {
+        /// The rule text.
+        rule: String,
+        /// Which limit.
+        budget: Budget,
+    },
 }
 
-/// A compilation: the rule, or CEL's message when it does not parse.
+/// `rule`, cut to [`MAX_QUOTED`] bytes for messages.
+fn quoted(rule: &str) -> String {
+    if rule.len() <= MAX_QUOTED {
+        return rule.to_owned();
+    }
+    format!("{}…", &rule[..rule.floor_char_boundary(MAX_QUOTED)])
+}
+
+/// A compilation: the rule, or why it does not compile.
 type Compiled = Result<Arc<Rule>, String>;
 
 /// A compiled rule, with what it reads of each identifier it names (see [`Reads`]).
@@ -49,28 +136,60 @@ struct Rule {
     reads: HashMap<String, Reads>,
 }
 
-/// Compiles each distinct rule text once (failures included) and evaluates rules.
-/// Shared across reconciles (`Send + Sync`); it keeps every distinct rule it has seen.
+/// Compiles each distinct rule text once (failures included), keeping the most recently used,
+/// and evaluates rules within their [`Limits`]. Shared across reconciles (`Send + Sync`).
 pub struct RuleCache {
     env: Arc<Env>,
-    programs: Mutex<HashMap<String, Compiled>>,
+    programs: Mutex<Lru<Compiled>>,
     compiled: AtomicUsize,
+    limits: Limits,
+    /// The rules that ran past the deadline. Each cost a thread that ran on, so they are few;
+    /// they are kept for good (the cost estimate keeps rules from getting here).
+    overran: Mutex<HashSet<String>>,
 }
 
 impl Default for RuleCache {
     fn default() -> Self {
-        let mut env = Env::stdlib();
-        // cel-go's `ext.Strings()`, which kcm's health rules are written against.
-        env.add_extension(cel::extensions::strings).expect("the strings extension declares each overload once");
-        Self { env: Arc::new(env), programs: Mutex::default(), compiled: AtomicUsize::new(0) }
+        Self::with_limits(Limits::default())
     }
+}
+
+/// What one rule returned, as the evaluator thread hands it back.
+enum Returned {
+    Bool(bool),
+    Text(String),
+    Other(String),
+}
+
+/// What the evaluator thread hands back for one rule: what it returned, or CEL's error.
+type Evaluated = Result<Returned, String>;
+
+/// Variables bound once (converted to CEL once) for the rules they serve, and the sizes inside
+/// each (what the cost estimate counts on).
+struct Binding {
+    context: Arc<Context<'static, 'static>>,
+    sizes: Vec<(String, Size)>,
 }
 
 impl RuleCache {
     /// An empty cache over CEL's standard environment (with `has`, `exists`, `all`, ...) and
-    /// the strings extension (`join`, `split`, `lowerAscii`, ...).
+    /// the strings extension (`join`, `split`, `lowerAscii`, ...), with the default limits.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cache whose rules run within `limits`.
+    pub fn with_limits(limits: Limits) -> Self {
+        let mut env = Env::stdlib();
+        // cel-go's `ext.Strings()`, which kcm's health rules are written against.
+        env.add_extension(cel::extensions::strings).expect("the strings extension declares each overload once");
+        Self {
+            env: Arc::new(env),
+            programs: Mutex::new(Lru::new(MAX_PROGRAMS, MAX_PROGRAM_BYTES)),
+            compiled: AtomicUsize::new(0),
+            limits,
+            overran: Mutex::default(),
+        }
     }
 
     /// How many rule texts have been compiled so far.
@@ -81,27 +200,20 @@ impl RuleCache {
     /// Evaluates `rule` with `self` = `object`. An empty or blank rule is ready (`Ok(true)`);
     /// a missing field is an [`RuleError::Evaluate`], not `false`.
     pub fn evaluate(&self, rule: &str, object: &Value) -> Result<bool, RuleError> {
-        let compiled = [self.rule(rule)];
-        execute(rule, &compiled[0], &self.context(&compiled, &[("self", object)]))
+        let binding = self.binding(&[rule], &[("self", object)]);
+        let returned = self.run(&[rule], &binding).pop().expect("a rule runs");
+        verdict(rule, returned)
     }
 
     /// The first of `rules` that does not hold with `variables` bound (converted to CEL once,
-    /// for all of them): its index, and CEL's error when it gave no verdict. A blank rule holds.
+    /// for all of them): its index, and why when it gave no verdict. A blank rule holds.
     pub fn first_failing<'r>(
         &self,
         rules: impl IntoIterator<Item = &'r str>,
         variables: &[(&str, &Value)],
     ) -> Option<(usize, Option<RuleError>)> {
         let rules: Vec<&str> = rules.into_iter().collect();
-        let compiled: Vec<_> = rules.iter().map(|rule| self.rule(rule)).collect();
-        let context = self.context(&compiled, variables);
-        rules.iter().zip(&compiled).enumerate().find_map(|(i, (rule, compiled))| {
-            match execute(rule, compiled, &context) {
-                Ok(true) => None,
-                Ok(false) => Some((i, None)),
-                Err(e) => Some((i, Some(e))),
-            }
-        })
+        self.bind(&rules, variables).first_failing(&rules)
     }
 
     /// Why `rule` does not compile, if it does not (an empty rule compiles: it holds).
@@ -112,8 +224,14 @@ impl RuleCache {
     /// `variables` bound once (converted to CEL once) for `rules`, the only rules the binding
     /// serves: a variable is converted only as far as they read it.
     pub fn bind(&self, rules: &[&str], variables: &[(&str, &Value)]) -> Bound<'_> {
+        Bound { cache: self, binding: self.binding(rules, variables) }
+    }
+
+    /// `variables` bound for `rules` (see [`RuleCache::context`]), with the sizes inside each.
+    fn binding(&self, rules: &[&str], variables: &[(&str, &Value)]) -> Binding {
         let compiled: Vec<_> = rules.iter().map(|rule| self.rule(rule)).collect();
-        Bound { cache: self, context: self.context(&compiled, variables) }
+        let (context, sizes) = self.context(&compiled, variables);
+        Binding { context: Arc::new(context), sizes }
     }
 
     /// A context over the standard environment with `variables` bound, each converted to CEL
@@ -121,9 +239,15 @@ impl RuleCache {
     /// fields they only select is converted only at those fields. Converting a whole
     /// ServiceSet that no rule reads was a tenth of the host's CPU, and whole HelmReleases for
     /// the built-in Flux rules, which read two fields, 4.4% (docs/performance.md). A rule that
-    /// does not compile reads nothing: it fails to run whatever is bound.
-    fn context(&self, rules: &[Option<Compiled>], variables: &[(&str, &Value)]) -> Context<'static, 'static> {
+    /// does not compile reads nothing: it fails to run whatever is bound. Also the sizes inside
+    /// what is bound, by variable.
+    fn context(
+        &self,
+        rules: &[Option<Compiled>],
+        variables: &[(&str, &Value)],
+    ) -> (Context<'static, 'static>, Vec<(String, Size)>) {
         let mut context = Context::with_env(Arc::clone(&self.env));
+        let mut sizes = Vec::new();
         for (name, value) in variables {
             let (mut whole, mut paths) = (false, Vec::<&[String]>::new());
             let compiled = rules.iter().flatten().filter_map(|rule| rule.as_ref().ok());
@@ -131,13 +255,89 @@ impl RuleCache {
                 whole |= reads.whole;
                 paths.extend(reads.paths.iter().map(Vec::as_slice));
             }
-            if whole {
-                context.add_variable_from_value(*name, to_cel(value));
-            } else if !paths.is_empty() {
-                context.add_variable_from_value(*name, project(value, &paths));
+            let bound = match (whole, paths.is_empty()) {
+                (true, _) => to_cel(value),
+                (false, false) => project(value, &paths),
+                (false, true) => continue,
+            };
+            sizes.push((name.to_string(), Size::of(&bound)));
+            context.add_variable_from_value(*name, bound);
+        }
+        (context, sizes)
+    }
+
+    /// What each of `rules` returns with `binding`, in order, up to the first that does not
+    /// hold (included). A rule is checked against the budget first; those that pass run one
+    /// after another on an evaluator thread, each waited for up to the deadline. One that
+    /// overruns is remembered and never run again; its thread runs on (see [`deadline`]).
+    fn run(&self, rules: &[&str], binding: &Binding) -> Vec<Result<Returned, RuleError>> {
+        enum Step {
+            Done(Result<Returned, RuleError>),
+            Run,
+        }
+        let mut steps = Vec::new();
+        let mut runs = Vec::new();
+        for rule in rules {
+            let step = match self.admit(rule, binding) {
+                Ok(Some(compiled)) => {
+                    runs.push(compiled);
+                    Step::Run
+                }
+                Ok(None) => Step::Done(Ok(Returned::Bool(true))),
+                Err(e) => Step::Done(Err(e)),
+            };
+            let last = matches!(step, Step::Done(ref done) if !holds(done));
+            steps.push(step);
+            if last {
+                break;
             }
         }
-        context
+        let evaluator = (!runs.is_empty()).then(|| {
+            let context = Arc::clone(&binding.context);
+            deadline::start(move |results| execute_all(&runs, &context, &results))
+        });
+        let mut returned = Vec::new();
+        for (rule, step) in rules.iter().zip(steps) {
+            let outcome = match step {
+                Step::Done(done) => done,
+                Step::Run => self.receive(rule, evaluator.as_ref().expect("a rule to run started the evaluator")),
+            };
+            let last = !holds(&outcome);
+            returned.push(outcome);
+            if last {
+                break;
+            }
+        }
+        returned
+    }
+
+    /// `rule` compiled and within budget for `binding`; `None` when it is blank (it holds).
+    fn admit(&self, rule: &str, binding: &Binding) -> Result<Option<Arc<Rule>>, RuleError> {
+        let Some(compiled) = self.rule(rule) else { return Ok(None) };
+        let compiled = compiled.map_err(|message| RuleError::Compile { rule: rule.to_owned(), message })?;
+        let over = |budget| RuleError::OverBudget { rule: rule.to_owned(), budget };
+        if lock(&self.overran).contains(rule) {
+            return Err(over(Budget::Deadline(self.limits.deadline)));
+        }
+        let estimate = cost::estimate(compiled.program.expression(), &binding.sizes);
+        if estimate > self.limits.cost {
+            return Err(over(Budget::Cost { estimate, limit: self.limits.cost }));
+        }
+        Ok(Some(compiled))
+    }
+
+    /// The result of the next rule the evaluator runs, `rule`, waited for up to the deadline.
+    fn receive(&self, rule: &str, evaluator: &std::io::Result<Receiver<Evaluated>>) -> Result<Returned, RuleError> {
+        let failed = |message: String| RuleError::Evaluate { rule: rule.to_owned(), message };
+        let receiver = evaluator.as_ref().map_err(|e| failed(format!("no thread to run it on: {e}")))?;
+        match receiver.recv_timeout(self.limits.deadline) {
+            Ok(returned) => returned.map_err(failed),
+            Err(RecvTimeoutError::Timeout) => {
+                lock(&self.overran).insert(rule.to_owned());
+                Err(RuleError::OverBudget { rule: rule.to_owned(), budget: Budget::Deadline(self.limits.deadline) })
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(failed("the evaluation panicked".into())),
+        }
     }
 
     /// The cached compilation of `rule`; `None` when it is empty or blank (it holds).
@@ -145,58 +345,111 @@ impl RuleCache {
         (!rule.trim().is_empty()).then(|| self.program(rule))
     }
 
-    /// The cached compilation of `rule`, compiling it (and reading what it reads) on first sight.
+    /// The cached compilation of `rule`, compiling it on first sight on an evaluator thread
+    /// (see [`compile`]), unless it is longer than [`MAX_RULE_BYTES`].
     fn program(&self, rule: &str) -> Compiled {
-        let mut programs = self.programs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(compiled) = programs.get(rule) {
-            return compiled.clone();
+        if let Some(compiled) = lock(&self.programs).get(rule) {
+            return compiled;
         }
         self.compiled.fetch_add(1, Ordering::Relaxed);
-        let compiled = self
-            .env
-            .compile(rule)
-            .map(|program| {
-                let mut reads = HashMap::new();
-                collect_reads(program.expression(), &mut reads);
-                Arc::new(Rule { program, reads })
-            })
-            .map_err(|e| e.to_string());
-        programs.insert(rule.to_owned(), compiled.clone());
+        let compiled = if rule.len() > MAX_RULE_BYTES {
+            Err(format!("it is {} bytes long, over the limit of {MAX_RULE_BYTES}", rule.len()))
+        } else {
+            let (env, text) = (Arc::clone(&self.env), rule.to_owned());
+            let compiling = deadline::start(move |compiled| {
+                let _ = compiled.send(compile(&env, &text));
+            });
+            // Not kept: the next try may find a thread.
+            let compiled = compiling.map_err(|e| format!("no thread to compile it on: {e}"))?;
+            // Bounded by the text's length: waited for to the end.
+            compiled.recv().unwrap_or_else(|_| Err("compiling it panicked".into()))
+        };
+        lock(&self.programs).insert(rule, compiled.clone());
         compiled
+    }
+}
+
+/// `rule` compiled, with what it reads, unless it nests deeper than [`MAX_DEPTH`]. On an
+/// evaluator thread, whose stack is deep enough for any rule within [`MAX_RULE_BYTES`]: a
+/// rule too deep is parsed, and dropped, there.
+fn compile(env: &Env, rule: &str) -> Compiled {
+    let program = env.compile(rule).map_err(|e| e.to_string())?;
+    let depth = ast::depth(program.expression());
+    if depth > MAX_DEPTH {
+        return Err(format!("it nests {depth} deep, deeper than {MAX_DEPTH}"));
+    }
+    let mut reads = HashMap::new();
+    collect_reads(program.expression(), &mut reads);
+    Ok(Arc::new(Rule { program, reads }))
+}
+
+/// `mutex` locked, even if a panic poisoned it (what it guards stays consistent).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether `outcome` is a rule that holds.
+fn holds(outcome: &Result<Returned, RuleError>) -> bool {
+    matches!(outcome, Ok(Returned::Bool(true)))
+}
+
+/// On an evaluator thread: runs `rules` in `context` one after another, handing each result to
+/// `results`, until one does not hold or the caller stopped waiting.
+fn execute_all(rules: &[Arc<Rule>], context: &Context, results: &Sender<Evaluated>) {
+    for rule in rules {
+        let returned = match catch_unwind(AssertUnwindSafe(|| rule.program.execute(context))) {
+            Ok(Ok(cel::Value::Bool(holds))) => Ok(Returned::Bool(holds)),
+            Ok(Ok(cel::Value::String(text))) => Ok(Returned::Text(text.to_string())),
+            Ok(Ok(value)) => Ok(Returned::Other(format!("{value:?}"))),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the evaluation panicked".to_string()),
+        };
+        let last = !matches!(returned, Ok(Returned::Bool(true)));
+        if results.send(returned).is_err() || last {
+            return;
+        }
+    }
+}
+
+/// `rule`'s verdict from what it returned.
+fn verdict(rule: &str, returned: Result<Returned, RuleError>) -> Result<bool, RuleError> {
+    match returned? {
+        Returned::Bool(holds) => Ok(holds),
+        Returned::Text(text) => {
+            Err(RuleError::NotBool { rule: rule.to_owned(), value: format!("{:?}", cel::Value::from(text)) })
+        }
+        Returned::Other(value) => Err(RuleError::NotBool { rule: rule.to_owned(), value }),
     }
 }
 
 /// Variables bound for several rules (see [`RuleCache::bind`]).
 pub struct Bound<'c> {
     cache: &'c RuleCache,
-    context: Context<'static, 'static>,
+    binding: Binding,
 }
 
 impl Bound<'_> {
-    /// Whether `rule` holds; a blank rule holds.
-    pub fn holds(&self, rule: &str) -> Result<bool, RuleError> {
-        execute(rule, &self.cache.rule(rule), &self.context)
+    /// The first of `rules` (of those bound for) that does not hold: its index, and why when it
+    /// gave no verdict. A blank rule holds.
+    pub fn first_failing(&self, rules: &[&str]) -> Option<(usize, Option<RuleError>)> {
+        let mut returned = self.cache.run(rules, &self.binding);
+        let at = returned.len().checked_sub(1)?;
+        match verdict(rules[at], returned.pop()?) {
+            Ok(true) => None,
+            Ok(false) => Some((at, None)),
+            Err(e) => Some((at, Some(e))),
+        }
     }
 
     /// What `rule` evaluates to when it is a string; `None` when it does not compile, fails or
-    /// returns something else (for messages, which are best effort).
-    pub fn text(&self, rule: &str) -> Option<String> {
-        match self.cache.program(rule).ok()?.program.execute(&self.context) {
-            Ok(cel::Value::String(text)) => Some(text.to_string()),
-            _ => None,
+    /// returns something else (messages are best effort), unless it is over its budget: that
+    /// is the rule's to report.
+    pub fn text(&self, rule: &str) -> Result<Option<String>, RuleError> {
+        match self.cache.run(&[rule], &self.binding).pop() {
+            Some(Ok(Returned::Text(text))) => Ok(Some(text)),
+            Some(Err(e @ RuleError::OverBudget { .. })) => Err(e),
+            _ => Ok(None),
         }
-    }
-}
-
-/// Runs `rule`, compiled as `compiled` (see [`RuleCache::rule`]), in `context`.
-fn execute(rule: &str, compiled: &Option<Compiled>, context: &Context) -> Result<bool, RuleError> {
-    let Some(compiled) = compiled else { return Ok(true) };
-    let compiled =
-        compiled.as_ref().map_err(|message| RuleError::Compile { rule: rule.to_owned(), message: message.clone() })?;
-    match compiled.program.execute(context) {
-        Ok(cel::Value::Bool(holds)) => Ok(holds),
-        Ok(value) => Err(RuleError::NotBool { rule: rule.to_owned(), value: format!("{value:?}") }),
-        Err(e) => Err(RuleError::Evaluate { rule: rule.to_owned(), message: e.to_string() }),
     }
 }
 
@@ -229,29 +482,7 @@ fn collect_reads(expr: &IdedExpr, reads: &mut HashMap<String, Reads>) {
                 _ => collect_reads(at, reads),
             }
         }
-        Expr::Call(call) => {
-            for operand in call.target.as_deref().into_iter().chain(&call.args) {
-                collect_reads(operand, reads);
-            }
-        }
-        Expr::Comprehension(c) => {
-            for part in [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
-                collect_reads(part, reads);
-            }
-        }
-        Expr::List(list) => list.elements.iter().for_each(|element| collect_reads(element, reads)),
-        Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => {
-            for entry in entries {
-                match &entry.expr {
-                    EntryExpr::StructField(field) => collect_reads(&field.value, reads),
-                    EntryExpr::MapEntry(entry) => {
-                        collect_reads(&entry.key, reads);
-                        collect_reads(&entry.value, reads);
-                    }
-                }
-            }
-        }
-        Expr::Literal(_) | Expr::Unspecified => {}
+        _ => ast::children(expr).into_iter().for_each(|child| collect_reads(child, reads)),
     }
 }
 
@@ -385,6 +616,15 @@ mod tests {
         assert_eq!(projected(&[&["spec", "values", "big"], &["spec"]]), to_cel(&json!({"spec": object["spec"]})));
     }
 
+    /// Whether `rule` holds with what `bound` binds.
+    fn holds_in(bound: &Bound, rule: &str) -> Result<bool, RuleError> {
+        match bound.first_failing(&[rule]) {
+            None => Ok(true),
+            Some((_, None)) => Ok(false),
+            Some((_, Some(e))) => Err(e),
+        }
+    }
+
     #[test]
     fn rules_give_the_same_verdicts_and_errors_on_the_projection_as_on_the_whole() {
         let cache = RuleCache::new();
@@ -407,26 +647,25 @@ mod tests {
             "has(object.metadata) && object.metadata.name == 'only'",
             "'x' + object.spec.serviceAccountName == 'xsa'",
         ];
+        let run = |rule: &str, context: Context<'static, 'static>| {
+            let binding = Binding { context: Arc::new(context), sizes: Vec::new() };
+            verdict(rule, cache.run(&[rule], &binding).pop().unwrap())
+        };
         for object in &objects {
             let variables = [("object", object), ("target", &target)];
-            let whole = {
+            let whole = || {
                 let mut context = Context::with_env(Arc::clone(&cache.env));
                 for (name, value) in variables {
                     context.add_variable_from_value(name, to_cel(value));
                 }
                 context
             };
-            let all: Vec<_> = rules.iter().map(|rule| cache.rule(rule)).collect();
-            let together = cache.context(&all, &variables);
+            let together = cache.bind(&rules, &variables);
             for rule in rules {
-                let compiled = [cache.rule(rule)];
-                let expected = execute(rule, &compiled[0], &whole);
-                assert_eq!(
-                    execute(rule, &compiled[0], &cache.context(&compiled, &variables)),
-                    expected,
-                    "{rule} on {object}"
-                );
-                assert_eq!(execute(rule, &compiled[0], &together), expected, "{rule} among the others, on {object}");
+                let expected = run(rule, whole());
+                let alone = cache.context(&[cache.rule(rule)], &variables).0;
+                assert_eq!(run(rule, alone), expected, "{rule} on {object}");
+                assert_eq!(holds_in(&together, rule), expected, "{rule} among the others, on {object}");
             }
         }
     }
@@ -541,15 +780,105 @@ mod tests {
             "obj.status.missing",
         ];
         let bound = rules.bind(&texts, &[("obj", &object)]);
-        assert_eq!(bound.holds("obj.status.phase == 'Running'"), Ok(false));
+        assert_eq!(holds_in(&bound, "obj.status.phase == 'Running'"), Ok(false));
         assert_eq!(
-            bound.text("'phase ' + obj.status.phase + ': ' + obj.status.reasons.join(', ')").as_deref(),
-            Some("phase Pending: a, b")
+            bound.text("'phase ' + obj.status.phase + ': ' + obj.status.reasons.join(', ')"),
+            Ok(Some("phase Pending: a, b".into()))
         );
-        assert_eq!(bound.text("obj.status.missing"), None, "a failing message is no message");
-        assert_eq!(bound.text("1 + 1"), None, "a non-string message is no message");
+        assert_eq!(bound.text("obj.status.missing"), Ok(None), "a failing message is no message");
+        assert_eq!(bound.text("1 + 1"), Ok(None), "a non-string message is no message");
         assert!(rules.check("obj.status.(").is_err());
         assert_eq!(rules.check("obj.status.phase == 'x'"), Ok(()));
+    }
+
+    /// `[1, 2, ..., n]` written out.
+    fn literal(n: usize) -> String {
+        format!("[{}]", (1..=n).map(|i| i.to_string()).collect::<Vec<_>>().join(","))
+    }
+
+    /// `L.all(a, L.all(b, L.all(c, true)))`, `L` a literal list of `n` numbers: n³ iterations.
+    fn nested(n: usize) -> String {
+        format!("{0}.all(a, {0}.all(b, {0}.all(c, true)))", literal(n))
+    }
+
+    #[test]
+    fn a_rule_estimated_over_the_cost_limit_is_not_run_and_the_budget_is_named() {
+        let rules = RuleCache::new();
+        let rule = nested(1000);
+        let err = rules.evaluate(&rule, &json!({})).unwrap_err();
+        let RuleError::OverBudget { budget: Budget::Cost { estimate, limit }, .. } = &err else { panic!("{err:?}") };
+        assert!(*estimate > 1_000_000_000 && *limit == DEFAULT_COST_LIMIT, "{err}");
+        let message = err.to_string();
+        assert!(message.starts_with("rule \"[1,2,3,"), "{message}");
+        assert!(message.contains("…\" exceeds its budget: its estimated cost "), "the text is cut: {message}");
+        assert!(message.ends_with("over the cost limit of 1000000"), "{message}");
+        let first = rules.first_failing(["true", rule.as_str(), "false"], &[]);
+        assert!(matches!(first, Some((1, Some(RuleError::OverBudget { .. })))), "{first:?}");
+    }
+
+    #[test]
+    fn the_cost_of_data_is_counted_from_what_is_bound() {
+        let rules = RuleCache::new();
+        let rule = "self.items.all(a, self.items.all(b, a != b || a == b))";
+        let items = |n: usize| json!({"items": (0..n).collect::<Vec<_>>()});
+        assert_eq!(rules.evaluate(rule, &items(10)), Ok(true));
+        let err = rules.evaluate(rule, &items(10_000)).unwrap_err();
+        assert!(matches!(err, RuleError::OverBudget { budget: Budget::Cost { .. }, .. }), "{err:?}");
+        let long = json!({"items": [], "big": "x".repeat(1 << 20)});
+        assert_eq!(rules.evaluate(rule, &long), Ok(true), "what a rule does not read is not bound nor counted");
+    }
+
+    #[test]
+    fn a_rule_past_its_deadline_is_given_up_on_remembered_and_never_run_again() {
+        let deadline = Duration::from_millis(20);
+        let rules = RuleCache::with_limits(Limits { cost: u64::MAX, deadline });
+        let rule = nested(150);
+        let started = std::time::Instant::now();
+        let err = rules.evaluate(&rule, &json!({})).unwrap_err();
+        assert_eq!(err, RuleError::OverBudget { rule: rule.clone(), budget: Budget::Deadline(deadline) });
+        assert!(started.elapsed() < Duration::from_secs(1), "the caller stopped waiting: {:?}", started.elapsed());
+        assert!(err.to_string().ends_with("it ran past the deadline of 20ms and is not run again"), "{err}");
+        assert_eq!(rules.evaluate("1 < 2", &json!({})), Ok(true), "other rules run meanwhile");
+        let again = std::time::Instant::now();
+        assert_eq!(rules.evaluate(&rule, &json!({})), Err(err));
+        assert!(again.elapsed() < deadline, "not run, not waited for: {:?}", again.elapsed());
+    }
+
+    #[test]
+    fn a_rule_too_long_or_nested_too_deep_is_refused_and_never_overflows_a_stack() {
+        let rules = RuleCache::new();
+        // A test's own thread has a 2 MiB stack: compiling these on it overflowed and aborted.
+        let chain = |link: &str, n: usize| format!("x{}", link.repeat(n));
+        for link in ["+1", ".b", "[0]"] {
+            let rule = chain(link, (MAX_RULE_BYTES - 1) / link.len());
+            let err = rules.evaluate(&rule, &json!({})).unwrap_err();
+            let RuleError::Compile { message, .. } = &err else { panic!("{err:?}") };
+            assert!(message.starts_with("it nests ") && message.ends_with("deep, deeper than 250"), "{message}");
+            assert!(err.to_string().len() < 300, "the rule is quoted, not copied: {err}");
+        }
+        let err = rules.check(&chain("+1", MAX_RULE_BYTES / 2)).unwrap_err();
+        assert_eq!(err, format!("it is {} bytes long, over the limit of 16384", 1 + MAX_RULE_BYTES));
+        let deepest = format!("{}1 == {}", "1 + ".repeat(MAX_DEPTH - 2), MAX_DEPTH - 1);
+        assert_eq!(rules.evaluate(&deepest, &json!({})), Ok(true), "{MAX_DEPTH} deep runs");
+    }
+
+    #[test]
+    fn the_compiled_rules_kept_are_bounded_least_recently_used_first() {
+        let rules = RuleCache::new();
+        let rule = |i: usize| format!("self.n == {i}");
+        for i in 0..MAX_PROGRAMS + 10 {
+            assert_eq!(rules.evaluate(&rule(i), &json!({"n": i})), Ok(true));
+            assert_eq!(rules.evaluate(&rule(0), &json!({"n": 0})), Ok(true), "kept: used most recently");
+        }
+        assert_eq!(lock(&rules.programs).len(), MAX_PROGRAMS);
+        assert_eq!(rules.compiled(), MAX_PROGRAMS + 10);
+        assert_eq!(rules.evaluate(&rule(1), &json!({"n": 1})), Ok(true));
+        assert_eq!(rules.compiled(), MAX_PROGRAMS + 11, "the least recently used went and compiles again");
+        let long = |i: usize| format!("self.s == '{}' || {i} > 0", "x".repeat(MAX_RULE_BYTES - 100));
+        for i in 0..MAX_PROGRAM_BYTES / MAX_RULE_BYTES + 10 {
+            rules.check(&long(i)).unwrap();
+        }
+        assert!(lock(&rules.programs).len() <= MAX_PROGRAM_BYTES / (MAX_RULE_BYTES - 100), "bounded by bytes too");
     }
 
     #[test]

@@ -247,7 +247,7 @@ mod tests {
             health: HealthCheck {
                 clusters: Arc::new(clusters(Reads::Requests)),
                 rules: reflector::store().0,
-                cel: crate::rules::RuleCache::new(),
+                cel: Arc::new(crate::rules::RuleCache::new()),
                 system_namespace: "kcm-system".into(),
             },
             client,

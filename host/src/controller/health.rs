@@ -12,6 +12,7 @@ use crate::health::rule_set::{self, RuleSet};
 use crate::health::verdict::{self, Found, Health, Observation, RULES_CONDITION};
 use crate::k0rdent::{NamespacedName, ServiceSet, ServiceSetStatus};
 use crate::plan::route::KUBECONFIG_KEY;
+use crate::plugin::call_blocking;
 use crate::rules::RuleCache;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -27,7 +28,7 @@ pub struct HealthCheck {
     /// The ConfigMaps labelled [`crate::health::TARGET_LABEL`].
     pub rules: Store<ConfigMap>,
     /// The rules' compilations.
-    pub cel: RuleCache,
+    pub cel: Arc<RuleCache>,
     /// Where the cluster-wide rules live.
     pub system_namespace: String,
 }
@@ -35,9 +36,10 @@ pub struct HealthCheck {
 impl HealthCheck {
     /// Applies the health verdict to `status` (the status this round is about to write for
     /// `service_set`, whose children live on `home`): `ServiceSetHealthRules` when any rule
-    /// ConfigMap applies, and each checked service demoted while unhealthy. True when a service should be looked at again soon (it
-    /// is unhealthy, or its target could not be read): no watch tells when a workload on another
-    /// cluster recovers.
+    /// ConfigMap applies (naming the rules that did not load or exceed their budget), and each
+    /// checked service demoted while unhealthy. True when a service should be looked at again
+    /// soon (it is unhealthy, or its target could not be read): no watch tells when a workload on
+    /// another cluster recovers. Loading and running the rules happens on blocking threads.
     pub async fn verify(
         &self,
         service_set: &ServiceSet,
@@ -46,34 +48,41 @@ impl HealthCheck {
         now: &Time,
     ) -> bool {
         let config_maps = self.rules.state();
-        let applying = rule_set::applicable(config_maps.iter().map(|c| &**c), service_set, &self.system_namespace);
+        let applying = rule_set::applicable(config_maps, service_set, &self.system_namespace);
         if applying.is_empty() {
             conditions::remove(&mut status.conditions, RULES_CONDITION);
             return false;
         }
-        let rules = rule_set::load(&applying, &self.cel);
+        let cel = self.cel.clone();
+        let rules = Arc::new(call_blocking(move || rule_set::load(&applying, &cel)).await);
         let generation = service_set.metadata.generation;
-        conditions::set(&mut status.conditions, verdict::rules_condition(&rules.errors, generation, now));
         let checked: Vec<(String, String)> = status
             .services
             .iter()
             .filter(|s| verdict::checked(s))
             .map(|s| (s.name.clone(), s.namespace.clone()))
             .collect();
-        if checked.is_empty() || rules.kinds.is_empty() {
-            return false;
+        let mut errors = rules.errors.clone();
+        let mut unsettled = false;
+        if !checked.is_empty() && !rules.kinds.is_empty() {
+            let target = self.target(service_set, home).await;
+            let mut observations = BTreeMap::new();
+            for (name, namespace) in checked {
+                let observation = match &target {
+                    Ok(cluster) => observe(cluster, &rules, &name, &namespace).await,
+                    Err(why) => Observation::Unreadable(why.clone()),
+                };
+                observations.insert((name, namespace), observation);
+            }
+            let (cel, at) = (self.cel.clone(), now.clone());
+            let (verdicts, over_budget) =
+                call_blocking(move || verdict::judge_all(&rules, &observations, &cel, &at)).await;
+            errors.extend(over_budget);
+            verdict::apply(status, &verdicts, service_set.status.as_ref(), generation, now);
+            unsettled = verdicts.values().any(Health::unsettled);
         }
-        let target = self.target(service_set, home).await;
-        let mut verdicts = BTreeMap::new();
-        for (name, namespace) in checked {
-            let observation = match &target {
-                Ok(cluster) => observe(cluster, &rules, &name, &namespace).await,
-                Err(why) => Observation::Unreadable(why.clone()),
-            };
-            verdicts.insert((name, namespace), verdict::judge(&rules, &observation, &self.cel, now));
-        }
-        verdict::apply(status, &verdicts, service_set.status.as_ref(), generation, now);
-        verdicts.values().any(Health::unsettled)
+        conditions::set(&mut status.conditions, verdict::rules_condition(&errors, generation, now));
+        unsettled
     }
 
     /// The cluster `service_set`'s services go to, its kubeconfig Secret read on `home`.

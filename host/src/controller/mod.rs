@@ -206,7 +206,7 @@ pub async fn run(
     let health_check = HealthCheck {
         clusters: Arc::new(Clusters::new(client.clone(), settings.target_clusters, Reads::Requests)),
         rules: health_rules,
-        cel: RuleCache::new(),
+        cel: Arc::new(RuleCache::new()),
         system_namespace: settings.system_namespace.clone(),
     };
     let regional = Clusters::new(client.clone(), settings.target_clusters, Reads::Watches);

@@ -9,10 +9,17 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::ops::Deref;
 
 /// The most kinds the rules of one ServiceSet may name: each kind costs four list requests per
 /// service on the target cluster, and tenants write the rules of their namespace.
 pub const MAX_KINDS: usize = 16;
+/// The most bytes of rules one ConfigMap may hold: parsed on every check of every ServiceSet it
+/// applies to, and far more than the rules of every workload kind need (the chart's defaults
+/// for five kinds take 2.4 KiB).
+pub const MAX_CONFIG_MAP_BYTES: usize = 64 * 1024;
+/// The most rules one ConfigMap may hold: every object of a kind is run against all of its rules.
+pub const MAX_CONFIG_MAP_RULES: usize = 64;
 
 /// Whether a kind's objects live in namespaces (listed in the service's namespace) or not
 /// (listed cluster-wide).
@@ -94,11 +101,11 @@ struct RuleDoc {
 /// tier order: `global` in the system namespace (cluster-wide defaults), `global` in the
 /// ServiceSet's namespace (tenant defaults), then those naming the ClusterDeployment or
 /// MultiClusterService that owns it (the ServiceSet's own name is generated; its owner's is not).
-pub fn applicable<'c>(
-    config_maps: impl IntoIterator<Item = &'c ConfigMap>,
+pub fn applicable<C: Deref<Target = ConfigMap>>(
+    config_maps: impl IntoIterator<Item = C>,
     service_set: &ServiceSet,
     system_namespace: &str,
-) -> Vec<&'c ConfigMap> {
+) -> Vec<C> {
     let namespace = service_set.metadata.namespace.as_deref().unwrap_or_default();
     let owner = owner_name(service_set);
     let tier = |config_map: &ConfigMap| {
@@ -111,8 +118,8 @@ pub fn applicable<'c>(
             _ => None,
         }
     };
-    let mut applying: Vec<(u8, &ConfigMap)> =
-        config_maps.into_iter().filter_map(|config_map| Some((tier(config_map)?, config_map))).collect();
+    let mut applying: Vec<(u8, C)> =
+        config_maps.into_iter().filter_map(|config_map| Some((tier(&config_map)?, config_map))).collect();
     applying.sort_by(|(a, x), (b, y)| a.cmp(b).then_with(|| x.metadata.name.cmp(&y.metadata.name)));
     applying.into_iter().map(|(_, config_map)| config_map).collect()
 }
@@ -129,8 +136,9 @@ fn owner_name(service_set: &ServiceSet) -> Option<&str> {
 
 /// The rules `config_maps` hold, each checked (kind, version, scope, `healthy` required) and its
 /// CEL compiled; whatever fails is left out and named in [`RuleSet::errors`]. Kinds beyond
-/// [`MAX_KINDS`] are left out too.
-pub fn load(config_maps: &[&ConfigMap], cel: &RuleCache) -> RuleSet {
+/// [`MAX_KINDS`] are left out too, and ConfigMaps beyond [`MAX_CONFIG_MAP_BYTES`] or
+/// [`MAX_CONFIG_MAP_RULES`] whole.
+pub fn load<C: Deref<Target = ConfigMap>>(config_maps: &[C], cel: &RuleCache) -> RuleSet {
     let mut set = RuleSet::default();
     for config_map in config_maps {
         let name = format!(
@@ -142,10 +150,10 @@ pub fn load(config_maps: &[&ConfigMap], cel: &RuleCache) -> RuleSet {
         if text.trim().is_empty() {
             continue;
         }
-        let docs = match serde_norway::from_str::<Vec<Value>>(text) {
+        let docs = match parse(text) {
             Ok(docs) => docs,
-            Err(e) => {
-                set.errors.push(LoadError { source: name, message: format!("parse {DATA_KEY:?}: {e}") });
+            Err(message) => {
+                set.errors.push(LoadError { source: name, message });
                 continue;
             }
         };
@@ -158,6 +166,21 @@ pub fn load(config_maps: &[&ConfigMap], cel: &RuleCache) -> RuleSet {
         }
     }
     set
+}
+
+/// The rule documents of a ConfigMap's `text`, within [`MAX_CONFIG_MAP_BYTES`] and
+/// [`MAX_CONFIG_MAP_RULES`].
+fn parse(text: &str) -> Result<Vec<Value>, String> {
+    if text.len() > MAX_CONFIG_MAP_BYTES {
+        let size = text.len();
+        return Err(format!("{DATA_KEY:?} holds {size} bytes, over the cap of {MAX_CONFIG_MAP_BYTES}; not loaded"));
+    }
+    let docs = serde_norway::from_str::<Vec<Value>>(text).map_err(|e| format!("parse {DATA_KEY:?}: {e}"))?;
+    if docs.len() > MAX_CONFIG_MAP_RULES {
+        let count = docs.len();
+        return Err(format!("{DATA_KEY:?} holds {count} rules, over the cap of {MAX_CONFIG_MAP_RULES}; not loaded"));
+    }
+    Ok(docs)
 }
 
 /// `rule` under its kind, unless that would name more than [`MAX_KINDS`] kinds.
@@ -315,6 +338,29 @@ mod tests {
         assert!(messages[6].starts_with("team/b-not-yaml: parse \"rules\": "), "{}", messages[6]);
         let kinds: Vec<&str> = set.kinds.keys().map(|k| k.kind.as_str()).collect();
         assert_eq!(kinds, ["Pod", "Deployment"], "the good rules load beside the broken ones (by group, then kind)");
+    }
+
+    #[test]
+    fn a_config_map_over_the_size_or_rule_count_cap_is_not_loaded_and_named_with_the_cap() {
+        let rule = "- {group: apps, version: v1, kind: Deployment, scope: Namespaced, healthy: 'true'}\n";
+        let padding = format!("# {}\n", "x".repeat(MAX_CONFIG_MAP_BYTES));
+        let cms = [
+            config_map("team", "a-large", GLOBAL, &format!("{rule}{padding}")),
+            config_map("team", "b-many", GLOBAL, &rule.repeat(MAX_CONFIG_MAP_RULES + 1)),
+            config_map("team", "c-at-the-caps", GLOBAL, &rule.repeat(MAX_CONFIG_MAP_RULES)),
+        ];
+        let set = load(&cms.iter().collect::<Vec<_>>(), &RuleCache::new());
+        let messages: Vec<String> = set.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        let size = rule.len() + padding.len();
+        assert_eq!(
+            messages[0],
+            format!("team/a-large: \"rules\" holds {size} bytes, over the cap of 65536; not loaded")
+        );
+        assert_eq!(messages[1], "team/b-many: \"rules\" holds 65 rules, over the cap of 64; not loaded");
+        let kind = GroupKind { group: "apps".into(), kind: "Deployment".into() };
+        assert_eq!(set.kinds[&kind].len(), MAX_CONFIG_MAP_RULES, "only the ConfigMap within the caps loads");
+        assert!(set.kinds[&kind].iter().all(|rule| rule.source.starts_with("team/c-at-the-caps#")));
     }
 
     #[test]

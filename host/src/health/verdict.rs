@@ -9,7 +9,7 @@ use super::rule_set::{GroupKind, LoadError, RuleSet};
 use crate::conditions::{self, Status};
 use crate::k0rdent::{ServiceSetStatus, ServiceState, ServiceType, State};
 use crate::plan::status::set_services;
-use crate::rules::RuleCache;
+use crate::rules::{RuleCache, RuleError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -70,17 +70,20 @@ pub fn checked(service: &ServiceState) -> bool {
     service.state == State::Deployed && service.service_type == ServiceType::Helm
 }
 
-/// The verdict on what was observed of one service. An object being deleted counts as healthy
-/// (a rollout's terminating pods are not a failure); a rule that fails to evaluate on an object
-/// makes it unhealthy, with CEL's error as the reason (its health could not be shown).
-pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &Time) -> Health {
+/// The verdict on what was observed of one service, and the rules over their budget (each
+/// named once, by its source). An object being deleted counts as healthy (a rollout's
+/// terminating pods are not a failure); a rule that fails to evaluate on an object, or exceeds
+/// its budget, makes it unhealthy, with the error as the reason (its health could not be shown).
+pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &Time) -> (Health, Vec<LoadError>) {
     let found = match observation {
-        Observation::Unreadable(why) => return Health::Unknown(why.clone()),
+        Observation::Unreadable(why) => return (Health::Unknown(why.clone()), Vec::new()),
         Observation::Found(found) => found,
     };
     let mut unhealthy: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
+    let mut over_budget: BTreeMap<&str, String> = BTreeMap::new();
     for Found { kind, objects } in found {
         let Some(kind_rules) = rules.kinds.get(kind) else { continue };
+        let healthy: Vec<&str> = kind_rules.iter().map(|rule| rule.healthy.as_str()).collect();
         let texts: Vec<&str> =
             kind_rules.iter().flat_map(|rule| [rule.healthy.as_str(), rule.message.as_str()]).collect();
         let mut seen = BTreeSet::new();
@@ -90,20 +93,32 @@ pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &
                 continue;
             }
             let bound = cel.bind(&texts, &[("obj", object)]);
-            let failing = kind_rules.iter().find_map(|rule| match bound.holds(&rule.healthy) {
-                Ok(true) => None,
-                Ok(false) => Some((bound.text(&rule.message).unwrap_or_default(), &rule.source)),
-                Err(e) => Some((e.to_string(), &rule.source)),
-            });
-            if let Some((reason, source)) = failing {
-                let reason = cut(&reason, MAX_REASON);
-                let line = format!("{} {reference}: {reason} (rule {source})", kind.kind);
-                unhealthy.entry(kind.kind.as_str()).or_default().insert(reference, line);
-            }
+            let Some((i, error)) = bound.first_failing(&healthy) else { continue };
+            let rule = &kind_rules[i];
+            let reason = match error {
+                Some(e) => {
+                    if matches!(e, RuleError::OverBudget { .. }) {
+                        over_budget.entry(&rule.source).or_insert_with(|| format!("healthy: {e}"));
+                    }
+                    e.to_string()
+                }
+                None => bound
+                    .text(&rule.message)
+                    .unwrap_or_else(|e| {
+                        over_budget.entry(&rule.source).or_insert_with(|| format!("message: {e}"));
+                        None
+                    })
+                    .unwrap_or_default(),
+            };
+            let reason = cut(&reason, MAX_REASON);
+            let line = format!("{} {reference}: {reason} (rule {})", kind.kind, rule.source);
+            unhealthy.entry(kind.kind.as_str()).or_default().insert(reference, line);
         }
     }
+    let over_budget =
+        over_budget.into_iter().map(|(source, message)| LoadError { source: source.to_string(), message }).collect();
     if unhealthy.is_empty() {
-        return Health::Healthy;
+        return (Health::Healthy, over_budget);
     }
     let conditions = unhealthy
         .into_iter()
@@ -116,7 +131,31 @@ pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &
             conditions::new(&type_, Status::False, &format!("{kind}Unhealthy"), &message.join("; "), None, now)
         })
         .collect();
-    Health::Unhealthy(conditions)
+    (Health::Unhealthy(conditions), over_budget)
+}
+
+/// The verdict on each service's observation (by name and namespace, see [`judge`]), and the
+/// rules over their budget, each named once.
+pub fn judge_all(
+    rules: &RuleSet,
+    observations: &BTreeMap<(String, String), Observation>,
+    cel: &RuleCache,
+    now: &Time,
+) -> (BTreeMap<(String, String), Health>, Vec<LoadError>) {
+    let mut over_budget: Vec<LoadError> = Vec::new();
+    let verdicts = observations
+        .iter()
+        .map(|(service, observation)| {
+            let (health, over) = judge(rules, observation, cel, now);
+            for error in over {
+                if !over_budget.iter().any(|named| named.source == error.source) {
+                    over_budget.push(error);
+                }
+            }
+            (service.clone(), health)
+        })
+        .collect();
+    (verdicts, over_budget)
 }
 
 /// `namespace/name`, or `name` for a cluster-scoped object.
@@ -263,15 +302,15 @@ mod tests {
     #[test]
     fn every_rule_of_the_kind_must_pass() {
         let (cel, now) = (RuleCache::new(), at(100));
-        assert_eq!(judge(&rules(), &found(vec![deployment("web", 1, 1)]), &cel, &now), Health::Healthy);
-        let conditions = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 2)]), &cel, &now));
+        assert_eq!(judge(&rules(), &found(vec![deployment("web", 1, 1)]), &cel, &now).0, Health::Healthy);
+        let conditions = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 2)]), &cel, &now).0);
         assert_eq!(conditions.len(), 1);
         assert_eq!((conditions[0].type_.as_str(), conditions[0].status.as_str()), ("ServiceHealthDeployment", "False"));
         assert_eq!(conditions[0].reason, "DeploymentUnhealthy");
         assert_eq!(conditions[0].message, "Deployment apps/web: available 0/2 (rule kcm-system/defaults#0)");
         let mut marked = deployment("web", 1, 1);
         marked["metadata"]["annotations"] = json!({"broken": "yes"});
-        let conditions = unhealthy(judge(&rules(), &found(vec![marked]), &cel, &now));
+        let conditions = unhealthy(judge(&rules(), &found(vec![marked]), &cel, &now).0);
         assert_eq!(
             conditions[0].message, "Deployment apps/web: marked broken (rule team/t#0)",
             "the second tier's rule adds to the first"
@@ -281,16 +320,16 @@ mod tests {
     #[test]
     fn nothing_found_or_only_objects_being_deleted_is_healthy() {
         let (cel, now) = (RuleCache::new(), at(100));
-        assert_eq!(judge(&rules(), &found(vec![]), &cel, &now), Health::Healthy);
-        assert_eq!(judge(&rules(), &Observation::Found(vec![]), &cel, &now), Health::Healthy);
+        assert_eq!(judge(&rules(), &found(vec![]), &cel, &now).0, Health::Healthy);
+        assert_eq!(judge(&rules(), &Observation::Found(vec![]), &cel, &now).0, Health::Healthy);
         let mut going = deployment("old", 0, 1);
         going["metadata"]["deletionTimestamp"] = json!("2026-11-25T00:00:00Z");
-        assert_eq!(judge(&rules(), &found(vec![going]), &cel, &now), Health::Healthy);
+        assert_eq!(judge(&rules(), &found(vec![going]), &cel, &now).0, Health::Healthy);
         let other = Observation::Found(vec![Found {
             kind: GroupKind { group: "x".into(), kind: "Y".into() },
             objects: vec![json!({})],
         }]);
-        assert_eq!(judge(&rules(), &other, &cel, &now), Health::Healthy, "a kind without rules is not judged");
+        assert_eq!(judge(&rules(), &other, &cel, &now).0, Health::Healthy, "a kind without rules is not judged");
     }
 
     #[test]
@@ -298,7 +337,7 @@ mod tests {
         let (cel, now) = (RuleCache::new(), at(100));
         let mut objects: Vec<Value> = ["e", "d", "c", "b", "a"].iter().map(|n| deployment(n, 0, 1)).collect();
         objects.push(deployment("a", 0, 1));
-        let conditions = unhealthy(judge(&rules(), &found(objects), &cel, &now));
+        let conditions = unhealthy(judge(&rules(), &found(objects), &cel, &now).0);
         let message = &conditions[0].message;
         assert!(message.starts_with("Deployment apps/a: "), "sorted: {message}");
         assert_eq!(message.matches("Deployment apps/").count(), 3, "{message}");
@@ -306,7 +345,7 @@ mod tests {
 
         let mut long = rules();
         long.kinds.get_mut(&deployment_kind()).unwrap()[0].message = format!("'{}'", "é".repeat(400));
-        let conditions = unhealthy(judge(&long, &found(vec![deployment("web", 0, 1)]), &cel, &now));
+        let conditions = unhealthy(judge(&long, &found(vec![deployment("web", 0, 1)]), &cel, &now).0);
         let reason = conditions[0].message.trim_start_matches("Deployment apps/web: ");
         let reason = reason.split(" (rule ").next().unwrap();
         assert!(reason.len() <= 500 && reason.ends_with('…'), "{} bytes", reason.len());
@@ -316,8 +355,61 @@ mod tests {
     fn a_rule_failing_to_evaluate_makes_the_object_unhealthy_with_the_error() {
         let (cel, now) = (RuleCache::new(), at(100));
         let fresh = json!({"metadata": {"namespace": "apps", "name": "web"}, "spec": {"replicas": 1}, "status": {}});
-        let conditions = unhealthy(judge(&rules(), &found(vec![fresh]), &cel, &now));
+        let conditions = unhealthy(judge(&rules(), &found(vec![fresh]), &cel, &now).0);
         assert!(conditions[0].message.contains("failed to evaluate"), "{}", conditions[0].message);
+    }
+
+    /// `L.all(a, L.all(b, L.all(c, true)))`, `L` a literal list of 1,000 numbers: the rule that
+    /// froze a host.
+    fn freezing_rule() -> String {
+        let list = format!("[{}]", (1..=1000).map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+        format!("{list}.all(a, {list}.all(b, {list}.all(c, true)))")
+    }
+
+    #[test]
+    fn a_rule_over_its_budget_counts_as_failed_and_is_named_once() {
+        let (cel, now) = (RuleCache::new(), at(100));
+        let mut hostile = rules();
+        let deployments = hostile.kinds.get_mut(&deployment_kind()).unwrap();
+        deployments[1].healthy = freezing_rule();
+        deployments[1].source = "team/hostile#0".into();
+        let started = std::time::Instant::now();
+        let (health, over_budget) =
+            judge(&hostile, &found(vec![deployment("web", 1, 1), deployment("api", 1, 1)]), &cel, &now);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "not run: {:?}", started.elapsed());
+        let conditions = unhealthy(health);
+        assert_eq!(conditions.len(), 1);
+        for object in ["apps/api", "apps/web"] {
+            let line = format!("Deployment {object}: rule \"[1,2,3,");
+            assert!(conditions[0].message.contains(&line), "{object} failed: {}", conditions[0].message);
+        }
+        assert!(conditions[0].message.contains("over the cost limit of 1000000 (rule team/hostile#0)"));
+        assert_eq!(over_budget.len(), 1, "named once: {over_budget:?}");
+        assert_eq!(over_budget[0].source, "team/hostile#0");
+        assert!(over_budget[0].message.starts_with("healthy: rule \"[1,2,3,"), "{}", over_budget[0].message);
+        let message = &over_budget[0].message;
+        assert!(message.contains("exceeds its budget: its estimated cost "), "{message}");
+        assert!(message.ends_with(" is over the cost limit of 1000000"), "{message}");
+        let condition = rules_condition(&over_budget, Some(1), &now);
+        assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "HealthRuleInvalid"));
+        assert!(condition.message.starts_with("team/hostile#0: healthy: rule "), "{}", condition.message);
+
+        let services: BTreeMap<(String, String), Observation> = ["a", "b"]
+            .into_iter()
+            .map(|name| ((name.to_string(), "apps".to_string()), found(vec![deployment("web", 1, 1)])))
+            .collect();
+        let (verdicts, over_budget) = judge_all(&hostile, &services, &cel, &now);
+        assert_eq!(verdicts.len(), 2);
+        assert!(verdicts.values().all(|health| matches!(health, Health::Unhealthy(_))));
+        assert_eq!(over_budget.len(), 1, "named once for all services: {over_budget:?}");
+
+        let deployments = hostile.kinds.get_mut(&deployment_kind()).unwrap();
+        deployments[1].healthy = "false".into();
+        deployments[1].message = format!("{} ? 'too costly' : 'never'", freezing_rule());
+        let (health, over_budget) = judge(&hostile, &found(vec![deployment("web", 1, 1)]), &cel, &now);
+        let conditions = unhealthy(health);
+        assert_eq!(conditions[0].message, "Deployment apps/web:  (rule team/hostile#0)", "a failing rule still fails");
+        assert!(over_budget[0].message.starts_with("message: rule "), "{over_budget:?}");
     }
 
     #[test]
@@ -327,7 +419,8 @@ mod tests {
             &Observation::Unreadable("Secret team/c-kubeconfig not found".into()),
             &RuleCache::new(),
             &at(1),
-        );
+        )
+        .0;
         assert_eq!(health, Health::Unknown("Secret team/c-kubeconfig not found".into()));
         assert!(health.unsettled() && !Health::Healthy.unsettled());
     }
@@ -358,7 +451,7 @@ mod tests {
 
     #[test]
     fn an_unhealthy_service_is_provisioning_until_healthy_again() {
-        let bad = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(50)));
+        let bad = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(50)).0);
         let deployed = || {
             status(vec![
                 state("web", State::Deployed, ServiceType::Helm, 10),
@@ -381,7 +474,7 @@ mod tests {
         assert!(!first.deployed);
         assert_eq!(first.conditions[0].message, "1/2");
 
-        let later = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(90)));
+        let later = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(90)).0);
         let mut second = deployed();
         apply(&mut second, &verdicts(&[("web", Health::Unhealthy(later))]), Some(&first), Some(1), &at(90));
         assert_eq!(second.services, first.services, "unchanged: the same status, times kept (no write)");
@@ -453,7 +546,7 @@ mod tests {
         object["metadata"] = json!({"namespace": "apps", "name": "x", "generation": 2});
         let kind = GroupKind { group: kind.0.into(), kind: kind.1.into() };
         let observation = Observation::Found(vec![Found { kind, objects: vec![object] }]);
-        match judge(&default_rules(), &observation, &RuleCache::new(), &at(1)) {
+        match judge(&default_rules(), &observation, &RuleCache::new(), &at(1)).0 {
             Health::Healthy => Ok(()),
             Health::Unhealthy(conditions) => Err(conditions[0].message.clone()),
             Health::Unknown(why) => panic!("{why}"),

@@ -396,6 +396,21 @@ mod tests {
     }
 
     #[test]
+    fn a_readiness_rule_over_its_budget_fails_to_evaluate_naming_the_workload_and_the_budget() {
+        let list = format!("[{}]", (1..=1000).map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+        let mut smp = flux_smp();
+        smp.spec.provisioner[1].readiness_rule = format!("{list}.all(a, {list}.all(b, {list}.all(c, true)))");
+        let eval = Fixture::default().evaluate(&smp);
+        let message = expect(&eval, PROVISIONER_READY, "False", "FailedToEvaluateReadiness");
+        assert!(
+            message.starts_with("provisioner apps/v1 Deployment flux-system/source-controller: rule \"[1,2,3,"),
+            "{message}"
+        );
+        assert!(message.ends_with(" is over the cost limit of 1000000"), "{message}");
+        assert_eq!(condition(&eval, ADAPTER_READY).status, "True", "the other rules are not affected");
+    }
+
+    #[test]
     fn crds_missing_or_without_version() {
         let eval = Fixture {
             crds: |name| installed_crds(name).filter(|_| !name.starts_with("helmcharts")),

@@ -7,6 +7,7 @@ use super::discovery::{Discovery, describe};
 use super::rbac;
 use super::stamped::Stamped;
 use crate::k0rdent::StateManagementProvider;
+use crate::plugin::call_blocking;
 use crate::rules::RuleCache;
 use crate::smp::{self, RbacCheck, SmpEvaluation, SmpObservation};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -38,7 +39,7 @@ pub struct Providers {
     /// Which plugin serves an SMP: its kinds are part of the permissions needed.
     registry: Arc<Registry>,
     discovery: Discovery,
-    rules: RuleCache,
+    rules: Arc<RuleCache>,
     rbac: Stamped<Option<i64>, RbacCheck>,
     diagnoses: Stamped<Option<String>, String>,
 }
@@ -51,7 +52,7 @@ impl Providers {
             client,
             mode,
             registry,
-            rules: RuleCache::new(),
+            rules: Arc::new(RuleCache::new()),
             rbac: Stamped::default(),
             diagnoses: Stamped::default(),
         }
@@ -94,14 +95,19 @@ impl Providers {
             }
         }
         let rbac = self.rbac(smp).await;
-        let crd = |name: &str| crds.get(name).cloned().flatten();
-        let observation = SmpObservation {
-            adapter: adapter.as_ref(),
-            provisioners: provisioners.iter().map(Option::as_ref).collect(),
-            crds: &crd,
-            rbac,
-        };
-        Ok(smp::evaluate(smp, &observation, &self.rules, Time(k8s_openapi::jiff::Timestamp::now())))
+        let (smp, rules) = (smp.clone(), self.rules.clone());
+        // Readiness rules are the SMP's authors': they run within their budget, off the executor.
+        Ok(call_blocking(move || {
+            let crd = |name: &str| crds.get(name).cloned().flatten();
+            let observation = SmpObservation {
+                adapter: adapter.as_ref(),
+                provisioners: provisioners.iter().map(Option::as_ref).collect(),
+                crds: &crd,
+                rbac,
+            };
+            smp::evaluate(&smp, &observation, &rules, Time(k8s_openapi::jiff::Timestamp::now()))
+        })
+        .await)
     }
 
     /// The host's permissions for what `smp` and the plugin serving it involve, checked at most

@@ -3,13 +3,15 @@
 //! kubeconfig Secret `<cluster>-kubeconfig`, by the rules of the ConfigMaps that apply. On
 //! envtest a second API server plays the target cluster.
 
+use ksm_e2e::adapter::http_get;
 use ksm_e2e::env::{another_cluster, kubeconfig_client};
-use ksm_e2e::fixtures::{ingress_service, workload};
+use ksm_e2e::fixtures::{cert_manager_service, ingress_service, workload};
 use ksm_e2e::flux::FluxState;
 use ksm_e2e::objects::Objects;
 use ksm_e2e::status::{condition_message, service, service_state};
 use ksm_e2e::{Kind, Mode, ObjRef, Scenario};
 use serde_json::{Value, json};
+use std::time::{Duration, Instant};
 
 /// The rules the chart ships as its cluster-wide defaults.
 const DEFAULT_RULES: &str = include_str!("../../../../deploy/chart/files/health-rules.yaml");
@@ -120,4 +122,83 @@ async fn a_target_cluster_that_cannot_be_read_keeps_the_cd_tools_state_and_says_
     assert!(message.ends_with(&format!("Secret {}/web-kubeconfig not found", t.namespace())), "{message}");
     let rules_condition = condition(&ss, "ServiceSetHealthRules").expect("the rules condition");
     assert_eq!((&rules_condition["status"], &rules_condition["reason"]), (&json!("True"), &json!("AllRulesValid")));
+}
+
+/// Issue 36: a tenant's rule that would run for hours, `L.all(a, L.all(b, L.all(c, true)))` with
+/// `L` a literal list of 1,000 numbers, froze the host. Its estimated cost is over the budget: it
+/// is not run, it is named in `ServiceSetHealthRules`, its ServiceSet's service counts it as
+/// failed, `/healthz` answers within 1 s throughout, and another ServiceSet converges meanwhile.
+/// The service goes to the management cluster (self-management), where its workload is: this
+/// needs no second cluster and runs everywhere.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenants_rule_too_costly_to_run_fails_alone_and_the_host_keeps_serving() {
+    let t = Scenario::start_with("health-budget", Mode::Observe, &POLL).await;
+    let mut service = ingress_service();
+    service["namespace"] = json!(t.namespace());
+    let mut deployment = workload(t.namespace(), "ingress-nginx-controller", 0);
+    deployment["metadata"]["labels"]["app.kubernetes.io/instance"] = json!("ingress-nginx");
+    t.create(deployment).await;
+    // Tier 2: the tenant's ConfigMap for the MultiClusterService that owns the ServiceSet.
+    let list = format!("[{}]", (1..=1000).map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+    let healthy = format!("{list}.all(a, {list}.all(b, {list}.all(c, true)))");
+    let rule = json!([{"group": "apps", "version": "v1", "kind": "Deployment", "scope": "Namespaced",
+                       "healthy": healthy}]);
+    t.create(rules(t.namespace(), "hostile", "tenant-services", &rule.to_string())).await;
+
+    let mut object = t.service_set_object("hostile", json!([service]));
+    object["spec"]["cluster"] = json!("");
+    object["spec"]["multiClusterService"] = json!("tenant-services");
+    object["spec"]["provider"]["selfManagement"] = json!(true);
+    t.create(object).await;
+    t.wait_converged("hostile").await;
+    t.set_flux("hostile", "ingress-nginx", FluxState::Ready).await;
+    let source = format!("{}/hostile#0", t.namespace());
+    let ss = t
+        .wait_service_set("hostile", "the rule named and ingress-nginx held by it", |ss| {
+            let named = condition(ss, "ServiceSetHealthRules")
+                .is_some_and(|c| c["message"].as_str().is_some_and(|m| m.contains(&source)));
+            named && service_condition(ss, "ingress-nginx", "ServiceHealthDeployment").is_some()
+        })
+        .await;
+    let rules_condition = condition(&ss, "ServiceSetHealthRules").unwrap();
+    assert_eq!(
+        (&rules_condition["status"], &rules_condition["reason"]),
+        (&json!("False"), &json!("HealthRuleInvalid"))
+    );
+    let named = rules_condition["message"].as_str().unwrap();
+    assert!(named.starts_with(&format!("{source}: healthy: rule \"[1,2,3,")), "{named}");
+    assert!(named.ends_with("is over the cost limit of 1000000"), "{named}");
+    assert_eq!(service_state(&ss, "ingress-nginx"), Some("Provisioning"), "the rule counts as failed: {ss:#}");
+    let health = service_condition(&ss, "ingress-nginx", "ServiceHealthDeployment").unwrap();
+    let message = health["message"].as_str().unwrap();
+    let object = format!("Deployment {}/ingress-nginx-controller: rule ", t.namespace());
+    assert!(message.starts_with(&object) && message.ends_with(&format!("(rule {source})")), "{message}");
+    assert_eq!(ss["status"]["deployed"], false);
+
+    // The rule stays in place (looked at again every second): /healthz is polled for 10 s, and
+    // meanwhile another ServiceSet is served from start to Deployed.
+    let base = t.adapter().metrics_url();
+    let healthz = tokio::spawn(async move {
+        let mut answers = Vec::new();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(10) {
+            let asked = Instant::now();
+            let answer = tokio::time::timeout(Duration::from_secs(1), http_get(&format!("{base}/healthz"))).await;
+            answers.push((answer.map(|(code, _)| code), asked.elapsed()));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        answers
+    });
+
+    t.create_service_set("other", json!([cert_manager_service()])).await;
+    t.wait_converged("other").await;
+    t.set_flux("other", "cert-manager", FluxState::Ready).await;
+    t.wait_service_set("other", "cert-manager Deployed", |ss| ss["status"]["deployed"] == true).await;
+
+    let answers = healthz.await.expect("the /healthz poller");
+    assert!(answers.len() >= 10, "polled over 10 s: {answers:?}");
+    for (answer, took) in &answers {
+        assert!(matches!(answer, Ok(200)), "/healthz answered {answer:?} after {took:?}: {answers:?}");
+    }
+    assert!(t.adapter_running(), "{}", t.adapter().failure_context());
 }
