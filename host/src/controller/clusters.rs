@@ -3,15 +3,22 @@
 //! recently used goes first) and dropped once unused for a while ([`Reads::idle`]). One client per Secret,
 //! whatever the number of ServiceSets reading through it. A kubeconfig comes from whoever can
 //! write Secrets, so it may not make the host run a command or read its own files (its
-//! ServiceAccount token among them), and every request through it is bounded in time.
+//! ServiceAccount token among them), and every call through it is bounded in time and bytes
+//! ([`super::bounded`]).
 //!
 //! A Secret is read on the cluster the caller names: the management cluster, or a regional one
 //! (where a regional cluster's children keep their kubeconfig Secrets, as in kcm 1.12).
 
+use super::bounded::{BoundedLayer, Limits};
 use crate::health::rule_set::{GroupKind, Scope};
 use crate::k0rdent::NamespacedName;
+use hyper_timeout::TimeoutConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::client::ConfigExt;
+use kube::client::retry::RetryPolicy;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, discovery};
 use serde_json::Value;
@@ -19,6 +26,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
+use tower::retry::RetryLayer;
+use tower::{BoxError, ServiceBuilder};
 
 /// The clients held at most by default.
 pub const CAPACITY: usize = 64;
@@ -29,8 +38,8 @@ const UNSERVED_FOR: Duration = Duration::from_secs(60);
 /// Bounds on a connection to another cluster: one that does not answer must not hold a reconcile.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What the clients are for, which says how long a read may wait for the cluster's answer and
-/// how long an unused client is kept.
+/// What the clients are for, which says how long and how large a call may be and how long an
+/// unused client is kept.
 #[derive(Clone, Copy, Debug)]
 pub enum Reads {
     /// Single requests (a target cluster's workloads): a silent cluster must not hold a reconcile.
@@ -41,9 +50,24 @@ pub enum Reads {
 }
 
 impl Reads {
-    fn timeout(self) -> Duration {
+    /// The bounds of every call. A target's reads are lists of at most [`LIST_LIMIT`] objects
+    /// and discovery; a region's are pages of up to 500 CD-tool objects (kube's watcher), and
+    /// its writes one object each.
+    pub fn limits(self) -> Limits {
         match self {
-            Reads::Requests => Duration::from_secs(15),
+            Reads::Requests => {
+                Limits { read: Duration::from_secs(10), write: Duration::from_secs(10), answer: 16 << 20 }
+            }
+            Reads::Watches => {
+                Limits { read: Duration::from_secs(30), write: Duration::from_secs(10), answer: 64 << 20 }
+            }
+        }
+    }
+
+    /// The longest wait for the next byte: what ends a silent watch, which has no deadline.
+    fn read_timeout(self) -> Duration {
+        match self {
+            Reads::Requests => self.limits().read,
             Reads::Watches => Duration::from_secs(295),
         }
     }
@@ -213,13 +237,31 @@ impl Cluster {
 async fn client(text: &str, reads: Reads) -> Result<Client, String> {
     let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
     self_contained(&kubeconfig)?;
-    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| format!("not a usable kubeconfig: {e}"))?;
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(reads.timeout());
-    config.write_timeout = Some(Reads::Requests.timeout());
-    Client::try_from(config).map_err(|e| format!("no client: {e}"))
+    bounded_client(config, reads).map_err(|e| format!("no client: {e}"))
+}
+
+/// kube's client stack (as `ClientBuilder::try_from` builds it, retries of 429, 503 and 504
+/// included) with every call bounded by `reads`' limits.
+fn bounded_client(config: Config, reads: Reads) -> kube::Result<Client> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    let mut connector = TimeoutConnector::new(config.rustls_https_connector_with_connector(http)?);
+    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    connector.set_read_timeout(Some(reads.read_timeout()));
+    connector.set_write_timeout(Some(reads.limits().write));
+    let connections = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .layer(BoundedLayer(reads.limits()))
+        .option_layer(config.default_retry.then(|| RetryLayer::new(RetryPolicy::server_retry())))
+        .map_err(BoxError::from)
+        .service(connections);
+    Ok(Client::new(service, config.default_namespace))
 }
 
 /// Refuses a kubeconfig that would run a command (`exec`, `auth-provider`) or read a file of the

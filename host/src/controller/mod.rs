@@ -17,6 +17,7 @@
 //! - [`children`]: the plugins' kinds: their watches, server-side apply and delete;
 //! - [`regions`]: the cluster a ServiceSet's children live on: management or a region;
 //! - [`clusters`]: clients of other clusters, from kubeconfig Secrets, bounded;
+//! - [`bounded`]: every call to another cluster bounded in time and bytes;
 //! - [`health`]: service health on the target clusters (kcm 1.12's verifier);
 //! - `child_cache`: the objects of those kinds, as compact JSON by ServiceSet;
 //! - `listed`: what a (re)list of a kind returned, for the caches to forget the rest;
@@ -34,6 +35,7 @@ mod access;
 pub mod adapter_plugins;
 pub mod arbiter;
 pub mod backoff;
+pub mod bounded;
 pub mod caches;
 mod child_cache;
 pub mod children;
