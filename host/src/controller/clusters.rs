@@ -3,12 +3,14 @@
 //! recently used goes first) and dropped once unused for a while ([`Reads::idle`]). One client per Secret,
 //! whatever the number of ServiceSets reading through it. A kubeconfig comes from whoever can
 //! write Secrets, so it may not make the host run a command or read its own files (its
-//! ServiceAccount token among them), and every call through it is bounded in time and bytes
+//! ServiceAccount token among them) nor send it to an address the operator did not allow
+//! ([`super::addresses`]), and every call through it is bounded in time and bytes
 //! ([`super::bounded`]).
 //!
 //! A Secret is read on the cluster the caller names: the management cluster, or a regional one
 //! (where a regional cluster's children keep their kubeconfig Secrets, as in kcm 1.12).
 
+use super::addresses::{Allowed, Resolver};
 use super::bounded::{BoundedLayer, Limits};
 use crate::health::rule_set::{GroupKind, Scope};
 use crate::k0rdent::NamespacedName;
@@ -86,6 +88,7 @@ impl Reads {
 pub struct Clusters {
     capacity: usize,
     reads: Reads,
+    allowed: Arc<Allowed>,
     pool: Mutex<HashMap<SecretAt, Pooled>>,
     here: Arc<Cluster>,
 }
@@ -101,10 +104,10 @@ struct Pooled {
 
 impl Clusters {
     /// No client yet; `management` is the cluster of [`Clusters::here`]; the clients made read
-    /// as `reads` says.
-    pub fn new(management: Client, capacity: usize, reads: Reads) -> Self {
+    /// as `reads` says and connect to the addresses `allowed` allows besides the safe ones.
+    pub fn new(management: Client, capacity: usize, reads: Reads, allowed: Allowed) -> Self {
         let here = Arc::new(Cluster::new(String::new(), management));
-        Self { capacity: capacity.max(1), reads, pool: Mutex::default(), here }
+        Self { capacity: capacity.max(1), reads, allowed: Arc::new(allowed), pool: Mutex::default(), here }
     }
 
     /// The cluster the host runs in.
@@ -131,7 +134,10 @@ impl Clusters {
         let bytes = found.data.as_ref().and_then(|data| data.get(key)).map(|b| b.0.as_slice());
         let text = bytes.ok_or_else(|| format!("Secret {secret} has no key {key:?}"))?;
         let text = std::str::from_utf8(text).map_err(|_| format!("Secret {secret} key {key:?} is not UTF-8"))?;
-        let client = client(text, self.reads).await.map_err(|e| format!("Secret {secret} key {key:?}: {e}"))?;
+        let origin = format!("Secret {secret} key {key:?}");
+        let client = client(text, self.reads, &Resolver::new(self.allowed.clone(), &origin))
+            .await
+            .map_err(|e| format!("{origin}: {e}"))?;
         let cluster = Arc::new(Cluster::new(format!("the cluster of Secret {secret}{}", on.on()), client));
         self.keep(at, version, cluster.clone());
         Ok(cluster)
@@ -233,20 +239,29 @@ impl Cluster {
 }
 
 /// A client for the kubeconfig `text`, once it is known to need nothing from the host's
-/// machine.
-async fn client(text: &str, reads: Reads) -> Result<Client, String> {
+/// machine and to point at an address `resolver` allows.
+async fn client(text: &str, reads: Reads, resolver: &Resolver) -> Result<Client, String> {
     let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
     self_contained(&kubeconfig)?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| format!("not a usable kubeconfig: {e}"))?;
-    bounded_client(config, reads).map_err(|e| format!("no client: {e}"))
+    if let Some(proxy) = &config.proxy_url {
+        // The connection would go to the proxy, whose address the host does not check.
+        return Err(format!("the host reaches other clusters without a proxy, and this one names {proxy}"));
+    }
+    if let Some(host) = resolver.allowed().check_server(&config.cluster_url)? {
+        let resolved = tokio::time::timeout(CONNECT_TIMEOUT, resolver.check(&host)).await;
+        resolved.map_err(|_| format!("host {host} did not resolve within {}s", CONNECT_TIMEOUT.as_secs()))??;
+    }
+    bounded_client(config, reads, resolver.clone()).map_err(|e| format!("no client: {e}"))
 }
 
 /// kube's client stack (as `ClientBuilder::try_from` builds it, retries of 429, 503 and 504
-/// included) with every call bounded by `reads`' limits.
-fn bounded_client(config: Config, reads: Reads) -> kube::Result<Client> {
-    let mut http = HttpConnector::new();
+/// included) with the connector resolving through `resolver` and every call bounded by
+/// `reads`' limits.
+fn bounded_client(config: Config, reads: Reads, resolver: Resolver) -> kube::Result<Client> {
+    let mut http = HttpConnector::new_with_resolver(resolver);
     http.enforce_http(false);
     let mut connector = TimeoutConnector::new(config.rustls_https_connector_with_connector(http)?);
     connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
@@ -297,6 +312,7 @@ fn self_contained(kubeconfig: &Kubeconfig) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::addresses::Class;
     use super::*;
 
     fn kubeconfig(user: &str, cluster: &str) -> Kubeconfig {
@@ -336,7 +352,7 @@ mod tests {
     #[tokio::test]
     async fn clients_are_bounded_and_the_least_recently_used_goes_first() {
         let (management, _) = super::super::mock_api::client(|_| None);
-        let clusters = Clusters::new(management.clone(), 2, Reads::Requests);
+        let clusters = Clusters::new(management.clone(), 2, Reads::Requests, Allowed::default());
         let key = |name: &str| (String::new(), NamespacedName::new("team", name));
         let cluster = || Arc::new(Cluster::new("c".into(), management.clone()));
         clusters.keep(key("a"), "1".into(), cluster());
@@ -351,10 +367,54 @@ mod tests {
         assert_eq!(clusters.held(), 2, "replaced, not added");
     }
 
+    /// A kubeconfig Secret whose `value` names the cluster at `server`, with a proxy if given.
+    fn kubeconfig_secret(server: &str, proxy: Option<&str>) -> serde_json::Value {
+        let proxy = proxy.map(|p| format!(", proxy-url: '{p}'")).unwrap_or_default();
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n\
+             clusters: [{{name: k, cluster: {{server: '{server}'{proxy}}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\n"
+        );
+        let value = serde_json::to_value(k8s_openapi::ByteString(text.into_bytes())).unwrap();
+        serde_json::json!({"apiVersion": "v1", "kind": "Secret", "data": {"value": value},
+                           "metadata": {"name": "web-kubeconfig", "namespace": "team", "resourceVersion": "1"}})
+    }
+
+    /// The client of the cluster `secret` names, with `allowed`, or why there is none.
+    async fn of(secret: serde_json::Value, allowed: &[Class]) -> Result<Arc<Cluster>, String> {
+        let (management, _) = super::super::mock_api::client(move |line| {
+            (line == "GET /api/v1/namespaces/team/secrets/web-kubeconfig").then(|| (200, secret.clone()))
+        });
+        let clusters = Clusters::new(management, 4, Reads::Requests, allowed.iter().copied().collect());
+        clusters.of(&clusters.here(), &NamespacedName::new("team", "web-kubeconfig"), "value").await
+    }
+
+    /// Each class is judged in `addresses`; here the judgement reaches the client, named.
+    #[tokio::test]
+    async fn a_kubeconfig_pointing_at_a_refused_address_is_refused_naming_the_secret_key_and_address() {
+        let err = of(kubeconfig_secret("https://127.0.0.1:6443", None), &[]).await.err().unwrap();
+        let named = "Secret team/web-kubeconfig key \"value\": server https://127.0.0.1:6443/ connects to 127.0.0.1: \
+                     a loopback address, which the host does not connect to unless --allow-cluster-addresses names loopback";
+        assert_eq!(err, named);
+        assert!(of(kubeconfig_secret("https://127.0.0.1:6443", None), &[Class::Loopback]).await.is_ok());
+        // `localhost` is refused by its name; allowed, it is resolved (from the hosts file) and judged by
+        // its addresses.
+        let err = of(kubeconfig_secret("https://localhost:6443", None), &[]).await.err().unwrap();
+        assert!(
+            err.starts_with("Secret team/web-kubeconfig key \"value\": server https://localhost:6443/ names localhost")
+        );
+        assert!(of(kubeconfig_secret("https://localhost:6443", None), &[Class::Loopback]).await.is_ok());
+        assert!(of(kubeconfig_secret("http://203.0.113.7", None), &[]).await.err().unwrap().contains("plain http"));
+        assert!(of(kubeconfig_secret("https://203.0.113.7:6443", None), &[]).await.is_ok());
+        let err =
+            of(kubeconfig_secret("https://203.0.113.7", Some("http://203.0.113.8:3128")), &[]).await.err().unwrap();
+        assert!(err.ends_with("without a proxy, and this one names http://203.0.113.8:3128/"), "{err}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn idle_clients_are_dropped() {
         let (management, _) = super::super::mock_api::client(|_| None);
-        let clusters = Clusters::new(management.clone(), 8, Reads::Requests);
+        let clusters = Clusters::new(management.clone(), 8, Reads::Requests, Allowed::default());
         let cluster = || Arc::new(Cluster::new("c".into(), management.clone()));
         clusters.keep((String::new(), NamespacedName::new("team", "a")), "1".into(), cluster());
         tokio::time::advance(Reads::Requests.idle() + Duration::from_secs(1)).await;

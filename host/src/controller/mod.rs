@@ -17,6 +17,7 @@
 //! - [`children`]: the plugins' kinds: their watches, server-side apply and delete;
 //! - [`regions`]: the cluster a ServiceSet's children live on: management or a region;
 //! - [`clusters`]: clients of other clusters, from kubeconfig Secrets, bounded;
+//! - [`addresses`]: the addresses a kubeconfig may send the host to;
 //! - [`bounded`]: every call to another cluster bounded in time and bytes;
 //! - [`health`]: service health on the target clusters (kcm 1.12's verifier);
 //! - `child_cache`: the objects of those kinds, as compact JSON by ServiceSet;
@@ -33,6 +34,7 @@
 
 mod access;
 pub mod adapter_plugins;
+pub mod addresses;
 pub mod arbiter;
 pub mod backoff;
 pub mod bounded;
@@ -206,12 +208,18 @@ pub async fn run(
     });
     let concurrency = settings.concurrency;
     let health_check = HealthCheck {
-        clusters: Arc::new(Clusters::new(client.clone(), settings.target_clusters, Reads::Requests)),
+        clusters: Arc::new(Clusters::new(
+            client.clone(),
+            settings.target_clusters,
+            Reads::Requests,
+            settings.cluster_addresses.clone(),
+        )),
         rules: health_rules,
         cel: RuleCache::new(),
         system_namespace: settings.system_namespace.clone(),
     };
-    let regional = Clusters::new(client.clone(), settings.target_clusters, Reads::Watches);
+    let regional =
+        Clusters::new(client.clone(), settings.target_clusters, Reads::Watches, settings.cluster_addresses.clone());
     let regions = Regions::new(children.clone(), regional, child_wake);
     let system_namespace = settings.system_namespace.clone();
     let ctx = Arc::new(Context {
