@@ -25,6 +25,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, discovery};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -37,6 +38,9 @@ pub const CAPACITY: usize = 64;
 const LIST_LIMIT: u32 = 100;
 /// How long a kind the cluster does not serve is not looked for again.
 const UNSERVED_FOR: Duration = Duration::from_secs(60);
+/// Kinds whose place one cluster's client remembers at most (health rules name a handful); the
+/// least recently used is forgotten first and looked for again on its next use.
+const KINDS_HELD: usize = 64;
 /// Bounds on a connection to another cluster: one that does not answer must not hold a reconcile.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -157,11 +161,17 @@ impl Clusters {
         let now = Instant::now();
         pool.retain(|_, p| now.duration_since(p.used) < self.reads.idle());
         pool.remove(&secret);
-        while pool.len() >= self.capacity {
-            let oldest = pool.iter().min_by_key(|(_, p)| p.used).map(|(k, _)| k.clone());
-            pool.remove(&oldest.expect("a full pool has an entry"));
-        }
+        make_room(&mut pool, self.capacity, |p| p.used);
         pool.insert(secret, Pooled { resource_version, cluster, used: now });
+    }
+}
+
+/// Makes room in `map` for one more entry, at most `capacity`: the least recently `used` goes
+/// first.
+fn make_room<K: Clone + Eq + Hash, V>(map: &mut HashMap<K, V>, capacity: usize, used: impl Fn(&V) -> Instant) {
+    while map.len() >= capacity.max(1) {
+        let Some(oldest) = map.iter().min_by_key(|(_, v)| used(v)).map(|(k, _)| k.clone()) else { return };
+        map.remove(&oldest);
     }
 }
 
@@ -170,7 +180,8 @@ pub struct Cluster {
     /// How messages name it; empty for the management cluster.
     name: String,
     client: Client,
-    kinds: Mutex<HashMap<GroupKind, Served>>,
+    /// At most [`KINDS_HELD`], each with when it was last used.
+    kinds: Mutex<HashMap<GroupKind, (Served, Instant)>>,
 }
 
 /// Where a kind is served, or since when it is known not to be.
@@ -216,9 +227,12 @@ impl Cluster {
     }
 
     /// Where `kind` is served: at `version` when the cluster serves it there, else at the
-    /// group's preferred version; `None` when not at all. Learned once per kind.
+    /// group's preferred version; `None` when not at all. Learned once per kind, while held.
     async fn resource(&self, kind: &GroupKind, version: &str) -> Result<Option<ApiResource>, kube::Error> {
-        let known = self.kinds.lock().unwrap_or_else(|e| e.into_inner()).get(kind).cloned();
+        let known = self.kinds.lock().unwrap_or_else(|e| e.into_inner()).get_mut(kind).map(|(served, used)| {
+            *used = Instant::now();
+            served.clone()
+        });
         match known {
             Some(Served::At(resource)) => return Ok(Some(resource)),
             Some(Served::Not(since)) if since.elapsed() < UNSERVED_FOR => return Ok(None),
@@ -233,7 +247,10 @@ impl Cluster {
             Err(e) => return Err(e),
         };
         let entry = served.clone().map_or(Served::Not(Instant::now()), Served::At);
-        self.kinds.lock().unwrap_or_else(|e| e.into_inner()).insert(kind.clone(), entry);
+        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        kinds.remove(kind);
+        make_room(&mut kinds, KINDS_HELD, |(_, used)| *used);
+        kinds.insert(kind.clone(), (entry, Instant::now()));
         Ok(served)
     }
 }
@@ -365,6 +382,30 @@ mod tests {
         assert!(clusters.pooled(&key("a"), "2").is_none(), "a changed Secret makes a new client");
         clusters.keep(key("a"), "2".into(), cluster());
         assert_eq!(clusters.held(), 2, "replaced, not added");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn kinds_looked_for_are_bounded_and_the_least_recently_used_is_forgotten_first() {
+        // The cluster serves no API group: each kind looked for is remembered as not served.
+        let (client, asked) = super::super::mock_api::client(|line| {
+            (line == "GET /apis").then(|| (200, serde_json::json!({"kind": "APIGroupList", "groups": []})))
+        });
+        let cluster = Cluster::new("c".into(), client);
+        let kind = |n: usize| GroupKind { group: format!("g{n}.example.com"), kind: "K".into() };
+        let look = async |n: usize| {
+            tokio::time::advance(Duration::from_millis(1)).await;
+            let before = asked.lock().unwrap().len();
+            assert_eq!(cluster.resource(&kind(n), "v1").await.unwrap(), None);
+            asked.lock().unwrap().len() > before
+        };
+        for n in 0..KINDS_HELD {
+            assert!(look(n).await, "kind {n} is looked for");
+        }
+        assert!(!look(0).await, "kind 0 is remembered, and now the most recently used");
+        assert!(look(KINDS_HELD).await);
+        assert_eq!(cluster.kinds.lock().unwrap().len(), KINDS_HELD, "one more kind, one forgotten");
+        assert!(!look(0).await, "kind 0 was used recently: kept");
+        assert!(look(1).await, "kind 1 was the least recently used: forgotten, looked for again");
     }
 
     /// A kubeconfig Secret whose `value` names the cluster at `server`, with a proxy if given.
