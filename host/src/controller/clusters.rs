@@ -202,7 +202,7 @@ impl Cluster {
     }
 
     /// ` on <the cluster>` in messages; nothing for the management cluster.
-    fn on(&self) -> String {
+    pub fn on(&self) -> String {
         if self.name.is_empty() { String::new() } else { format!(" on {}", self.name) }
     }
 
