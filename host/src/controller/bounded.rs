@@ -272,6 +272,8 @@ where
         }
         let frame = match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
             Some(Ok(frame)) => frame,
+            // A watch's error stays whole: kube tells a watch's normal end by its cause (EOF).
+            Some(Err(e)) if matches!(this.cap, Cap::Line(_)) => return Poll::Ready(Some(Err(e.into()))),
             Some(Err(e)) => return Poll::Ready(Some(Err(with_causes(e)))),
             None => return Poll::Ready(None),
         };
@@ -300,13 +302,13 @@ mod tests {
 
     const LIMITS: Limits = Limits { read: Duration::from_secs(10), write: Duration::from_secs(5), answer: 1 << 20 };
 
-    type Chunks = BoxStream<'static, Bytes>;
+    type Chunks = BoxStream<'static, std::io::Result<Bytes>>;
 
     /// A client, bounded by [`LIMITS`], of a server that answers every request with `status`
     /// after `delay`, its body the chunks of `body()`.
     fn client(status: u16, delay: Duration, body: impl Fn() -> Chunks + Send + 'static) -> Client {
         let server = tower::service_fn(move |_: Request<Body>| {
-            let frames = body().map(|chunk| Ok::<_, Infallible>(Frame::data(chunk)));
+            let frames = body().map(|chunk| chunk.map(Frame::data));
             let response = Response::builder().status(status).body(StreamBody::new(frames)).unwrap();
             async move {
                 tokio::time::sleep(delay).await;
@@ -324,7 +326,7 @@ mod tests {
                 let chunk = chunk.clone();
                 async move {
                     tokio::time::sleep(every).await;
-                    chunk
+                    Ok(chunk)
                 }
             })
             .boxed()
@@ -373,7 +375,7 @@ mod tests {
             let counted = counted.clone();
             futures::stream::repeat_with(move || {
                 counted.fetch_add(64 << 10, Ordering::Relaxed);
-                Bytes::from(vec![b' '; 64 << 10])
+                Ok(Bytes::from(vec![b' '; 64 << 10]))
             })
             .boxed()
         });
@@ -406,6 +408,20 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_watch_that_the_server_ends_early_ends_as_kube_expects() {
+        // kube ends a watch quietly on an unexpected EOF, which it finds among the error's causes.
+        let cut_short = client(200, Duration::ZERO, || {
+            let eof = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed");
+            trickle("{\"type\":\"ADDED\",\"object\":{}}\n", Duration::ZERO, 1)
+                .chain(futures::stream::iter([Err(eof)]))
+                .boxed()
+        });
+        let request = Request::get("/apis/x/v1/xs?watch=true").body(Vec::new()).unwrap();
+        let events: Vec<_> = cut_short.request_events::<serde_json::Value>(request).await.unwrap().collect().await;
+        assert!(events.len() == 1 && events[0].is_ok(), "{events:?}");
+    }
+
+    #[tokio::test]
     async fn an_error_answer_is_cut_before_kube_reads_it() {
         let status = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
             "message": "y".repeat(40 << 10), "reason": "NotFound", "code": 404,
@@ -422,7 +438,8 @@ mod tests {
         assert_eq!(status.code, 500);
         assert!(status.message.len() <= ERROR_MESSAGE, "{}", status.message.len());
 
-        let endless = client(500, Duration::ZERO, || futures::stream::repeat(Bytes::from_static(b"x")).boxed());
+        let endless =
+            client(500, Duration::ZERO, || futures::stream::repeat_with(|| Ok(Bytes::from_static(b"x"))).boxed());
         let err = endless.request_text(get("/apis")).await.unwrap_err().to_string();
         assert!(err.contains("an error answer larger than 64 KiB"), "{err}");
     }
