@@ -8,7 +8,8 @@ is `helm lint` and `helm template`, not an imitation. What it checks:
   deploy/chart/ci/extra-values.yaml;
 - the objects rendered for the default values, for `adapter.mode=manage`, for the extra values
   and for three shards (`sharding.shards=3`, manage mode): each Deployment's security context,
-  probes, identity, image, resources, log format and cache volume; the ServiceAccount and the
+  probes, identity, image, resources, log format, cache volume and the addresses of other
+  clusters it allows; the ServiceAccount and the
   bindings; RBAC without wildcards, with leases only in the release namespace and secrets
   cluster-wide (get) only for health verification or regions; the default health-rule
   ConfigMap; the StateManagementProvider and AdapterPlugins (fields and a structural check
@@ -386,6 +387,10 @@ def check_deployment(documents, deployment: dict[str, Any], merged: dict[str, An
     F.check((env.get("KSM_ADAPTER_NAME") or {}).get("value") == adapter_name(merged), f"{d}: KSM_ADAPTER_NAME is not {adapter_name(merged)}")
     log_format = merged["adapter"]["logFormat"]
     F.check(f"--log-format={log_format}" in c.get("args", []), f"{d}: --log-format={log_format} not passed")
+
+    # Other clusters: the address classes allowed, passed only when there are some.
+    allowed = ",".join(merged["otherClusters"]["allowAddresses"]) or None
+    F.check(flag(c.get("args", []), "--allow-cluster-addresses") == allowed, f"{d}: --allow-cluster-addresses is not {allowed}")
     return pod_labels
 
 

@@ -36,15 +36,21 @@ impl Status {
 /// longer one (built from plugin or API-server text) would make the API server refuse the whole
 /// status write, again on every retry.
 pub const MAX_MESSAGE: usize = 32_768;
-/// What ends a message cut at [`MAX_MESSAGE`].
+/// What ends a cut message.
 const CUT: &str = " … (cut)";
 
 /// `message` cut to at most [`MAX_MESSAGE`] bytes, on a character boundary, marked as cut.
 pub fn bounded(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE {
+    cut(message, MAX_MESSAGE)
+}
+
+/// `message` cut to at most `max` bytes (`max` leaves room for the mark), on a character
+/// boundary, marked as cut.
+pub fn cut(message: &str, max: usize) -> String {
+    if message.len() <= max {
         return message.to_string();
     }
-    let end = message.floor_char_boundary(MAX_MESSAGE - CUT.len());
+    let end = message.floor_char_boundary(max.saturating_sub(CUT.len()));
     format!("{}{CUT}", &message[..end])
 }
 

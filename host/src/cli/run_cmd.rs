@@ -4,6 +4,7 @@ use super::identity::IdentityArgs;
 use super::plugin_args::LimitArgs;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use ksm_adapter::controller::addresses::Class;
 use ksm_adapter::controller::leader::{self, Election};
 use ksm_adapter::controller::{self, DefaultPlugin, Mode, Settings};
 use ksm_adapter::metrics::{Metrics, verb_of};
@@ -53,6 +54,17 @@ pub struct RunArgs {
     /// the least recently used client goes first and is made again on its next use.
     #[arg(long, default_value_t = 64)]
     max_target_clusters: usize,
+    /// Addresses of other clusters (regions, and targets read for service health) that
+    /// kubeconfig Secrets may point the host at, besides `https://` to anything else. A
+    /// kubeconfig Secret is written by whoever may write Secrets in its namespace (a tenant, for a
+    /// target cluster), so by default the host refuses plain `http://`, loopback (its own pod),
+    /// link-local (the node's services) and cloud metadata addresses (169.254.169.254,
+    /// fd00:ec2::254, metadata.google.internal, ...): the refusal names the Secret, key and
+    /// address, and lands in the ServiceSet's status like an unreachable cluster. A host name is
+    /// checked by what it resolves to, at every connection. Comma-separated, e.g.
+    /// `--allow-cluster-addresses http,loopback` for test clusters on the host's own machine.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    allow_cluster_addresses: Vec<AddressArg>,
     /// How often an AdapterPlugin from OCI with `pullPolicy: Always` checks whether its tag moved,
     /// in seconds.
     #[arg(long, default_value_t = 300)]
@@ -103,6 +115,19 @@ enum ModeArg {
     Manage,
 }
 
+/// A class of address of another cluster the operator allows.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum AddressArg {
+    /// `http://`: credentials and answers in clear.
+    Http,
+    /// 127.0.0.0/8, ::1, the unspecified address, `localhost`: the host's own pod.
+    Loopback,
+    /// 169.254.0.0/16, fe80::/10: the node's link-local services.
+    LinkLocal,
+    /// Cloud instance metadata services, by address or name.
+    Metadata,
+}
+
 /// What serves an SMP that no AdapterPlugin names.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum DefaultPluginArg {
@@ -135,6 +160,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         oci_poll: Duration::from_secs(args.oci_poll_seconds),
         health_poll: Duration::from_secs(args.health_poll_seconds),
         target_clusters: args.max_target_clusters,
+        cluster_addresses: args
+            .allow_cluster_addresses
+            .iter()
+            .map(|address| match address {
+                AddressArg::Http => Class::Http,
+                AddressArg::Loopback => Class::Loopback,
+                AddressArg::LinkLocal => Class::LinkLocal,
+                AddressArg::Metadata => Class::Metadata,
+            })
+            .collect(),
         shard_selector: args.shard_selector.clone(),
         election: args.leader_elect.then(|| election(&args)),
         metrics_addr: match args.metrics_bind_address.as_str() {

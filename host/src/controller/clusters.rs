@@ -3,22 +3,34 @@
 //! recently used goes first) and dropped once unused for a while ([`Reads::idle`]). One client per Secret,
 //! whatever the number of ServiceSets reading through it. A kubeconfig comes from whoever can
 //! write Secrets, so it may not make the host run a command or read its own files (its
-//! ServiceAccount token among them), and every request through it is bounded in time.
+//! ServiceAccount token among them) nor send it to an address the operator did not allow
+//! ([`super::addresses`]), and every call through it is bounded in time and bytes
+//! ([`super::bounded`]).
 //!
 //! A Secret is read on the cluster the caller names: the management cluster, or a regional one
 //! (where a regional cluster's children keep their kubeconfig Secrets, as in kcm 1.12).
 
+use super::addresses::{Allowed, Resolver};
+use super::bounded::{BoundedLayer, Limits};
 use crate::health::rule_set::{GroupKind, Scope};
 use crate::k0rdent::NamespacedName;
+use hyper_timeout::TimeoutConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::client::ConfigExt;
+use kube::client::retry::RetryPolicy;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, discovery};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
+use tower::retry::RetryLayer;
+use tower::{BoxError, ServiceBuilder};
 
 /// The clients held at most by default.
 pub const CAPACITY: usize = 64;
@@ -26,11 +38,14 @@ pub const CAPACITY: usize = 64;
 const LIST_LIMIT: u32 = 100;
 /// How long a kind the cluster does not serve is not looked for again.
 const UNSERVED_FOR: Duration = Duration::from_secs(60);
+/// Kinds whose place one cluster's client remembers at most (health rules name a handful); the
+/// least recently used is forgotten first and looked for again on its next use.
+const KINDS_HELD: usize = 64;
 /// Bounds on a connection to another cluster: one that does not answer must not hold a reconcile.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What the clients are for, which says how long a read may wait for the cluster's answer and
-/// how long an unused client is kept.
+/// What the clients are for, which says how long and how large a call may be and how long an
+/// unused client is kept.
 #[derive(Clone, Copy, Debug)]
 pub enum Reads {
     /// Single requests (a target cluster's workloads): a silent cluster must not hold a reconcile.
@@ -41,9 +56,24 @@ pub enum Reads {
 }
 
 impl Reads {
-    fn timeout(self) -> Duration {
+    /// The bounds of every call. A target's reads are lists of at most [`LIST_LIMIT`] objects
+    /// and discovery; a region's are pages of up to 500 CD-tool objects (kube's watcher), and
+    /// its writes one object each.
+    pub fn limits(self) -> Limits {
         match self {
-            Reads::Requests => Duration::from_secs(15),
+            Reads::Requests => {
+                Limits { read: Duration::from_secs(10), write: Duration::from_secs(10), answer: 16 << 20 }
+            }
+            Reads::Watches => {
+                Limits { read: Duration::from_secs(30), write: Duration::from_secs(10), answer: 64 << 20 }
+            }
+        }
+    }
+
+    /// The longest wait for the next byte: what ends a silent watch, which has no deadline.
+    fn read_timeout(self) -> Duration {
+        match self {
+            Reads::Requests => self.limits().read,
             Reads::Watches => Duration::from_secs(295),
         }
     }
@@ -62,6 +92,7 @@ impl Reads {
 pub struct Clusters {
     capacity: usize,
     reads: Reads,
+    allowed: Arc<Allowed>,
     pool: Mutex<HashMap<SecretAt, Pooled>>,
     here: Arc<Cluster>,
 }
@@ -77,10 +108,10 @@ struct Pooled {
 
 impl Clusters {
     /// No client yet; `management` is the cluster of [`Clusters::here`]; the clients made read
-    /// as `reads` says.
-    pub fn new(management: Client, capacity: usize, reads: Reads) -> Self {
+    /// as `reads` says and connect to the addresses `allowed` allows besides the safe ones.
+    pub fn new(management: Client, capacity: usize, reads: Reads, allowed: Allowed) -> Self {
         let here = Arc::new(Cluster::new(String::new(), management));
-        Self { capacity: capacity.max(1), reads, pool: Mutex::default(), here }
+        Self { capacity: capacity.max(1), reads, allowed: Arc::new(allowed), pool: Mutex::default(), here }
     }
 
     /// The cluster the host runs in.
@@ -107,7 +138,10 @@ impl Clusters {
         let bytes = found.data.as_ref().and_then(|data| data.get(key)).map(|b| b.0.as_slice());
         let text = bytes.ok_or_else(|| format!("Secret {secret} has no key {key:?}"))?;
         let text = std::str::from_utf8(text).map_err(|_| format!("Secret {secret} key {key:?} is not UTF-8"))?;
-        let client = client(text, self.reads).await.map_err(|e| format!("Secret {secret} key {key:?}: {e}"))?;
+        let origin = format!("Secret {secret} key {key:?}");
+        let client = client(text, self.reads, &Resolver::new(self.allowed.clone(), &origin))
+            .await
+            .map_err(|e| format!("{origin}: {e}"))?;
         let cluster = Arc::new(Cluster::new(format!("the cluster of Secret {secret}{}", on.on()), client));
         self.keep(at, version, cluster.clone());
         Ok(cluster)
@@ -127,11 +161,17 @@ impl Clusters {
         let now = Instant::now();
         pool.retain(|_, p| now.duration_since(p.used) < self.reads.idle());
         pool.remove(&secret);
-        while pool.len() >= self.capacity {
-            let oldest = pool.iter().min_by_key(|(_, p)| p.used).map(|(k, _)| k.clone());
-            pool.remove(&oldest.expect("a full pool has an entry"));
-        }
+        make_room(&mut pool, self.capacity, |p| p.used);
         pool.insert(secret, Pooled { resource_version, cluster, used: now });
+    }
+}
+
+/// Makes room in `map` for one more entry, at most `capacity`: the least recently `used` goes
+/// first.
+fn make_room<K: Clone + Eq + Hash, V>(map: &mut HashMap<K, V>, capacity: usize, used: impl Fn(&V) -> Instant) {
+    while map.len() >= capacity.max(1) {
+        let Some(oldest) = map.iter().min_by_key(|(_, v)| used(v)).map(|(k, _)| k.clone()) else { return };
+        map.remove(&oldest);
     }
 }
 
@@ -140,7 +180,8 @@ pub struct Cluster {
     /// How messages name it; empty for the management cluster.
     name: String,
     client: Client,
-    kinds: Mutex<HashMap<GroupKind, Served>>,
+    /// At most [`KINDS_HELD`], each with when it was last used.
+    kinds: Mutex<HashMap<GroupKind, (Served, Instant)>>,
 }
 
 /// Where a kind is served, or since when it is known not to be.
@@ -161,7 +202,7 @@ impl Cluster {
     }
 
     /// ` on <the cluster>` in messages; nothing for the management cluster.
-    fn on(&self) -> String {
+    pub fn on(&self) -> String {
         if self.name.is_empty() { String::new() } else { format!(" on {}", self.name) }
     }
 
@@ -186,9 +227,12 @@ impl Cluster {
     }
 
     /// Where `kind` is served: at `version` when the cluster serves it there, else at the
-    /// group's preferred version; `None` when not at all. Learned once per kind.
+    /// group's preferred version; `None` when not at all. Learned once per kind, while held.
     async fn resource(&self, kind: &GroupKind, version: &str) -> Result<Option<ApiResource>, kube::Error> {
-        let known = self.kinds.lock().unwrap_or_else(|e| e.into_inner()).get(kind).cloned();
+        let known = self.kinds.lock().unwrap_or_else(|e| e.into_inner()).get_mut(kind).map(|(served, used)| {
+            *used = Instant::now();
+            served.clone()
+        });
         match known {
             Some(Served::At(resource)) => return Ok(Some(resource)),
             Some(Served::Not(since)) if since.elapsed() < UNSERVED_FOR => return Ok(None),
@@ -203,23 +247,53 @@ impl Cluster {
             Err(e) => return Err(e),
         };
         let entry = served.clone().map_or(Served::Not(Instant::now()), Served::At);
-        self.kinds.lock().unwrap_or_else(|e| e.into_inner()).insert(kind.clone(), entry);
+        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        kinds.remove(kind);
+        make_room(&mut kinds, KINDS_HELD, |(_, used)| *used);
+        kinds.insert(kind.clone(), (entry, Instant::now()));
         Ok(served)
     }
 }
 
 /// A client for the kubeconfig `text`, once it is known to need nothing from the host's
-/// machine.
-async fn client(text: &str, reads: Reads) -> Result<Client, String> {
+/// machine and to point at an address `resolver` allows.
+async fn client(text: &str, reads: Reads, resolver: &Resolver) -> Result<Client, String> {
     let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
     self_contained(&kubeconfig)?;
-    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| format!("not a usable kubeconfig: {e}"))?;
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(reads.timeout());
-    config.write_timeout = Some(Reads::Requests.timeout());
-    Client::try_from(config).map_err(|e| format!("no client: {e}"))
+    if let Some(proxy) = &config.proxy_url {
+        // The connection would go to the proxy, whose address the host does not check.
+        return Err(format!("the host reaches other clusters without a proxy, and this one names {proxy}"));
+    }
+    if let Some(host) = resolver.allowed().check_server(&config.cluster_url)? {
+        let resolved = tokio::time::timeout(CONNECT_TIMEOUT, resolver.check(&host)).await;
+        resolved.map_err(|_| format!("host {host} did not resolve within {}s", CONNECT_TIMEOUT.as_secs()))??;
+    }
+    bounded_client(config, reads, resolver.clone()).map_err(|e| format!("no client: {e}"))
+}
+
+/// kube's client stack (as `ClientBuilder::try_from` builds it, retries of 429, 503 and 504
+/// included) with the connector resolving through `resolver` and every call bounded by
+/// `reads`' limits.
+fn bounded_client(config: Config, reads: Reads, resolver: Resolver) -> kube::Result<Client> {
+    let mut http = HttpConnector::new_with_resolver(resolver);
+    http.enforce_http(false);
+    let mut connector = TimeoutConnector::new(config.rustls_https_connector_with_connector(http)?);
+    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    connector.set_read_timeout(Some(reads.read_timeout()));
+    connector.set_write_timeout(Some(reads.limits().write));
+    let connections = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .layer(BoundedLayer(reads.limits()))
+        .option_layer(config.default_retry.then(|| RetryLayer::new(RetryPolicy::server_retry())))
+        .map_err(BoxError::from)
+        .service(connections);
+    Ok(Client::new(service, config.default_namespace))
 }
 
 /// Refuses a kubeconfig that would run a command (`exec`, `auth-provider`) or read a file of the
@@ -255,6 +329,7 @@ fn self_contained(kubeconfig: &Kubeconfig) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::addresses::Class;
     use super::*;
 
     fn kubeconfig(user: &str, cluster: &str) -> Kubeconfig {
@@ -294,7 +369,7 @@ mod tests {
     #[tokio::test]
     async fn clients_are_bounded_and_the_least_recently_used_goes_first() {
         let (management, _) = super::super::mock_api::client(|_| None);
-        let clusters = Clusters::new(management.clone(), 2, Reads::Requests);
+        let clusters = Clusters::new(management.clone(), 2, Reads::Requests, Allowed::default());
         let key = |name: &str| (String::new(), NamespacedName::new("team", name));
         let cluster = || Arc::new(Cluster::new("c".into(), management.clone()));
         clusters.keep(key("a"), "1".into(), cluster());
@@ -310,9 +385,77 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn kinds_looked_for_are_bounded_and_the_least_recently_used_is_forgotten_first() {
+        // The cluster serves no API group: each kind looked for is remembered as not served.
+        let (client, asked) = super::super::mock_api::client(|line| {
+            (line == "GET /apis").then(|| (200, serde_json::json!({"kind": "APIGroupList", "groups": []})))
+        });
+        let cluster = Cluster::new("c".into(), client);
+        let kind = |n: usize| GroupKind { group: format!("g{n}.example.com"), kind: "K".into() };
+        let look = async |n: usize| {
+            tokio::time::advance(Duration::from_millis(1)).await;
+            let before = asked.lock().unwrap().len();
+            assert_eq!(cluster.resource(&kind(n), "v1").await.unwrap(), None);
+            asked.lock().unwrap().len() > before
+        };
+        for n in 0..KINDS_HELD {
+            assert!(look(n).await, "kind {n} is looked for");
+        }
+        assert!(!look(0).await, "kind 0 is remembered, and now the most recently used");
+        assert!(look(KINDS_HELD).await);
+        assert_eq!(cluster.kinds.lock().unwrap().len(), KINDS_HELD, "one more kind, one forgotten");
+        assert!(!look(0).await, "kind 0 was used recently: kept");
+        assert!(look(1).await, "kind 1 was the least recently used: forgotten, looked for again");
+    }
+
+    /// A kubeconfig Secret whose `value` names the cluster at `server`, with a proxy if given.
+    fn kubeconfig_secret(server: &str, proxy: Option<&str>) -> serde_json::Value {
+        let proxy = proxy.map(|p| format!(", proxy-url: '{p}'")).unwrap_or_default();
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n\
+             clusters: [{{name: k, cluster: {{server: '{server}'{proxy}}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\n"
+        );
+        let value = serde_json::to_value(k8s_openapi::ByteString(text.into_bytes())).unwrap();
+        serde_json::json!({"apiVersion": "v1", "kind": "Secret", "data": {"value": value},
+                           "metadata": {"name": "web-kubeconfig", "namespace": "team", "resourceVersion": "1"}})
+    }
+
+    /// The client of the cluster `secret` names, with `allowed`, or why there is none.
+    async fn of(secret: serde_json::Value, allowed: &[Class]) -> Result<Arc<Cluster>, String> {
+        let (management, _) = super::super::mock_api::client(move |line| {
+            (line == "GET /api/v1/namespaces/team/secrets/web-kubeconfig").then(|| (200, secret.clone()))
+        });
+        let clusters = Clusters::new(management, 4, Reads::Requests, allowed.iter().copied().collect());
+        clusters.of(&clusters.here(), &NamespacedName::new("team", "web-kubeconfig"), "value").await
+    }
+
+    /// Each class is judged in `addresses`; here the judgement reaches the client, named.
+    #[tokio::test]
+    async fn a_kubeconfig_pointing_at_a_refused_address_is_refused_naming_the_secret_key_and_address() {
+        let err = of(kubeconfig_secret("https://127.0.0.1:6443", None), &[]).await.err().unwrap();
+        let named = "Secret team/web-kubeconfig key \"value\": server https://127.0.0.1:6443/ connects to 127.0.0.1: \
+                     a loopback address, which the host does not connect to unless --allow-cluster-addresses names loopback";
+        assert_eq!(err, named);
+        assert!(of(kubeconfig_secret("https://127.0.0.1:6443", None), &[Class::Loopback]).await.is_ok());
+        // `localhost` is refused by its name; allowed, it is resolved (from the hosts file) and judged by
+        // its addresses.
+        let err = of(kubeconfig_secret("https://localhost:6443", None), &[]).await.err().unwrap();
+        assert!(
+            err.starts_with("Secret team/web-kubeconfig key \"value\": server https://localhost:6443/ names localhost")
+        );
+        assert!(of(kubeconfig_secret("https://localhost:6443", None), &[Class::Loopback]).await.is_ok());
+        assert!(of(kubeconfig_secret("http://203.0.113.7", None), &[]).await.err().unwrap().contains("plain http"));
+        assert!(of(kubeconfig_secret("https://203.0.113.7:6443", None), &[]).await.is_ok());
+        let err =
+            of(kubeconfig_secret("https://203.0.113.7", Some("http://203.0.113.8:3128")), &[]).await.err().unwrap();
+        assert!(err.ends_with("without a proxy, and this one names http://203.0.113.8:3128/"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn idle_clients_are_dropped() {
         let (management, _) = super::super::mock_api::client(|_| None);
-        let clusters = Clusters::new(management.clone(), 8, Reads::Requests);
+        let clusters = Clusters::new(management.clone(), 8, Reads::Requests, Allowed::default());
         let cluster = || Arc::new(Cluster::new("c".into(), management.clone()));
         clusters.keep((String::new(), NamespacedName::new("team", "a")), "1".into(), cluster());
         tokio::time::advance(Reads::Requests.idle() + Duration::from_secs(1)).await;

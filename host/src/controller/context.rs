@@ -210,6 +210,7 @@ mod tests {
             oci_poll: Duration::from_secs(300),
             health_poll: Duration::from_secs(15),
             target_clusters: 4,
+            cluster_addresses: Default::default(),
             metrics_addr: None,
             shard_selector: None,
             election: None,
@@ -227,7 +228,7 @@ mod tests {
         let health = Arc::new(WatchHealth::default());
         let (prepared_tx, prepared) = watch::channel(false);
         let children = Arc::new(ChildKinds::new(&client, wake.clone(), health.clone()));
-        let clusters = |reads| super::super::clusters::Clusters::new(client.clone(), 4, reads);
+        let clusters = |reads| super::super::clusters::Clusters::new(client.clone(), 4, reads, Default::default());
         let ctx = Context {
             providers: Arc::new(Providers::new(client.clone(), Mode::Observe, registry.clone())),
             events: Arc::new(Events::new(client.clone(), "ksm-adapter")),

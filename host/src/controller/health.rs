@@ -20,6 +20,12 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long one look at a target cluster (all of one ServiceSet's checked services) may take:
+/// each call has its deadline ([`super::clusters::Reads::limits`]), but a cluster that answers
+/// each just in time must not hold the reconcile for as many deadlines as it makes calls.
+const LOOK_WITHIN: Duration = Duration::from_secs(30);
 
 /// What the health check reads.
 pub struct HealthCheck {
@@ -65,15 +71,8 @@ impl HealthCheck {
         let mut errors = rules.errors.clone();
         let mut unsettled = false;
         if !checked.is_empty() && !rules.kinds.is_empty() {
-            let target = self.target(service_set, home).await;
-            let mut observations = BTreeMap::new();
-            for (name, namespace) in checked {
-                let observation = match &target {
-                    Ok(cluster) => observe(cluster, &rules, &name, &namespace).await,
-                    Err(why) => Observation::Unreadable(why.clone()),
-                };
-                observations.insert((name, namespace), observation);
-            }
+            let observations = self.look(service_set, home, &rules, &checked).await;
+            let observations: BTreeMap<_, _> = checked.into_iter().zip(observations).collect();
             let (cel, at) = (self.cel.clone(), now.clone());
             let (verdicts, over_budget) =
                 call_blocking(move || verdict::judge_all(&rules, &observations, &cel, &at)).await;
@@ -85,16 +84,50 @@ impl HealthCheck {
         unsettled
     }
 
-    /// The cluster `service_set`'s services go to, its kubeconfig Secret read on `home`.
-    async fn target(&self, service_set: &ServiceSet, home: &Cluster) -> Result<Arc<Cluster>, String> {
-        let spec = &service_set.spec;
-        if spec.provider.self_management || spec.cluster.is_empty() {
-            return Ok(self.clusters.here());
+    /// What each of the `checked` services (name, namespace) of `service_set` looks like on
+    /// its target cluster, in one look of at most [`LOOK_WITHIN`]: the services not looked at
+    /// by then are unreadable.
+    async fn look(
+        &self,
+        service_set: &ServiceSet,
+        home: &Cluster,
+        rules: &RuleSet,
+        checked: &[(String, String)],
+    ) -> Vec<Observation> {
+        let secret = target_secret(service_set);
+        let mut observations = Vec::with_capacity(checked.len());
+        let looking = async {
+            let cluster = match &secret {
+                None => self.clusters.here(),
+                Some(secret) => match self.clusters.of(home, secret, KUBECONFIG_KEY).await {
+                    Ok(cluster) => cluster,
+                    Err(why) => {
+                        observations.resize(checked.len(), Observation::Unreadable(why));
+                        return;
+                    }
+                },
+            };
+            for (name, namespace) in checked {
+                observations.push(observe(&cluster, rules, name, namespace).await);
+            }
+        };
+        if tokio::time::timeout(LOOK_WITHIN, looking).await.is_err() {
+            let target = secret.map_or("the management cluster".to_string(), |s| format!("the cluster of Secret {s}"));
+            let why = format!("{target} was not read within {}s", LOOK_WITHIN.as_secs());
+            observations.resize(checked.len(), Observation::Unreadable(why));
         }
-        let secret =
-            NamespacedName::new(service_set.namespace().unwrap_or_default(), format!("{}-kubeconfig", spec.cluster));
-        self.clusters.of(home, &secret, KUBECONFIG_KEY).await
+        observations
     }
+}
+
+/// The kubeconfig Secret of the cluster `service_set`'s services go to; `None` for the
+/// management cluster (self-management).
+fn target_secret(service_set: &ServiceSet) -> Option<NamespacedName> {
+    let spec = &service_set.spec;
+    let remote = !spec.provider.self_management && !spec.cluster.is_empty();
+    remote.then(|| {
+        NamespacedName::new(service_set.namespace().unwrap_or_default(), format!("{}-kubeconfig", spec.cluster))
+    })
 }
 
 /// The objects of every kind `rules` name that carry any of the [`DISCOVERY_LABELS`] with the
@@ -108,11 +141,58 @@ async fn observe(cluster: &Cluster, rules: &RuleSet, name: &str, namespace: &str
             match cluster.list(kind, &rule.version, rule.scope, namespace, (label, name)).await {
                 Ok(listed) => objects.extend(listed),
                 Err(e) => {
-                    return Observation::Unreadable(format!("listing {} labelled {label}={name}: {e}", kind.kind));
+                    let on = cluster.on();
+                    return Observation::Unreadable(format!("listing {} labelled {label}={name}{on}: {e}", kind.kind));
                 }
             }
         }
         found.push(Found { kind: kind.clone(), objects });
     }
     Observation::Found(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::clusters::Reads;
+    use super::*;
+    use crate::health::rule_set::GroupKind;
+    use kube::runtime::reflector;
+    use serde_json::json;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_look_at_a_cluster_that_never_answers_ends_within_its_bound() {
+        // The management cluster's client has no deadline of its own: only the look's ends it.
+        let silent = tower::service_fn(|_: http::Request<kube::client::Body>| {
+            futures::future::pending::<Result<http::Response<kube::client::Body>, std::convert::Infallible>>()
+        });
+        let clusters =
+            Arc::new(Clusters::new(kube::Client::new(silent, "default"), 4, Reads::Requests, Default::default()));
+        let check = HealthCheck {
+            clusters: clusters.clone(),
+            rules: reflector::store().0,
+            cel: Arc::new(RuleCache::new()),
+            system_namespace: "kcm-system".into(),
+        };
+        let service_set: ServiceSet = serde_json::from_value(json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": "mgmt", "namespace": "kcm-system"},
+            "spec": {"provider": {"name": "ksm-flux", "selfManagement": true}},
+        }))
+        .unwrap();
+        let deployments = GroupKind { group: "apps".into(), kind: "Deployment".into() };
+        let rules: Vec<ConfigMap> =
+            vec![serde_json::from_value(json!({
+            "metadata": {"name": "rules", "namespace": "kcm-system"},
+            "data": {"rules": "- {group: apps, version: v1, kind: Deployment, scope: Namespaced, healthy: 'true'}"},
+        }))
+        .unwrap()];
+        let rules = rule_set::load(&rules.iter().collect::<Vec<_>>(), &check.cel);
+        assert!(rules.kinds.contains_key(&deployments), "{:?}", rules.errors);
+        let checked = [("a".to_string(), "team".to_string()), ("b".to_string(), "team".to_string())];
+        let start = tokio::time::Instant::now();
+        let observations = check.look(&service_set, &clusters.here(), &rules, &checked).await;
+        assert_eq!(start.elapsed(), LOOK_WITHIN);
+        let why = "the management cluster was not read within 30s".to_string();
+        assert_eq!(observations, [Observation::Unreadable(why.clone()), Observation::Unreadable(why)]);
+    }
 }

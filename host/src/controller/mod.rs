@@ -17,6 +17,8 @@
 //! - [`children`]: the plugins' kinds: their watches, server-side apply and delete;
 //! - [`regions`]: the cluster a ServiceSet's children live on: management or a region;
 //! - [`clusters`]: clients of other clusters, from kubeconfig Secrets, bounded;
+//! - [`addresses`]: the addresses a kubeconfig may send the host to;
+//! - [`bounded`]: every call to another cluster bounded in time and bytes;
 //! - [`health`]: service health on the target clusters (kcm 1.12's verifier);
 //! - `child_cache`: the objects of those kinds, as compact JSON by ServiceSet;
 //! - `listed`: what a (re)list of a kind returned, for the caches to forget the rest;
@@ -32,8 +34,10 @@
 
 mod access;
 pub mod adapter_plugins;
+pub mod addresses;
 pub mod arbiter;
 pub mod backoff;
+pub mod bounded;
 pub mod caches;
 mod child_cache;
 pub mod children;
@@ -204,12 +208,18 @@ pub async fn run(
     });
     let concurrency = settings.concurrency;
     let health_check = HealthCheck {
-        clusters: Arc::new(Clusters::new(client.clone(), settings.target_clusters, Reads::Requests)),
+        clusters: Arc::new(Clusters::new(
+            client.clone(),
+            settings.target_clusters,
+            Reads::Requests,
+            settings.cluster_addresses.clone(),
+        )),
         rules: health_rules,
         cel: Arc::new(RuleCache::new()),
         system_namespace: settings.system_namespace.clone(),
     };
-    let regional = Clusters::new(client.clone(), settings.target_clusters, Reads::Watches);
+    let regional =
+        Clusters::new(client.clone(), settings.target_clusters, Reads::Watches, settings.cluster_addresses.clone());
     // A quarter of the reconcile workers per region: one that hangs holds up only its own.
     let regions = Regions::new(children.clone(), regional, child_wake, usize::from(concurrency) / 4);
     let system_namespace = settings.system_namespace.clone();

@@ -237,7 +237,8 @@ mod tests {
         });
         let (wake, _) = futures::channel::mpsc::unbounded();
         let children = Arc::new(ChildKinds::new(&management, wake.clone(), Arc::default()));
-        Regions::new(children, Clusters::new(management, 8, Reads::Watches), wake, 2)
+        let allowed = [super::super::addresses::Class::Loopback].into_iter().collect();
+        Regions::new(children, Clusters::new(management, 8, Reads::Watches, allowed), wake, 2)
     }
 
     #[tokio::test]
@@ -320,7 +321,7 @@ mod tests {
                 Route::Region(access) => Some(access),
                 Route::Management => unreachable!(),
             },
-            cluster: Clusters::new(management_client.clone(), 1, Reads::Watches).here(),
+            cluster: Clusters::new(management_client.clone(), 1, Reads::Watches, Default::default()).here(),
             children: Arc::new(ChildKinds::new(&region_client, wake, Arc::default())),
         };
         let service_set: ServiceSet = serde_json::from_value(json!({

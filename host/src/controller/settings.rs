@@ -1,5 +1,6 @@
 //! How the controller runs: the settings `ksm-adapter run` builds from its flags.
 
+use super::addresses::Allowed;
 use super::leader;
 use crate::smp::AdapterIdentity;
 use std::net::SocketAddr;
@@ -56,6 +57,9 @@ pub struct Settings {
     pub health_poll: Duration,
     /// Clients of target clusters held at most.
     pub target_clusters: usize,
+    /// The addresses of other clusters allowed besides the safe ones (`https://` to anything
+    /// but loopback, link-local and cloud metadata addresses).
+    pub cluster_addresses: Allowed,
     /// Where to serve `/metrics`, `/healthz` and `/readyz`; `None`: not served.
     pub metrics_addr: Option<SocketAddr>,
     /// Label selector of the ServiceSets this process serves (sharding); `None`: all.

@@ -17,6 +17,11 @@ use crate::env::Env;
 /// How many lines of the adapter log a failure shows.
 pub const LOG_TAIL_LINES: usize = 60;
 
+/// What every adapter under test is started with: the tests' other clusters (regions, health
+/// targets) are API servers on loopback — envtest's over https, fake ones over plain http —
+/// which the host refuses by default.
+pub const OTHER_CLUSTERS: [&str; 2] = ["--allow-cluster-addresses", "http,loopback"];
+
 /// How the host treats SMP status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -90,7 +95,8 @@ impl Adapter {
 
     /// [`start`](Self::start) with `extra_args` after the usual ones (`--kubeconfig`,
     /// `--adapter-name`, `--adapter-namespace`, `--mode`, `--metrics-bind-address`, which
-    /// `extra_args` must not repeat), e.g. to start several replicas with leader election.
+    /// `extra_args` must not repeat, and [`OTHER_CLUSTERS`]), e.g. to start several replicas
+    /// with leader election.
     ///
     /// The first adapter of a test logs to `adapter.log` in its work directory, the next ones
     /// (replicas, restarts) to `adapter-2.log`, `adapter-3.log`, ...
@@ -120,6 +126,7 @@ impl Adapter {
             .arg(kubeconfig)
             .args(["--adapter-name", name, "--adapter-namespace", env.namespace(), "--mode", mode.flag()])
             .args(["--metrics-bind-address", &metrics.to_string()])
+            .args(OTHER_CLUSTERS)
             .args(extra_args)
             .env("KSM_LOG", log_filter())
             .env("NO_COLOR", "1")

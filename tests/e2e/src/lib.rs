@@ -9,6 +9,7 @@
 //!
 //! - [`env`](mod@env): the backend, the per-test namespace, CRDs and cleanup;
 //! - [`envtest`]: etcd, kube-apiserver and kube-controller-manager for a test binary;
+//! - [`fake_cluster`]: a fake API server of another cluster that answers badly;
 //! - [`objects`]: the kinds the tests touch and object CRUD on the dynamic API;
 //! - [`adapter`]: the `ksm-adapter run` process and its log;
 //! - [`chart`]: the Helm chart as Helm renders it, and the files it ships;
@@ -31,6 +32,7 @@ pub mod chart;
 pub mod env;
 pub mod envtest;
 pub mod expect;
+pub mod fake_cluster;
 pub mod fixtures;
 pub mod flux;
 pub mod naive;

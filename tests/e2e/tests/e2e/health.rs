@@ -3,8 +3,10 @@
 //! kubeconfig Secret `<cluster>-kubeconfig`, by the rules of the ConfigMaps that apply. On
 //! envtest a second API server plays the target cluster.
 
+use k8s_openapi::ByteString;
 use ksm_e2e::adapter::http_get;
 use ksm_e2e::env::{another_cluster, kubeconfig_client};
+use ksm_e2e::fake_cluster::{FakeCluster, Misbehaviour};
 use ksm_e2e::fixtures::{cert_manager_service, ingress_service, workload};
 use ksm_e2e::flux::FluxState;
 use ksm_e2e::objects::Objects;
@@ -201,4 +203,68 @@ async fn a_tenants_rule_too_costly_to_run_fails_alone_and_the_host_keeps_serving
         assert!(matches!(answer, Ok(200)), "/healthz answered {answer:?} after {took:?}: {answers:?}");
     }
     assert!(t.adapter_running(), "{}", t.adapter().failure_context());
+}
+
+/// A target that trickles its answers a byte a second: the look at it ends at the deadline of
+/// one read (10 s), not when the target is done, and says so, naming the target.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_target_that_trickles_its_answers_is_given_up_at_the_deadline() {
+    let target = FakeCluster::start(Misbehaviour::Trickles).await;
+    misbehaving_target("health-trickle", &target, "no complete answer within 10s, the deadline of a read").await;
+}
+
+/// A target whose list of workloads is 100 MiB: the host stops reading at its cap (16 MiB for a
+/// target's answer) and says so, naming the target.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_target_whose_list_is_huge_is_refused_at_the_cap() {
+    let target = FakeCluster::start(Misbehaviour::Huge(100 << 20)).await;
+    misbehaving_target("health-huge", &target, "an answer larger than 16 MiB").await;
+    let sent = target.largest_sent();
+    assert!(sent > 16 << 20 && sent < 64 << 20, "the host stopped reading past its cap: {sent} bytes got out");
+}
+
+/// ServiceSet `web`, whose target is `target`, turns Deployed by Flux: its look at the target
+/// ends within the deadline of one read (plus the margin of a loaded machine) with
+/// `ServiceHealth` Unknown, in a bounded message naming the target's Secret and `why`; ServiceSet
+/// `api` converges meanwhile and `/healthz` stays OK. The management cluster is either backend.
+async fn misbehaving_target(test: &str, target: &FakeCluster, why: &str) {
+    const LOOK: Duration = Duration::from_secs(10 + 15);
+    let t = Scenario::start_with(test, Mode::Observe, &POLL).await;
+    let kubeconfig = serde_json::to_value(ByteString(target.kubeconfig().into_bytes())).unwrap();
+    t.create(json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "web-kubeconfig", "namespace": t.namespace()},
+                    "data": {"value": kubeconfig}}))
+        .await;
+    let deployments = "- {group: apps, version: v1, kind: Deployment, scope: Namespaced, healthy: 'true'}";
+    t.create(rules(t.namespace(), "deployments", "web", deployments)).await;
+    t.create_service_set("web", json!([ingress_service()])).await;
+    t.wait_converged("web").await;
+    t.set_flux("web", "ingress-nginx", FluxState::Ready).await;
+    let looking = Instant::now();
+
+    // No rule applies to api's cluster: it converges while web's look waits on its target.
+    t.create_service_set("api", json!([ingress_service()])).await;
+    t.wait_converged("api").await;
+    t.set_flux("api", "ingress-nginx", FluxState::Ready).await;
+    t.wait_service_set("api", "ingress-nginx Deployed", |ss| service_state(ss, "ingress-nginx") == Some("Deployed"))
+        .await;
+
+    let ss = t
+        .wait_for("web's target named unreadable", LOOK.saturating_sub(looking.elapsed()), async || {
+            let ss = t.get(&t.service_set("web")).await.unwrap_or_default();
+            match service_condition(&ss, "ingress-nginx", "ServiceHealth") {
+                Some(_) => Ok(ss),
+                None => Err(ss["status"].clone()),
+            }
+        })
+        .await;
+    assert_eq!(service_state(&ss, "ingress-nginx"), Some("Deployed"), "the CD tool's state is kept");
+    let health = service_condition(&ss, "ingress-nginx", "ServiceHealth").unwrap();
+    assert_eq!((&health["status"], &health["reason"]), (&json!("Unknown"), &json!("TargetClusterUnreadable")));
+    let message = health["message"].as_str().unwrap();
+    let secret = format!("Secret {}/web-kubeconfig", t.namespace());
+    assert!(message.contains(&secret) && message.contains(why), "{message}");
+    assert!(message.len() < 1024, "{} bytes: {message}", message.len());
+    let (code, body) = http_get(&format!("{}/healthz", t.adapter().metrics_url())).await;
+    assert_eq!(code, 200, "{body}");
 }

@@ -178,31 +178,70 @@ async fn a_regional_service_sets_helm_release_lives_on_the_region_and_its_status
 /// and the field, and nothing is applied anywhere.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_region_is_named_in_the_status_and_nothing_is_applied() {
-    if Backend::selected() != Backend::Envtest {
-        report("regions-missing", "skipped: needs kcm's ClusterDeployment and Credential CRDs (envtest)");
-        return;
-    }
-    let t = Scenario::start("regions-missing", Mode::Observe).await;
+    let Some(t) = with_kcm_crds("regions-missing").await else { return };
     let ns = t.namespace().to_string();
     for object in cluster(&ns, "web", "eu-credential", "nowhere") {
         t.create(object).await;
     }
     t.create_service_set("web", json!([ingress_service()])).await;
-    let ss = t
-        .wait_service_set("web", "ObjectsApplied False, RegionUnreachable", |ss| {
-            ss["status"]["conditions"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|c| c["type"] == "ObjectsApplied" && c["reason"] == "RegionUnreachable"))
-        })
-        .await;
-    let condition =
-        ss["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "ObjectsApplied").unwrap();
-    assert_eq!(
-        condition["message"],
-        format!("Region nowhere (spec.region of Credential {ns}/eu-credential) not found"),
-        "{condition:#}"
-    );
+    let message = unreachable_region(&t, "web").await;
+    assert_eq!(message, format!("Region nowhere (spec.region of Credential {ns}/eu-credential) not found"));
     assert!(t.children("web").await.is_empty());
+}
+
+/// A Region whose kubeconfig points at the cloud's metadata address (which the adapters of the
+/// tests do not allow): refused before any connection, named in the status like an unreachable
+/// region, and nothing is applied.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_region_at_a_refused_address_is_named_in_the_status_and_nothing_is_applied() {
+    let Some(t) = with_kcm_crds("regions-refused").await else { return };
+    let ns = t.namespace().to_string();
+    let kubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+        contexts: [{name: c, context: {cluster: k, user: u}}]\n\
+        clusters: [{name: k, cluster: {server: 'https://169.254.169.254'}}]\nusers: [{name: u, user: {token: t}}]\n";
+    t.create(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "eu-mgmt-kubeconfig", "namespace": ns},
+                    "stringData": {"value": kubeconfig}}))
+        .await;
+    let region_name = format!("{ns}-eu");
+    t.create(json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "Region", "metadata": {"name": region_name},
+                    "spec": {"clusterDeployment": {"name": "eu-mgmt", "namespace": ns}}}))
+        .await;
+    for object in cluster(&ns, "web", "eu-credential", &region_name) {
+        t.create(object).await;
+    }
+    t.create_service_set("web", json!([ingress_service()])).await;
+    let message = unreachable_region(&t, "web").await;
+    let refused = format!(
+        "Region {region_name}: Secret {ns}/eu-mgmt-kubeconfig key \"value\": server https://169.254.169.254/ \
+         connects to 169.254.169.254: a cloud metadata address, which the host does not connect to unless \
+         --allow-cluster-addresses names metadata"
+    );
+    assert!(message.contains(&refused), "{message}");
+    assert!(t.children("web").await.is_empty());
+}
+
+/// The scenario `test` where kcm's ClusterDeployment, Credential and Region CRDs are served
+/// (envtest); elsewhere the skip is reported.
+async fn with_kcm_crds(test: &str) -> Option<Scenario> {
+    if Backend::selected() != Backend::Envtest {
+        report(test, "skipped: needs kcm's ClusterDeployment, Credential and Region CRDs (envtest)");
+        return None;
+    }
+    Some(Scenario::start(test, Mode::Observe).await)
+}
+
+/// The message of ServiceSet `name`'s condition `ObjectsApplied=False` (`RegionUnreachable`),
+/// once it is written.
+async fn unreachable_region(t: &Scenario, name: &str) -> String {
+    let objects_applied = |ss: &Value| -> Option<Value> {
+        let conditions = ss["status"]["conditions"].as_array()?;
+        conditions.iter().find(|c| c["type"] == "ObjectsApplied" && c["reason"] == "RegionUnreachable").cloned()
+    };
+    let ss =
+        t.wait_service_set(name, "ObjectsApplied False, RegionUnreachable", |ss| objects_applied(ss).is_some()).await;
+    let condition = objects_applied(&ss).unwrap();
+    assert_eq!(condition["status"], "False", "{condition:#}");
+    condition["message"].as_str().unwrap_or_default().to_string()
 }
 
 /// Management, region and target, three API servers: the health of a regional ServiceSet's
