@@ -84,9 +84,9 @@ fn status_maps_the_observed_flux_objects() {
 fn inspect_shows_a_component_with_zero_imports() {
     let docs = documents(&["plugin", "inspect", "builtin:flux"]);
     assert_eq!(docs[0]["metadata"]["name"], "flux");
-    assert_eq!(docs[0]["metadata"]["contractVersion"], "0.1.0");
+    assert_eq!(docs[0]["metadata"]["contractVersion"], "0.2.0");
     assert_eq!(docs[0]["component"]["imports"], json!([]));
-    assert_eq!(docs[0]["component"]["exports"], json!(["ksm:adapter/plugin@0.1.0"]));
+    assert_eq!(docs[0]["component"]["exports"], json!(["ksm:adapter/plugin@0.2.0"]));
     assert_eq!(docs[0]["component"]["sha256"].as_str().unwrap().len(), 64);
 }
 

@@ -238,6 +238,7 @@ fn for_each_service_set(
             None,
             &ss.object,
             |name| manifests.template(ss.namespace(), name).map(|d| d.object.clone()),
+            |source| manifests.source(source),
             &args.plugin.system_namespace,
         );
         let out = report(plugin.plugin.as_ref(), &manifests, ss, result)

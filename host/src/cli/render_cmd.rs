@@ -15,6 +15,7 @@ use ksm_adapter::plan::{self, TranslatedService, reads};
 use ksm_adapter::rules::RuleCache;
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, SmpObservation};
+use ksm_plugin_sdk::sources::SourceRef;
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -73,7 +74,8 @@ pub(super) fn claim_index(
         }
         let Ok(plugin) = plugins.for_provider(&service_set.spec.provider.name, Some(&smp)) else { continue };
         let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
-        if let Ok(translated) = plan::translate(&plugin, None, &doc.object, template, system_namespace) {
+        let source = |r: &SourceRef| manifests.source(r);
+        if let Ok(translated) = plan::translate(&plugin, None, &doc.object, template, source, system_namespace) {
             let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
             index.record(&Contender::of(&service_set), &claims);
         }
@@ -153,6 +155,7 @@ pub(super) fn render_one(
         smp: smp.as_ref(),
         smp_diagnosis: diagnosis,
         template: &template,
+        source: &|r| manifests.source(r),
         children: &children,
         foreign: &BTreeMap::new(),
         arbitrate: &arbitrate,

@@ -10,6 +10,7 @@
 //! - [`service_sets`]: one ServiceSet: gather, decide, carry out; and its retry policy;
 //! - [`triggers`]: what wakes a ServiceSet's reconcile;
 //! - [`service_set_cache`]: ServiceSets as the cache keeps them: packed, with what triggers read;
+//! - [`sources`]: the Flux sources templates refer to, handed to plugins;
 //! - [`adapter_plugins`]: AdapterPlugins: fetch, load, the registry of what serves, their status;
 //! - [`providers`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status);
 //! - [`backoff`]: failed rounds per object, for the retry backoff;
@@ -60,6 +61,7 @@ pub mod service_set_cache;
 pub mod service_sets;
 mod settings;
 mod settle;
+pub mod sources;
 pub mod status;
 pub mod triggers;
 pub mod watches;
@@ -145,6 +147,7 @@ pub async fn run(
         });
     let (smps, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
     let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
+    let (sources, source_events, sources_listed) = sources::Sources::start(&client, &health);
     let (health_rules, health_rule_events, health_rules_listed) =
         cache(watcher::Config::default().labels(crate::health::TARGET_LABEL)).start::<ConfigMap>(|_, _| {});
     let (cluster_deployments, cluster_deployment_events, cluster_deployments_listed) =
@@ -238,6 +241,7 @@ pub async fn run(
             templates,
             children,
             topology: TopologyCaches { cluster_deployments, credentials, regions: region_objects },
+            sources,
             health,
         },
         health: health_check,
@@ -250,7 +254,7 @@ pub async fn run(
     let _ = serving.set(ctx.clone());
     // Which AdapterPlugins are this host's follows the SMPs they name.
     let owners_listed = [plugins_listed, providers_listed.clone()];
-    let listed = vec![
+    let mut listed = vec![
         service_sets_listed,
         providers_listed,
         templates_listed,
@@ -259,6 +263,7 @@ pub async fn run(
         credentials_listed,
         regions_listed,
     ];
+    listed.extend(sources_listed);
     tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, owners_listed), prepared_tx));
     tokio::spawn({
         let plugin_ctx = plugin_ctx.clone();
@@ -308,6 +313,11 @@ pub async fn run(
             }
         })
         .reconcile_on(woken)
+        .reconcile_on(routing(source_events).filter_map(|source| futures::future::ready(source.ok())).flat_map({
+            // Sources are of several kinds: their users are woken directly, not as one kind's.
+            let ctx = ctx.clone();
+            move |source| futures::stream::iter(triggers::users_of_source(&ctx.caches, &source))
+        }))
         .shutdown_on_signal()
         .run(service_sets::reconcile, service_sets::error_policy, ctx)
         .for_each(log_error);

@@ -300,6 +300,7 @@ async fn plan(
             smp: smp.as_deref(),
             smp_diagnosis: diagnosis,
             template: &template,
+            source: &|source| ctx.source(source),
             children: &children,
             foreign: &foreign,
             arbitrate: &arbitrate,

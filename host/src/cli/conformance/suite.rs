@@ -174,7 +174,12 @@ impl Suite {
     /// Every check of one translate case.
     pub(super) fn check_translate(&self, report: &mut Report, name: &str, case: &TranslateCase) {
         let plugin = self.plugin.as_ref();
-        let input = match inputs::translate_input(&case.service_set, |t| case.template(t), SYSTEM_NAMESPACE) {
+        let input = match inputs::translate_input(
+            &case.service_set,
+            |t| case.template(t),
+            |s| case.source(s),
+            SYSTEM_NAMESPACE,
+        ) {
             Ok(input) => input,
             Err(e) => return report.push(name, "fixture", Err(format!("the ServiceSet spec does not parse: {e}"))),
         };
@@ -276,8 +281,14 @@ impl Suite {
             },
         );
         report.push(name, "kinds", self.declared_kinds(services));
-        let translated =
-            plan::translate(&self.serving, None, &case.service_set, |t| case.template(t), SYSTEM_NAMESPACE);
+        let translated = plan::translate(
+            &self.serving,
+            None,
+            &case.service_set,
+            |t| case.template(t),
+            |s| case.source(s),
+            SYSTEM_NAMESPACE,
+        );
         let translated = match translated {
             Ok(translated) => {
                 let refused: Vec<&str> = translated

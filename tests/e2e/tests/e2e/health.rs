@@ -106,18 +106,20 @@ async fn a_service_is_provisioning_while_its_workload_on_the_target_cluster_is_u
 /// Without the target's kubeconfig Secret the host cannot look: the service keeps Flux's
 /// Deployed and says why (this needs no second cluster and runs everywhere).
 #[tokio::test(flavor = "multi_thread")]
-async fn a_target_cluster_that_cannot_be_read_keeps_the_cd_tools_state_and_says_why() {
+async fn a_target_cluster_that_cannot_be_read_holds_a_new_deployment_and_says_why() {
     let t = Scenario::start_with("health-unread", Mode::Observe, &POLL).await;
     t.create(rules(t.namespace(), "defaults", "global", DEFAULT_RULES)).await;
     t.create_service_set("web", json!([ingress_service()])).await;
     t.wait_converged("web").await;
     t.set_flux("web", "ingress-nginx", FluxState::Ready).await;
     let ss = t
-        .wait_service_set("web", "ingress-nginx Deployed with ServiceHealth Unknown", |ss| {
+        .wait_service_set("web", "ingress-nginx with ServiceHealth Unknown", |ss| {
             service_condition(ss, "ingress-nginx", "ServiceHealth").is_some()
         })
         .await;
-    assert_eq!(service_state(&ss, "ingress-nginx"), Some("Deployed"));
+    // Flux calls it Deployed, but it was never verified: no lastDeployedHash yet.
+    assert_eq!(service_state(&ss, "ingress-nginx"), Some("Provisioning"), "{:#}", ss["status"]);
+    assert!(service(&ss, "ingress-nginx").unwrap().get("lastDeployedHash").is_none(), "{:#}", ss["status"]);
     let health = service_condition(&ss, "ingress-nginx", "ServiceHealth").unwrap();
     assert_eq!((&health["status"], &health["reason"]), (&json!("Unknown"), &json!("TargetClusterUnreadable")));
     let message = health["message"].as_str().unwrap();
@@ -258,7 +260,7 @@ async fn misbehaving_target(test: &str, target: &FakeCluster, why: &str) {
             }
         })
         .await;
-    assert_eq!(service_state(&ss, "ingress-nginx"), Some("Deployed"), "the CD tool's state is kept");
+    assert_eq!(service_state(&ss, "ingress-nginx"), Some("Provisioning"), "a deployment not verified yet");
     let health = service_condition(&ss, "ingress-nginx", "ServiceHealth").unwrap();
     assert_eq!((&health["status"], &health["reason"]), (&json!("Unknown"), &json!("TargetClusterUnreadable")));
     let message = health["message"].as_str().unwrap();
