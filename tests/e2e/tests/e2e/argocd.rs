@@ -14,10 +14,14 @@ const ARGOCD: &[u8] = include_bytes!(env!("KSM_ARGOCD_WASM"));
 async fn an_argocd_plugin_in_javascript_serves_beside_flux() {
     let registry = ksm_e2e::registry::Registry::start();
     let t = Scenario::start("argocd", Mode::Observe).await;
-    // The chart repository's URL, which a ServiceTemplate's chartSpec only names.
-    let config = json!({"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}});
+    // The chart repository, which a ServiceTemplate's chartSpec only names: its URL reaches the
+    // plugin through the sources the host hands it (contract 0.2.0), no config needed.
+    t.create(json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmRepository",
+                    "metadata": {"name": "k0rdent-catalog", "namespace": t.namespace()},
+                    "spec": {"url": "https://charts.example.com/k0rdent", "interval": "10m"}}))
+        .await;
     let kinds = [("argoproj.io", "Application")];
-    let provider = t.serve_plugin(&registry, ("argocd", ARGOCD), &kinds, config, WAIT).await;
+    let provider = t.serve_plugin(&registry, ("argocd", ARGOCD), &kinds, json!({}), WAIT).await;
 
     // The ingress service goes to cluster "edge" through Argo CD; another cluster's goes through Flux.
     let mut edge = fixtures::service_set(t.namespace(), "edge", &provider, json!([ingress_service()]));
@@ -38,4 +42,12 @@ async fn an_argocd_plugin_in_javascript_serves_beside_flux() {
     t.set_status(&application, status).await;
     t.wait_service_set("edge", "ingress-nginx Deployed", |ss| service_state(ss, "ingress-nginx") == Some("Deployed"))
         .await;
+
+    // The repository moves: the ServiceSets whose templates come from it are translated again.
+    let repository = ObjRef::new(Kind::HelmRepository, t.namespace(), "k0rdent-catalog");
+    t.merge_patch(&repository, json!({"spec": {"url": "https://charts.example.org/k0rdent"}})).await;
+    t.wait_object("its repoURL follows the HelmRepository", &application, WAIT, |app| {
+        app["spec"]["source"]["repoURL"] == "https://charts.example.org/k0rdent"
+    })
+    .await;
 }
