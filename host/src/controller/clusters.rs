@@ -102,12 +102,15 @@ pub struct Clusters {
     pool: Mutex<HashMap<SecretAt, Pooled>>,
     /// The latest read of each kubeconfig Secret, for [`SECRET_FRESH`]: its resourceVersion, or
     /// why it could not be used (missing, unreadable).
-    read: Mutex<HashMap<SecretAt, (Instant, Result<String, String>)>>,
+    read: Mutex<HashMap<SecretAt, (Instant, SecretRead)>>,
     here: Arc<Cluster>,
 }
 
 /// A kubeconfig Secret, on the cluster named (`""`: the management cluster).
 type SecretAt = (String, NamespacedName);
+
+/// What a read of a kubeconfig Secret said: its resourceVersion, or why it cannot be used.
+type SecretRead = Result<String, String>;
 
 struct Pooled {
     resource_version: String,
@@ -177,14 +180,14 @@ impl Clusters {
     }
 
     /// What the latest read of `secret` said, if it was read less than [`SECRET_FRESH`] ago.
-    fn fresh(&self, secret: &SecretAt) -> Option<Result<String, String>> {
+    fn fresh(&self, secret: &SecretAt) -> Option<SecretRead> {
         let read = self.read.lock().unwrap_or_else(|e| e.into_inner());
         let (at, outcome) = read.get(secret)?;
         (at.elapsed() < SECRET_FRESH).then(|| outcome.clone())
     }
 
     /// Remembers what a read of `secret` said, forgetting reads older than [`SECRET_FRESH`].
-    fn remember(&self, secret: &SecretAt, outcome: Result<String, String>) {
+    fn remember(&self, secret: &SecretAt, outcome: SecretRead) {
         let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
         read.retain(|_, (at, _)| at.elapsed() < SECRET_FRESH);
         read.insert(secret.clone(), (Instant::now(), outcome));
