@@ -5,18 +5,21 @@
 //! about them), then makes the same pure decision `render` makes offline and says, per service,
 //! where it stands and why.
 //!
-//! Children are read on the management cluster; a ServiceSet whose cluster lives in a Region has
-//! them on the regional cluster, which `explain` does not reach (it says so).
+//! A component from an OCI registry is fetched and its signature checked as
+//! `spec.source.oci.verify` asks, by the controller's own code: a plugin the controller would
+//! refuse is never run. Children are read on the management cluster; a ServiceSet whose cluster
+//! lives in a Region has them on the regional cluster, which `explain` does not reach (it says so).
 
 use super::offline_plugins::OfflinePlugins;
 use super::render_cmd;
 use anyhow::{Context, bail};
 use clap::Args;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ksm_adapter::adapter_plugin::{AdapterPlugin, Source};
+use ksm_adapter::controller::adapter_plugins::{fetch::fetch, verify::verify};
 use ksm_adapter::k0rdent::{ServiceSet, StateManagementProvider};
 use ksm_adapter::manifests::{Document, Manifests};
-use ksm_adapter::oci::{self, Credentials};
 use ksm_adapter::plan::children::{
     SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, label_value, recorded,
 };
@@ -53,19 +56,19 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let runtime = Runtime::new()?;
     let identity = args.identity.identity();
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let (manifests, plugins) = tokio.block_on(async {
+    let (manifests, plugins, signatures) = tokio.block_on(async {
         let client = Client::try_from(super::run_cmd::kube_config(args.kubeconfig.as_ref()).await?)?;
         let mut gathered = Gathered::default();
         let service_set = gathered.k0rdent(&client, namespace, name).await?;
         let pulled = gathered.plugins(&client, &identity.namespace).await?;
         let manifests = gathered.manifests();
-        let plugins = OfflinePlugins::load_pulled(&runtime, &manifests, &args.plugin, &pulled)?;
+        let plugins = OfflinePlugins::load_pulled(&runtime, &manifests, &args.plugin, &pulled.components)?;
         let smp = render_cmd::provider(&manifests, &service_set)?;
         if let Ok(serving) = plugins.for_provider(&service_set.spec.provider.name, smp.as_ref()) {
             let metadata = serving.metadata();
             gathered.children(&client, &service_set, serving.kinds(), &metadata.reads).await?;
         }
-        anyhow::Ok((gathered.manifests(), plugins))
+        anyhow::Ok((gathered.manifests(), plugins, pulled.signatures))
     })?;
     let doc = manifests.find(ksm_plugin_sdk::k0rdent::API_VERSION, "ServiceSet", namespace, name).expect("gathered");
     let now = Time(k8s_openapi::jiff::Timestamp::now());
@@ -74,8 +77,17 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let rules = RuleCache::new();
     let decision =
         render_cmd::render_one(&plugins, &manifests, doc, &identity, &rules, &claims, system_namespace, &now)?;
-    super::plugin_cmd::print_yaml(&explain(&manifests, doc, &plugins, decision))?;
+    super::plugin_cmd::print_yaml(&explain(&manifests, doc, &plugins, decision, &signatures))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The components of the AdapterPlugins from OCI registries.
+#[derive(Default)]
+struct Pulled {
+    /// By AdapterPlugin: the component, fetched and verified as the controller does, or why not.
+    components: BTreeMap<String, Result<Vec<u8>, String>>,
+    /// By AdapterPlugin: the key that verified its signature, for those whose spec asks for one.
+    signatures: BTreeMap<String, String>,
 }
 
 /// The live objects `explain` decides from, with where each came from.
@@ -159,9 +171,9 @@ impl Gathered {
 
     /// The AdapterPlugins naming the providers of the gathered ServiceSets (the others serve
     /// nothing the decision looks at), the ConfigMaps their components are in, and the components
-    /// of those from OCI registries (pulled with the plugin's pull Secret when it can be read), by
-    /// URL.
-    async fn plugins(&mut self, client: &Client, host_namespace: &str) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+    /// of those from OCI registries, fetched and verified as the controller does (`host_namespace`
+    /// holds their pull and key Secrets).
+    async fn plugins(&mut self, client: &Client, host_namespace: &str) -> anyhow::Result<Pulled> {
         let providers: Vec<Value> = self
             .objects
             .iter()
@@ -174,7 +186,7 @@ impl Gathered {
             Err(e) if not_served(&e) => Vec::new(), // no AdapterPlugin CRD: the built-in Flux plugin serves
             Err(e) => return Err(e),
         };
-        let mut pulled = BTreeMap::new();
+        let mut pulled = Pulled::default();
         for object in plugins {
             let plugin: AdapterPlugin = serde_json::from_value(object.clone())?;
             if !plugin.spec.providers.iter().any(|p| providers.contains(&json!(p))) {
@@ -186,23 +198,24 @@ impl Gathered {
                     let config_maps = Api::<DynamicObject>::namespaced_with(
                         client.clone(),
                         &reference.namespace,
-                        &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+                        &ApiResource::erase::<ConfigMap>(&()),
                     );
                     if let Ok(Some(config_map)) = config_maps.get_opt(&reference.name).await {
                         self.add("cluster", without_managed_fields(config_map));
                     }
                 }
-                Ok(Source::Oci(source)) => {
-                    let secret = source.pull_secret.as_deref();
-                    let credentials = pull_credentials(client, host_namespace, &source.url, secret).await;
-                    let bounds = oci::PullBounds::default();
-                    let result = oci::pull(&source.url, &credentials, source.sha256.as_deref(), bounds).await;
-                    match result {
-                        Ok(component) => {
-                            pulled.insert(source.url.clone(), component.bytes);
-                        }
-                        Err(e) => eprintln!("note: AdapterPlugin {}: {e}", plugin.name_any()),
-                    }
+                Ok(Source::Oci(_)) => {
+                    let component = match fetch(client, host_namespace, &plugin.spec, None).await {
+                        Ok(fetched) => match verify(client, host_namespace, &plugin, &fetched).await {
+                            Ok(key) => {
+                                pulled.signatures.extend(key.map(|key| (plugin.name_any(), key)));
+                                Ok(fetched.bytes.to_vec())
+                            }
+                            Err(e) => Err(format!("not verified: {e}")),
+                        },
+                        Err(e) => Err(format!("not fetched: {e}")),
+                    };
+                    pulled.components.insert(plugin.name_any(), component);
                 }
                 _ => {}
             }
@@ -242,8 +255,14 @@ impl Gathered {
 
 /// The decision, explained: `render`'s output with, per service, its children (applied,
 /// pending, drifted, to delete), its state and why, and what the host would change in the
-/// ServiceSet's status.
-fn explain(manifests: &Manifests, doc: &Document, plugins: &OfflinePlugins, decision: Value) -> Value {
+/// ServiceSet's status; `signatures` are the keys that verified the AdapterPlugins' components.
+fn explain(
+    manifests: &Manifests,
+    doc: &Document,
+    plugins: &OfflinePlugins,
+    decision: Value,
+    signatures: &BTreeMap<String, String>,
+) -> Value {
     let service_set = &doc.object;
     let provider = service_set["spec"]["provider"]["name"].as_str().unwrap_or_default();
     let mut out = json!({ "serviceSet": doc.key() });
@@ -258,7 +277,11 @@ fn explain(manifests: &Manifests, doc: &Document, plugins: &OfflinePlugins, deci
     out["plugin"] = match plugins.for_provider(provider, smp.as_ref()) {
         Ok(serving) => {
             let m = serving.metadata();
-            json!({"servedBy": serving.name, "plugin": format!("{} {}", m.name, m.version)})
+            let mut plugin = json!({"servedBy": serving.name, "plugin": format!("{} {}", m.name, m.version)});
+            if let Some(key) = signatures.get(&serving.name) {
+                plugin["signature"] = json!(format!("verified with {key}"));
+            }
+            plugin
         }
         Err(problem) => json!({"problem": problem}),
     };
@@ -402,19 +425,4 @@ fn without_managed_fields(mut object: DynamicObject) -> Value {
 /// Status reason NotFound).
 fn not_served(error: &anyhow::Error) -> bool {
     matches!(error.downcast_ref::<kube::Error>(), Some(kube::Error::Api(e)) if e.code == 404)
-}
-
-/// The credentials in the plugin's pull Secret (in the host's namespace), or anonymous when
-/// there is none or it cannot be read.
-async fn pull_credentials(client: &Client, namespace: &str, url: &str, secret: Option<&str>) -> Credentials {
-    let Some(secret) = secret else { return Credentials::anonymous() };
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), namespace);
-    let found = secrets.get_opt(secret).await.ok().flatten();
-    let config = found.as_ref().and_then(|s| s.data.as_ref()?.get(".dockerconfigjson").map(|b| b.0.clone()));
-    match (config, oci::registry(url)) {
-        (Some(config), Ok(registry)) => {
-            Credentials::from_dockerconfigjson(&config, &registry).unwrap_or_else(|_| Credentials::anonymous())
-        }
-        _ => Credentials::anonymous(),
-    }
 }

@@ -325,7 +325,8 @@ async fn refused(t: &Scenario, suffix: &str, expected: &str) -> Value {
 /// from another digest, it is refused before compiling (`Verified=False`), naming the
 /// AdapterPlugin, the digest and what is missing; a serving version stops serving once its spec
 /// asks for a signature it was not verified with: an unsigned one given `verify`, a signed one
-/// whose signer's key is dropped from `verify`.
+/// whose signer's key is dropped from `verify`. `explain` checks the same signature before it
+/// runs a plugin.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest() {
     use ksm_e2e::adapter::run_command;
@@ -380,6 +381,10 @@ async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest
     t.create(smp(&name)).await;
     hostile_service_set(&t, &name, "signed-honest").await;
     wait_hostile_child(&t, "signed-honest").await;
+    let explained = t.explain("signed-honest").await;
+    assert_eq!(explained["plugin"]["servedBy"], name.as_str(), "{explained:#}");
+    let signature = explained["plugin"]["signature"].as_str().unwrap_or_default();
+    assert!(signature.starts_with("verified with spec.source.oci.verify.keys[0].secretKeyRef"), "{explained:#}");
 
     let other = json!({"keys": [{"publicKey": other_pub}]});
     t.create(plugin("other", &signed, Some(&other)).1).await;
@@ -403,6 +408,14 @@ async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest
     let digest = unsigned.split_once('@').unwrap().1;
     assert!(status["error"].as_str().unwrap().contains(&tag_of(digest)), "{status:#}");
     assert!(status.get("sha256").is_none(), "the unsigned version no longer serves: {status:#}");
+    // `explain` neither runs the unsigned plugin nor calls it serving: it says why.
+    t.create(smp(&name)).await;
+    hostile_service_set(&t, &name, "unsigned-honest").await;
+    let explained = t.explain("unsigned-honest").await;
+    assert!(explained["plugin"].get("servedBy").is_none(), "{explained:#}");
+    let problem = explained["plugin"]["problem"].as_str().unwrap_or_default();
+    assert!(problem.contains(&format!("not verified: AdapterPlugin \"{name}\"")), "{explained:#}");
+    assert!(problem.contains(&format!("no signature: the repository has no tag {}", tag_of(digest))), "{explained:#}");
 
     // The signed plugin's signature, copied to the unsigned one's tag: signs another digest.
     let signed_digest = signed.split_once('@').unwrap().1;
