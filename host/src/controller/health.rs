@@ -14,7 +14,7 @@ use crate::k0rdent::{NamespacedName, ServiceSet, ServiceSetStatus};
 use crate::plan::route::KUBECONFIG_KEY;
 use crate::rules::RuleCache;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
@@ -45,15 +45,29 @@ impl HealthCheck {
         status: &mut ServiceSetStatus,
         now: &Time,
     ) -> bool {
+        let verdicts = self.judge(service_set, home, status, now).await;
+        verdicts.apply(service_set, status, now);
+        verdicts.unsettled()
+    }
+
+    /// The verdicts on the services of `status` that are checked (see [`verdict::checked`]),
+    /// by the rule ConfigMaps applying to `service_set`, whose children live on `home`.
+    /// `explain` shows them; [`verify`](Self::verify) applies them.
+    pub async fn judge(
+        &self,
+        service_set: &ServiceSet,
+        home: &Cluster,
+        status: &ServiceSetStatus,
+        now: &Time,
+    ) -> Verdicts {
         let config_maps = self.rules.state();
         let applying = rule_set::applicable(config_maps.iter().map(|c| &**c), service_set, &self.system_namespace);
+        let mut verdicts = Verdicts { rules: None, services: BTreeMap::new() };
         if applying.is_empty() {
-            conditions::remove(&mut status.conditions, RULES_CONDITION);
-            return false;
+            return verdicts;
         }
         let rules = rule_set::load(&applying, &self.cel);
-        let generation = service_set.metadata.generation;
-        conditions::set(&mut status.conditions, verdict::rules_condition(&rules.errors, generation, now));
+        verdicts.rules = Some(verdict::rules_condition(&rules.errors, service_set.metadata.generation, now));
         let checked: Vec<(String, String)> = status
             .services
             .iter()
@@ -61,19 +75,17 @@ impl HealthCheck {
             .map(|s| (s.name.clone(), s.namespace.clone()))
             .collect();
         if checked.is_empty() || rules.kinds.is_empty() {
-            return false;
+            return verdicts;
         }
         let target = self.target(service_set, home).await;
-        let mut verdicts = BTreeMap::new();
         for (name, namespace) in checked {
             let observation = match &target {
                 Ok(cluster) => observe(cluster, &rules, &name, &namespace).await,
                 Err(why) => Observation::Unreadable(why.clone()),
             };
-            verdicts.insert((name, namespace), verdict::judge(&rules, &observation, &self.cel, now));
+            verdicts.services.insert((name, namespace), verdict::judge(&rules, &observation, &self.cel, now));
         }
-        verdict::apply(status, &verdicts, service_set.status.as_ref(), generation, now);
-        verdicts.values().any(Health::unsettled)
+        verdicts
     }
 
     /// The cluster `service_set`'s services go to, its kubeconfig Secret read on `home`.
@@ -85,6 +97,34 @@ impl HealthCheck {
         let secret =
             NamespacedName::new(service_set.namespace().unwrap_or_default(), format!("{}-kubeconfig", spec.cluster));
         self.clusters.of(home, &secret, KUBECONFIG_KEY).await
+    }
+}
+
+/// The health verdicts on one ServiceSet's services.
+pub struct Verdicts {
+    /// [`RULES_CONDITION`], when any rule ConfigMap applies.
+    rules: Option<Condition>,
+    /// Each checked service's verdict, by name and namespace.
+    pub services: BTreeMap<(String, String), Health>,
+}
+
+impl Verdicts {
+    /// Writes them into `status`, a status of `service_set`.
+    pub fn apply(&self, service_set: &ServiceSet, status: &mut ServiceSetStatus, now: &Time) {
+        match &self.rules {
+            Some(condition) => conditions::set(&mut status.conditions, condition.clone()),
+            None => conditions::remove(&mut status.conditions, RULES_CONDITION),
+        }
+        if !self.services.is_empty() {
+            let generation = service_set.metadata.generation;
+            verdict::apply(status, &self.services, service_set.status.as_ref(), generation, now);
+        }
+    }
+
+    /// Whether a service should be looked at again soon: it is unhealthy, or its target could
+    /// not be read.
+    pub fn unsettled(&self) -> bool {
+        self.services.values().any(Health::unsettled)
     }
 }
 
