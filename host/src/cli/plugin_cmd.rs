@@ -185,7 +185,13 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             let verified_by = if keys.is_empty() {
                 None
             } else {
-                Some(block_on(oci::verify(&reference, &pulled.manifest_digest, &credentials, &keys))?)
+                Some(block_on(oci::verify(
+                    &reference,
+                    &pulled.manifest_digest,
+                    &credentials,
+                    &keys,
+                    oci::SIGNATURES_DEADLINE,
+                ))?)
             };
             runtime
                 .load(&pulled.bytes, Limits::default())

@@ -144,10 +144,7 @@ pub(super) fn render_one(
     // As the controller does: children go where the ServiceSet's cluster is served from.
     let regional = match route(manifests, &service_set, system_namespace) {
         Ok(route) => matches!(route, Route::Region(_)),
-        Err(why) => {
-            let status = not_routed(&service_set, &why, now);
-            return Ok(json!({ "serviceSet": doc.key(), "apply": [], "delete": [], "status": status }));
-        }
+        Err(why) => return Ok(unrouted(doc, &service_set, &why, now)),
     };
     let reads = &plugin.metadata().reads;
     let related = |owner: &Value| reads::owned_by(reads, owner, manifests.documents.iter().map(|d| &d.object));
@@ -182,9 +179,15 @@ pub(super) fn render_one(
     }))
 }
 
+/// The decision for `service_set` (in `doc`) when the cluster its children live on cannot be
+/// told or reached (`why`): nothing applied or deleted, the status says why.
+pub(super) fn unrouted(doc: &Document, service_set: &ServiceSet, why: &str, now: &Time) -> Value {
+    json!({ "serviceSet": doc.key(), "apply": [], "delete": [], "status": not_routed(service_set, why, now) })
+}
+
 /// Where `service_set`'s children live, from the ClusterDeployments, Credentials and Regions in
 /// the files (as the controller routes it from its caches).
-fn route(manifests: &Manifests, service_set: &ServiceSet, system_namespace: &str) -> Result<Route, String> {
+pub(super) fn route(manifests: &Manifests, service_set: &ServiceSet, system_namespace: &str) -> Result<Route, String> {
     fn object<T: DeserializeOwned>(manifests: &Manifests, kind: &str, key: &NamespacedName) -> Option<T> {
         let doc = manifests.find(ksm_plugin_sdk::k0rdent::API_VERSION, kind, &key.namespace, &key.name)?;
         serde_json::from_value(doc.object.clone()).ok()

@@ -84,6 +84,13 @@ async fn a_service_is_provisioning_while_its_workload_on_the_target_cluster_is_u
     let named = rules_condition["message"].as_str().unwrap();
     assert!(named.starts_with(&format!("{}/broken#0: healthy: ", t.namespace())), "{named}");
     assert!(!named.contains("defaults"), "the good rules are not named: {named}");
+    // `explain` reads the same rules and workloads and comes to the same verdict.
+    let explained = t.explain("web").await;
+    let explained_service = &explained["services"][0];
+    let (name, state) = (&explained_service["name"], &explained_service["state"]);
+    assert_eq!((name, state), (&json!("ingress-nginx"), &json!("Provisioning")), "{explained:#}");
+    assert_eq!(explained_service["health"], json!({"verdict": "Unhealthy", "why": [expected]}), "{explained:#}");
+    assert_eq!(explained["statusUpToDate"], true, "{explained:#}");
 
     // Scaled to zero, the Deployment controller reports it available: the service is Deployed.
     remote
@@ -100,6 +107,9 @@ async fn a_service_is_provisioning_while_its_workload_on_the_target_cluster_is_u
     assert_eq!(ss["status"]["deployed"], true);
     let conditions = service(&ss, "ingress-nginx").unwrap().get("conditions").and_then(Value::as_array).cloned();
     assert!(conditions.unwrap_or_default().is_empty(), "no health condition is left: {ss:#}");
+    let explained = t.explain("web").await;
+    assert_eq!(explained["services"][0]["health"], json!({"verdict": "Healthy"}), "{explained:#}");
+    assert_eq!(explained["statusUpToDate"], true, "{explained:#}");
     drop(target);
 }
 
@@ -126,6 +136,12 @@ async fn a_target_cluster_that_cannot_be_read_holds_a_new_deployment_and_says_wh
     assert!(message.ends_with(&format!("Secret {}/web-kubeconfig not found", t.namespace())), "{message}");
     let rules_condition = condition(&ss, "ServiceSetHealthRules").expect("the rules condition");
     assert_eq!((&rules_condition["status"], &rules_condition["reason"]), (&json!("True"), &json!("AllRulesValid")));
+    let explained = t.explain("web").await;
+    let health = &explained["services"][0]["health"];
+    assert_eq!(health["verdict"], "Unknown", "{explained:#}");
+    let why = health["why"][0].as_str().unwrap_or_default();
+    assert!(why.ends_with(&format!("Secret {}/web-kubeconfig not found", t.namespace())), "{explained:#}");
+    assert_eq!(explained["statusUpToDate"], true, "{explained:#}");
 }
 
 /// Issue 36: a tenant's rule that would run for hours, `L.all(a, L.all(b, L.all(c, true)))` with
