@@ -1,11 +1,16 @@
 //! The Flux provider config: a ServiceSet's `spec.provider.config`.
 //!
-//! Every problem is reported, not just the first, each at its dotted path. A field set to
-//! `null` counts as unset.
+//! Besides the Flux settings it takes the keys kcm's own adapter reads from it (kcm deprecates
+//! the ServiceSet fields of the same names for them): `priority` and `stopOnConflict` (for the
+//! host), `driftIgnore`, `driftExclusions` and `maxConsecutiveFailures`, in kcm's shapes.
+//!
+//! Every problem is reported, not just the first, each at its dotted path (list items as
+//! `key[i]`). A field set to `null` counts as unset.
 
 use crate::duration;
 use ksm_plugin_sdk::contract::ConfigError;
 use ksm_plugin_sdk::names;
+use serde::Serialize;
 use serde_json::Value;
 
 /// Reconciliation interval of the Flux objects when the config sets none.
@@ -33,6 +38,12 @@ pub struct FluxConfig {
     pub drift_detection: Option<String>,
     /// HelmRelease install/upgrade remediation.
     pub remediation: Remediation,
+    /// kcm's `driftIgnore`: objects left out of drift correction entirely.
+    pub drift_ignore: Vec<PatchSelector>,
+    /// kcm's `driftExclusions`: fields left out of drift correction.
+    pub drift_exclusions: Vec<DriftExclusion>,
+    /// kcm's `maxConsecutiveFailures`: failed attempts, the first included, before giving up.
+    pub max_consecutive_failures: Option<i64>,
 }
 
 /// The `remediation` part of the config.
@@ -42,6 +53,41 @@ pub struct Remediation {
     pub retries: Option<i64>,
     /// Upgrade `remediation.strategy`: `rollback` or `uninstall`.
     pub strategy: Option<String>,
+}
+
+/// A Sveltos `PatchSelector` (a `driftIgnore` item, a `driftExclusions` target). It serializes
+/// as the `target` of a Flux ignore rule: the same fields, matched the same way (kustomize's
+/// selector, regular expressions for group, version, kind, name and namespace). An empty
+/// string counts as unset.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchSelector {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label_selector: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotation_selector: Option<String>,
+}
+
+/// A `driftExclusions` item: JSON pointers to leave out of drift correction in the objects
+/// `target` selects (all without one). It serializes as a Flux ignore rule, which has this
+/// very shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DriftExclusion {
+    /// JSON pointers (RFC 6901); `""` is the whole object.
+    pub paths: Vec<String>,
+    /// The objects the paths are left out of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<PatchSelector>,
 }
 
 impl Default for FluxConfig {
@@ -55,6 +101,9 @@ impl Default for FluxConfig {
             target_namespace: None,
             drift_detection: None,
             remediation: Remediation::default(),
+            drift_ignore: Vec::new(),
+            drift_exclusions: Vec::new(),
+            max_consecutive_failures: None,
         }
     }
 }
@@ -94,11 +143,24 @@ impl FluxConfig {
                     config.drift_detection = Some(one_of_field(path, value, &["enabled", "warn", "disabled"])?);
                 }
                 "remediation" => config.remediation = remediation_field(path, value)?,
+                "driftIgnore" => config.drift_ignore = list_field(path, value, selector_field)?,
+                "driftExclusions" => config.drift_exclusions = list_field(path, value, drift_exclusion_field)?,
+                "maxConsecutiveFailures" => {
+                    config.max_consecutive_failures = Some(max_consecutive_failures_field(path, value)?);
+                }
                 _ => return Err(unknown(path)),
             }
             Ok(())
         });
         valid_if_no(errors, config)
+    }
+
+    /// The install and upgrade remediation of a HelmRelease. Without `remediation.retries`,
+    /// `maxConsecutiveFailures` sets it: kcm counts the failed attempts, the first included,
+    /// Flux the retries after the first, so `n` failures are `n - 1` retries.
+    pub fn helm_remediation(&self) -> Remediation {
+        let from_kcm = self.max_consecutive_failures.map(|failures| failures - 1);
+        Remediation { retries: self.remediation.retries.or(from_kcm), ..self.remediation.clone() }
     }
 }
 
@@ -116,6 +178,84 @@ fn remediation_field(path: &str, value: &Value) -> Result<Remediation, Errors> {
         Ok(())
     });
     valid_if_no(errors, remediation)
+}
+
+/// Parses a Sveltos `PatchSelector`.
+fn selector_field(path: &str, value: &Value) -> Result<PatchSelector, Errors> {
+    let mut selector = PatchSelector::default();
+    let errors = visit_object(value, path, |path, key, value| {
+        let field = match key {
+            "group" => &mut selector.group,
+            "version" => &mut selector.version,
+            "kind" => &mut selector.kind,
+            "name" => &mut selector.name,
+            "namespace" => &mut selector.namespace,
+            "labelSelector" => &mut selector.label_selector,
+            "annotationSelector" => &mut selector.annotation_selector,
+            _ => return Err(unknown(path)),
+        };
+        *field = Some(string_field(path, value)?).filter(|s| !s.is_empty()).map(str::to_string);
+        Ok(())
+    });
+    valid_if_no(errors, selector)
+}
+
+/// Parses a `driftExclusions` item, `{paths, target}`; `paths` is required (as in kcm's CRD).
+fn drift_exclusion_field(path: &str, value: &Value) -> Result<DriftExclusion, Errors> {
+    let (mut paths, mut target) = (None, None);
+    let mut errors = visit_object(value, path, |path, key, value| {
+        match key {
+            "paths" => paths = Some(list_field(path, value, json_pointer_field)?),
+            "target" => target = Some(selector_field(path, value)?),
+            _ => return Err(unknown(path)),
+        }
+        Ok(())
+    });
+    if value.is_object() && value.get("paths").is_none_or(Value::is_null) {
+        errors.extend(error(&format!("{path}.paths"), "required: the JSON pointers to leave out"));
+    }
+    valid_if_no(errors, DriftExclusion { paths: paths.unwrap_or_default(), target })
+}
+
+/// A JSON pointer (RFC 6901), as Flux reads ignore-rule paths: empty (the whole object), or
+/// `/`-separated tokens in which `~` only escapes (`~0`, `~1`).
+fn json_pointer_field(path: &str, value: &Value) -> Result<String, Errors> {
+    let pointer = string_field(path, value)?;
+    let escapes_valid = pointer.split('~').skip(1).all(|after| after.starts_with(['0', '1']));
+    if (pointer.is_empty() || pointer.starts_with('/')) && escapes_valid {
+        Ok(pointer.to_string())
+    } else {
+        let rule = "\"\" for the whole object, else \"/\"-separated, ~ written ~0 and / in a key ~1";
+        Err(error(path, format!("{pointer:?} is not a JSON pointer (RFC 6901): {rule}")))
+    }
+}
+
+/// At least 1: the count includes the first attempt, which Flux always makes.
+fn max_consecutive_failures_field(path: &str, value: &Value) -> Result<i64, Errors> {
+    match int_field(path, value)? {
+        failures if failures >= 1 => Ok(failures),
+        _ => Err(error(path, "must be at least 1: the first attempt counts (remediation.retries: -1 retries forever)")),
+    }
+}
+
+/// Parses every item of the list `value` at `path` with `item` (at `path[i]`) and collects the
+/// errors; a non-list is one error at `path`.
+fn list_field<T>(
+    path: &str,
+    value: &Value,
+    item: impl Fn(&str, &Value) -> Result<T, Errors>,
+) -> Result<Vec<T>, Errors> {
+    let Value::Array(items) = value else {
+        return Err(error(path, "expected a list"));
+    };
+    let (mut parsed, mut errors) = (Vec::new(), Vec::new());
+    for (i, value) in items.iter().enumerate() {
+        match item(&format!("{path}[{i}]"), value) {
+            Ok(value) => parsed.push(value),
+            Err(e) => errors.extend(e),
+        }
+    }
+    valid_if_no(errors, parsed)
 }
 
 /// Calls `field(path, key, value)` for every non-null field of the object `value` at `path`
@@ -217,8 +357,14 @@ mod tests {
             "interval": "1h30m", "timeout": "5m", "prune": false, "wait": false, "suspend": true,
             "targetNamespace": "apps", "priority": 2147483647, "stopOnConflict": true, "driftDetection": "warn",
             "remediation": {"retries": -1, "strategy": "uninstall"},
+            "driftIgnore": [{"kind": "Secret", "name": "", "labelSelector": "app=web"}],
+            "driftExclusions": [{"paths": ["", "/spec/replicas", "/metadata/annotations/a~1b"]},
+                {"paths": [], "target": {"group": "apps", "version": "v1", "namespace": "web.*",
+                    "annotationSelector": "x notin (y)"}}],
+            "maxConsecutiveFailures": 3,
         }))
         .unwrap();
+        let selector = |fields: Value| -> PatchSelector { selector_field("", &fields).unwrap() };
         assert_eq!(
             config,
             FluxConfig {
@@ -230,8 +376,63 @@ mod tests {
                 target_namespace: Some("apps".into()),
                 drift_detection: Some("warn".into()),
                 remediation: Remediation { retries: Some(-1), strategy: Some("uninstall".into()) },
+                drift_ignore: vec![PatchSelector {
+                    kind: Some("Secret".into()),
+                    label_selector: Some("app=web".into()),
+                    ..PatchSelector::default()
+                }],
+                drift_exclusions: vec![
+                    DriftExclusion {
+                        paths: vec!["".into(), "/spec/replicas".into(), "/metadata/annotations/a~1b".into()],
+                        target: None,
+                    },
+                    DriftExclusion {
+                        paths: vec![],
+                        target: Some(selector(json!({"group": "apps", "version": "v1", "namespace": "web.*",
+                            "annotationSelector": "x notin (y)"}))),
+                    },
+                ],
+                max_consecutive_failures: Some(3),
             }
         );
+    }
+
+    #[test]
+    fn max_consecutive_failures_sets_retries_unless_remediation_does() {
+        let retries = |config: Value| FluxConfig::from_value(&config).unwrap().helm_remediation().retries;
+        assert_eq!(retries(json!({"maxConsecutiveFailures": 1})), Some(0), "one failure: no retry");
+        assert_eq!(retries(json!({"maxConsecutiveFailures": 4})), Some(3));
+        assert_eq!(retries(json!({"maxConsecutiveFailures": 4, "remediation": {"retries": -1}})), Some(-1));
+        assert_eq!(retries(json!({"remediation": {"strategy": "rollback"}})), None);
+    }
+
+    #[test]
+    fn reports_kcm_key_errors_at_their_paths() {
+        assert_eq!(
+            errors(json!({
+                "driftIgnore": [{"kind": "Deployment", "nmae": "web"}, "Secret", {"labelSelector": 1}],
+                "driftExclusions": [{"paths": ["spec/replicas", "/a~2b", "/ok", 7]}, {"target": {"kind": "Pod"}},
+                    {"paths": "/spec", "targets": {}}],
+                "maxConsecutiveFailures": 0,
+            })),
+            [
+                "driftExclusions[0].paths[0]: \"spec/replicas\" is not a JSON pointer (RFC 6901): \"\" for the whole \
+                 object, else \"/\"-separated, ~ written ~0 and / in a key ~1",
+                "driftExclusions[0].paths[1]: \"/a~2b\" is not a JSON pointer (RFC 6901): \"\" for the whole object, \
+                 else \"/\"-separated, ~ written ~0 and / in a key ~1",
+                "driftExclusions[0].paths[3]: expected a string",
+                "driftExclusions[1].paths: required: the JSON pointers to leave out",
+                "driftExclusions[2].paths: expected a list",
+                "driftExclusions[2].targets: unknown field",
+                "driftIgnore[0].nmae: unknown field",
+                "driftIgnore[1]: expected an object",
+                "driftIgnore[2].labelSelector: expected a string",
+                "maxConsecutiveFailures: must be at least 1: the first attempt counts (remediation.retries: -1 \
+                 retries forever)",
+            ]
+        );
+        assert_eq!(errors(json!({"driftIgnore": {"kind": "Secret"}})), ["driftIgnore: expected a list"]);
+        assert_eq!(errors(json!({"maxConsecutiveFailures": "3"})), ["maxConsecutiveFailures: expected an integer"]);
     }
 
     #[test]

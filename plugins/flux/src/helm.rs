@@ -4,6 +4,7 @@
 //! GitRepository or Bucket holds the chart at `spec.helm.chartSource.path` (HelmRelease
 //! `spec.chart.spec`), an OCIRepository is the chart (`spec.chartRef`).
 
+use crate::config::{DriftExclusion, FluxConfig};
 use crate::flux::{FluxObject, KubeConfigReference, SourceReference, helm_release_kind};
 use crate::helm_options::{HelmOptions, Install, Uninstall, Upgrade};
 use crate::service::{Common, ResolvedTemplate, to_json};
@@ -85,6 +86,26 @@ struct ValuesReference {
 #[derive(Serialize)]
 struct DriftDetection {
     mode: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ignore: Vec<DriftExclusion>,
+}
+
+/// The ignore-rule path of the whole object (RFC 6901's empty pointer): helm-controller leaves
+/// the object out of drift detection, as one annotated `helm.toolkit.fluxcd.io/driftDetection:
+/// disabled` (fluxcd/pkg `jsondiff.IgnorePathRoot`). `"/"` would be a field named "".
+const WHOLE_OBJECT: &str = "";
+
+/// HelmRelease `spec.driftDetection`: the config's mode, and as ignore rules kcm's
+/// `driftExclusions` and, as whole objects, its `driftIgnore`. kcm's keys ask for drift
+/// correction, so they enable it unless the config's `driftDetection` says otherwise.
+fn drift_detection(config: &FluxConfig) -> Option<DriftDetection> {
+    let whole_objects = config
+        .drift_ignore
+        .iter()
+        .map(|target| DriftExclusion { paths: vec![WHOLE_OBJECT.into()], target: Some(target.clone()) });
+    let ignore: Vec<DriftExclusion> = config.drift_exclusions.iter().cloned().chain(whole_objects).collect();
+    let mode = config.drift_detection.clone().or_else(|| (!ignore.is_empty()).then(|| "enabled".into()))?;
+    Some(DriftDetection { mode, ignore })
 }
 
 /// The Helm release a HelmRelease installs: its `spec.storageNamespace` (where Helm keeps the
@@ -112,6 +133,7 @@ pub fn release(common: &Common, template: &ResolvedTemplate) -> Result<(String, 
     };
     let options = HelmOptions::merged(template.spec.helm_options.as_ref(), service.helm_options.as_ref())
         .or_else(|e| invalid(service, format!("helmOptions: {e}")))?;
+    let remediation = config.helm_remediation();
     let (chart_ref, chart) = match chart {
         Chart::Ref(reference) => (Some(reference), None),
         Chart::InSource(template) => (None, Some(template)),
@@ -128,11 +150,11 @@ pub fn release(common: &Common, template: &ResolvedTemplate) -> Result<(String, 
         suspend: common.suspend,
         values: values(service)?,
         values_from: values_from(service)?,
-        install: options.install(&config.remediation),
-        upgrade: options.upgrade(&config.remediation),
+        install: options.install(&remediation),
+        upgrade: options.upgrade(&remediation),
         uninstall: options.uninstall(),
         max_history: options.max_history(),
-        drift_detection: config.drift_detection.clone().map(|mode| DriftDetection { mode }),
+        drift_detection: drift_detection(config),
     };
     let id = ReleaseId { storage_namespace: spec.storage_namespace.clone(), name: spec.release_name.clone() };
     Ok((to_json(&FluxObject::new(&helm_release_kind(), common.metadata.clone(), spec))?, id))

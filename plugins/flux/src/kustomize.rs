@@ -1,6 +1,9 @@
 //! Kustomize and resources services: a Flux `Kustomization` (`kustomize.toolkit.fluxcd.io/v1`)
-//! using the source kcm created or found for the template (`status.sourceStatus`).
+//! using the source kcm created or found for the template (`status.sourceStatus`). kcm's
+//! `driftIgnore`, `driftExclusions` and `maxConsecutiveFailures` fail such a service: a
+//! Kustomization has nothing like them.
 
+use crate::config::FluxConfig;
 use crate::flux::{FluxObject, KubeConfigReference, SourceReference, kustomization_kind};
 use crate::service::{Common, ResolvedTemplate, to_json};
 use ksm_plugin_sdk::contract::ServiceError;
@@ -48,6 +51,16 @@ pub fn kustomization(
             SOURCE_KINDS.join(", ")
         ))
     };
+    let config = common.config;
+    let unhonoured = unhonoured_keys(config);
+    if !unhonoured.is_empty() {
+        return Err(ServiceError::InvalidService(format!(
+            "service {:?}: a Flux Kustomization cannot honour the provider config's {}; deploy it from a \
+             ServiceSet whose config leaves them out",
+            common.service.name,
+            unhonoured.join(", ")
+        )));
+    }
     if let Some(local) = &source.local_source_ref
         && !SOURCE_KINDS.contains(&local.kind.as_str())
     {
@@ -61,7 +74,6 @@ pub fn kustomization(
     if !SOURCE_KINDS.contains(&source_ref.kind.as_str()) {
         return Err(unsupported(&source_ref.kind));
     }
-    let config = common.config;
     let spec = KustomizationSpec {
         source_ref: source_ref.into(),
         path: source.path.clone(),
@@ -75,4 +87,19 @@ pub fn kustomization(
         suspend: common.suspend,
     };
     to_json(&FluxObject::new(&kustomization_kind(), common.metadata.clone(), spec))
+}
+
+/// The kcm keys set in `config` that a Kustomization has no equivalent of, each with why. They
+/// are refused: deploying without them would quietly correct or retry what they rule out.
+fn unhonoured_keys(config: &FluxConfig) -> Vec<String> {
+    const DRIFT: &str = "kustomize-controller corrects every drift, a Kustomization has no ignore rules";
+    [
+        ("driftIgnore", !config.drift_ignore.is_empty(), DRIFT),
+        ("driftExclusions", !config.drift_exclusions.is_empty(), DRIFT),
+        ("maxConsecutiveFailures", config.max_consecutive_failures.is_some(), "a Kustomization retries without limit"),
+    ]
+    .into_iter()
+    .filter(|(_, set, _)| *set)
+    .map(|(key, _, why)| format!("{key} ({why})"))
+    .collect()
 }
