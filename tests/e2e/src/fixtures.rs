@@ -42,6 +42,19 @@ pub fn service_templates(namespace: &str) -> Vec<Value> {
     yaml_documents(&text.replace("${NAMESPACE}", namespace))
 }
 
+/// A translate case of the Flux plugin's golden tests (`plugins/flux/testdata/translate/<case>`)
+/// moved into `namespace` (from `team-a`): its ServiceTemplates, and its ServiceSet.
+pub fn flux_golden_case(case: &str, namespace: &str) -> (Vec<Value>, Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../plugins/flux/testdata/translate")
+        .join(case)
+        .join("input.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let documents = yaml_documents(&text.replace("team-a", namespace));
+    let service_set = documents.iter().find(|d| d["kind"] == "ServiceSet").expect("a ServiceSet").clone();
+    (documents.into_iter().filter(|d| d["kind"] == "ServiceTemplate").collect(), service_set)
+}
+
 /// A StateManagementProvider `name` whose adapter is the Deployment `adapter` in `namespace`,
 /// with one provisioner (the Deployment [`PROVISIONER_NAME`]), the Flux CRDs as provisioner
 /// CRDs, and a selector on [`ADAPTER_LABEL`]` = `[`SELECTED`]. Labelled with the test's namespace

@@ -20,6 +20,7 @@ mod observability;
 mod ownership;
 mod plugins;
 mod provider;
+mod provider_config;
 mod regions;
 mod scale_smoke;
 mod sharding;

@@ -3,35 +3,18 @@
 //! golden cases, through kcm's ServiceTemplate schema and Flux's HelmRelease and Kustomization
 //! schemas on a real API server.
 
-use std::path::Path;
-
-use ksm_e2e::fixtures::yaml_documents;
+use ksm_e2e::fixtures::flux_golden_case;
 use ksm_e2e::{Mode, Scenario};
-use serde_json::Value;
-
-/// The ServiceTemplates and the ServiceSet's services of a Flux golden case, moved into
-/// `namespace`.
-fn golden_case(case: &str, namespace: &str) -> (Vec<Value>, Value) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../plugins/flux/testdata/translate")
-        .join(case)
-        .join("input.yaml");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let documents = yaml_documents(&text.replace("team-a", namespace));
-    let services =
-        documents.iter().find(|d| d["kind"] == "ServiceSet").expect("a ServiceSet")["spec"]["services"].clone();
-    (documents.into_iter().filter(|d| d["kind"] == "ServiceTemplate").collect(), services)
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chart_source_and_local_templates_pass_the_real_schemas() {
     let t = Scenario::start("templates", Mode::Observe).await;
     for (case, name) in [("helm-chart-source", "sources"), ("kustomize-local-deployment", "local")] {
-        let (templates, services) = golden_case(case, t.namespace());
+        let (templates, service_set) = flux_golden_case(case, t.namespace());
         for template in templates {
             t.create(template).await;
         }
-        t.create_service_set(name, services).await;
+        t.create_service_set(name, service_set["spec"]["services"].clone()).await;
     }
     let sources = t.wait_converged("sources").await;
     assert_eq!(sources.object_of("podinfo")["spec"]["chart"]["spec"]["sourceRef"]["kind"], "GitRepository");
