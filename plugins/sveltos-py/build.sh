@@ -4,7 +4,7 @@
 #   plugins/sveltos-py/build.sh [OUTPUT]      (default: plugins/sveltos-py/dist/sveltos.wasm)
 #
 # Installs the pinned toolchain (PyPI componentize-py 0.25.1) into plugins/sveltos-py/.venv when
-# it is missing, generates the bindings of world `adapter-plugin` from ../../wit/since_v0.1.0 and
+# it is missing, generates the bindings of world `adapter-plugin` from ../../wit/since_v0.2.0 and
 # builds src/app.py against that world, intersected with wit/exports-only.wit (the same exports,
 # no `ksm:adapter/host` import: the plugin never logs) and with `--stub-wasi` (every WASI import
 # replaced by a trapping stub): the component imports nothing. Checks the output is a component
@@ -34,12 +34,12 @@ fi
 
 bindings="$(mktemp -d)"
 trap 'rm -rf "$bindings"' EXIT
-"$tool" -d ../../wit/since_v0.1.0 -w adapter-plugin bindings "$bindings"
+"$tool" -d ../../wit/since_v0.2.0 -w adapter-plugin bindings "$bindings"
 
 mkdir -p "$(dirname "$output")"
 # -p: the app (src) and the generated bindings; no site-packages (the plugin needs only the
 # standard library).
-"$tool" -q -d ../../wit/since_v0.1.0 -d wit -w ksm:adapter/adapter-plugin@0.1.0 \
+"$tool" -q -d ../../wit/since_v0.2.0 -d wit -w ksm:adapter/adapter-plugin@0.2.0 \
     componentize app -i ksm:sveltos-py/exports-only -p src -p "$bindings" --stub-wasi -o "$output"
 
 magic="$(head -c 8 "$output" | od -An -tx1 | tr -d ' \n')"

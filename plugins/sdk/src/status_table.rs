@@ -1,6 +1,6 @@
 //! The status table of golden tests (`status/cases.yaml`): each row is one service
-//! (`ingress-nginx` of ServiceSet `kcm-system/prod-eu-1`) with one observed object and the state
-//! `map-status` must return. Shared by the Flux plugin's own tests and the host's conformance
+//! (`ingress-nginx` of ServiceSet `kcm-system/prod-eu-1`) with one observed object (and the
+//! objects of the plugin's `reads` kinds it owns) and the state `map-status` must return. Shared by the Flux plugin's own tests and the host's conformance
 //! suite (`ksm-adapter plugin test --fixtures`), so both build the very same inputs.
 
 use crate::contract::{ObservedObject, ServiceStatus, StatusError, StatusInput};
@@ -25,6 +25,10 @@ pub struct StatusCase {
     pub helm_action: Option<String>,
     /// The observed HelmRelease or Kustomization; none when it does not exist yet.
     pub object: Option<Value>,
+    /// Objects of the plugin's `reads` kinds that `object` owns (e.g. the Sveltos ClusterSummary
+    /// of a Profile), observed after it as the host hands them over.
+    #[serde(default)]
+    pub reads: Vec<Value>,
     /// What `map-status` must return.
     pub expect: StatusExpectation,
 }
@@ -87,17 +91,25 @@ impl StatusCase {
             (None, Some(TemplateKind::Helm) | None) => ("HelmRelease", "helm.toolkit.fluxcd.io/v2"),
             (None, Some(_)) => ("Kustomization", "kustomize.toolkit.fluxcd.io/v1"),
         };
+        let own = ObservedObject {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: names::derived_name(&[SERVICE_SET, SERVICE], names::MAX_LABEL_LEN),
+            namespace: SYSTEM_NAMESPACE.into(),
+            object: self.object.as_ref().map(Value::to_string),
+        };
+        let reads = self.reads.iter().map(|read| ObservedObject {
+            api_version: str_field(read, "apiVersion").into(),
+            kind: str_field(read, "kind").into(),
+            name: str_field(&read["metadata"], "name").into(),
+            namespace: str_field(&read["metadata"], "namespace").into(),
+            object: Some(read.to_string()),
+        });
         StatusInput {
             service_set: service_set.to_string(),
             service: SERVICE.into(),
             template: self.template.map(|kind| template(kind).to_string()),
-            observed: vec![ObservedObject {
-                api_version: api_version.into(),
-                kind: kind.into(),
-                name: names::derived_name(&[SERVICE_SET, SERVICE], names::MAX_LABEL_LEN),
-                namespace: SYSTEM_NAMESPACE.into(),
-                object: self.object.as_ref().map(Value::to_string),
-            }],
+            observed: std::iter::once(own).chain(reads).collect(),
         }
     }
 
@@ -163,4 +175,28 @@ fn template(kind: TemplateKind) -> Value {
 
 fn str_field<'a>(object: &'a Value, key: &str) -> &'a str {
     object[key].as_str().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_objects_of_a_case_are_observed_after_its_object() {
+        let case: StatusCase = serde_json::from_value(json!({
+            "name": "with-a-summary", "template": "helm",
+            "object": {"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "Profile", "metadata": {"name": "p"}},
+            "reads": [{"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
+                       "metadata": {"name": "p--p-capi-prod-eu-1", "namespace": "kcm-system"}}],
+            "expect": {"state": "Deployed"},
+        }))
+        .unwrap();
+        let observed = case.input().observed;
+        let kinds: Vec<&str> = observed.iter().map(|o| o.kind.as_str()).collect();
+        assert_eq!(kinds, ["Profile", "ClusterSummary"]);
+        let summary = &observed[1];
+        assert_eq!((summary.namespace.as_str(), summary.name.as_str()), ("kcm-system", "p--p-capi-prod-eu-1"));
+        let object: Value = serde_json::from_str(summary.object.as_deref().unwrap()).unwrap();
+        assert_eq!(object["kind"], "ClusterSummary", "handed whole");
+    }
 }

@@ -1,5 +1,5 @@
 """The component's entry point: the `plugin` export of the `adapter-plugin` world of
-wit/since_v0.1.0/adapter.wit (`ksm:adapter@0.1.0`), as componentize-py maps it to Python
+wit/since_v0.2.0/adapter.wit (`ksm:adapter@0.2.0`), as componentize-py maps it to Python
 (records are dataclasses, variants are `<Type>_<Case>` classes, `result` errors are raised as
 `componentize_py_types.Err`). Everything else lives in the pure `sveltos_plugin` package; this
 file only converts between its plain values and the generated types. The plugin never calls
@@ -57,12 +57,14 @@ class Plugin(wit_world.exports.Plugin):
         templates = {}
         for t in input.templates:
             templates[t.name] = json.loads(t.object) if t.object is not None else None
+        # Parsed where they are used: only a chart's repository is read.
+        sources = {(s.kind, s.namespace, s.name): s.object for s in input.sources}
         target = None
         if isinstance(input.target, wit.Target_Remote):
             remote = input.target.value
             target = (remote.name, remote.kubeconfig.name, remote.kubeconfig.key)
         try:
-            services = translate(input.service_set, templates, target, input.system_namespace)
+            services = translate(input.service_set, templates, sources, target, input.system_namespace)
         except TranslateFailure as e:
             if e.kind == "invalid-config":
                 raise Err(wit.TranslateError_InvalidConfig([wit.ConfigError(path=p, message=m) for p, m in e.value]))
@@ -97,4 +99,5 @@ class Plugin(wit_world.exports.Plugin):
             service_type=_TYPES[result["type"]],
             version=result["version"],
             failure_message=result["failureMessage"],
+            deployed_hash=result["deployedHash"],
         )

@@ -33,6 +33,7 @@ import yaml
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(HERE, "src"))
 
+from sveltos_plugin import CONTRACT_VERSION  # noqa: E402
 from sveltos_plugin import config as plugin_config  # noqa: E402
 from sveltos_plugin.names import derived_name  # noqa: E402
 from sveltos_plugin.status import map_status  # noqa: E402
@@ -40,10 +41,9 @@ from sveltos_plugin.translate import TranslateFailure, translate  # noqa: E402
 
 K0RDENT = "k0rdent.mirantis.com/v1beta1"
 SYSTEM_NAMESPACE = "kcm-system"
-#: Default provider config for the conformance suite's own fixtures, which name a HelmRepository
-#: `k0rdent-catalog` (merged under every case's config, as an AdapterPlugin's spec.config is).
-SUITE_CONFIG = {"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}}
 READS = [("config.projectsveltos.io", "v1beta1", "ClusterSummary")]
+SOURCE_API_VERSION = "source.toolkit.fluxcd.io/v1"
+SOURCE_KINDS = ("HelmChart", "HelmRepository", "GitRepository", "Bucket", "OCIRepository")
 ERROR_KINDS = {
     "template-not-found": ("TemplateNotFound", "Pending"),
     "template-not-ready": ("TemplateNotReady", "Pending"),
@@ -99,7 +99,51 @@ def translate_input(docs):
         target = None
     else:
         target = (spec["cluster"], spec["cluster"] + "-kubeconfig", "value")
-    return service_set, templates, target
+    return service_set, templates, sources_of([t for t in templates.values() if t is not None], docs), target
+
+
+def sources_of(templates, docs):
+    """plugins/sdk/src/sources.rs sources_of over the case's documents: {(kind, namespace, name):
+    JSON text of apiVersion, kind, metadata (name, namespace, labels, annotations) and spec, or
+    None when not found}."""
+
+    def reference(value, namespace):
+        if not isinstance(value, dict) or value.get("kind") not in SOURCE_KINDS or not value.get("name"):
+            return None
+        return (value["kind"], value.get("namespace") or namespace, value["name"])
+
+    refs = set()
+    for t in templates:
+        namespace = (t.get("metadata") or {}).get("namespace", "")
+        spec, status = t.get("spec") or {}, t.get("status") or {}
+        helm = spec.get("helm") or {}
+        named = [
+            status.get("chartRef"), helm.get("chartRef"), (helm.get("chartSpec") or {}).get("sourceRef"),
+            status.get("sourceStatus"), (helm.get("chartSource") or {}).get("localSourceRef"),
+            (spec.get("kustomize") or {}).get("localSourceRef"), (spec.get("resources") or {}).get("localSourceRef"),
+        ]
+        refs.update(r for r in (reference(n, namespace) for n in named) if r is not None)
+    sources, queue = {}, sorted(refs, reverse=True)
+    while queue:
+        ref = queue.pop()
+        if ref in sources:
+            continue
+        kind, namespace, name = ref
+        found = next(
+            (d for d in docs if d.get("apiVersion") == SOURCE_API_VERSION and d.get("kind") == kind
+             and (d.get("metadata") or {}).get("namespace") == namespace and (d.get("metadata") or {}).get("name") == name),
+            None,
+        )
+        if found is not None and kind == "HelmChart":
+            chart_source = reference((found.get("spec") or {}).get("sourceRef"), namespace)
+            if chart_source is not None:
+                queue.append(chart_source)
+        handed = None
+        if found is not None:
+            metadata = {k: v for k, v in found["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
+            handed = json.dumps({"apiVersion": found["apiVersion"], "kind": kind, "metadata": metadata, "spec": found.get("spec")})
+        sources[ref] = handed
+    return sources
 
 
 def config_error_text(path, message):
@@ -127,9 +171,9 @@ def render_translation(result):
 
 
 def native_translate(docs):
-    service_set, templates, target = translate_input(docs)
+    service_set, templates, sources, target = translate_input(docs)
     try:
-        return translate(json.dumps(service_set), templates, target, SYSTEM_NAMESPACE)
+        return translate(json.dumps(service_set), templates, sources, target, SYSTEM_NAMESPACE)
     except TranslateFailure as e:
         return e
 
@@ -200,7 +244,7 @@ def template_type_name(template):
 
 def native_states(docs):
     """`services:` as `plugin status` prints them (plan::service_status)."""
-    service_set, templates, _ = translate_input(docs)
+    service_set, templates, _, _ = translate_input(docs)
     result = native_translate(docs)
     if isinstance(result, TranslateFailure):
         return {"error": render_translation(result)["error"]}
@@ -222,7 +266,7 @@ def native_states(docs):
 
 def status_case_input(case):
     """StatusCase::input (plugins/sdk/src/status_table.rs): service ingress-nginx of ServiceSet
-    kcm-system/prod-eu-1 with one observed object."""
+    kcm-system/prod-eu-1 with one observed object, then the read objects it owns (`reads`)."""
     service_set = {
         "apiVersion": K0RDENT, "kind": "ServiceSet",
         "metadata": {"name": "prod-eu-1", "namespace": SYSTEM_NAMESPACE},
@@ -244,6 +288,9 @@ def status_case_input(case):
     else:
         kind_name, api_version = "Kustomization", "kustomize.toolkit.fluxcd.io/v1"
     observed = [{"apiVersion": api_version, "kind": kind_name, "name": derived_name(["prod-eu-1", "ingress-nginx"]), "namespace": SYSTEM_NAMESPACE, "object": obj}]
+    for read in case.get("reads") or []:
+        meta = read.get("metadata") or {}
+        observed.append({"apiVersion": read.get("apiVersion", ""), "kind": read.get("kind", ""), "name": meta.get("name", ""), "namespace": meta.get("namespace", ""), "object": read})
     return json.dumps(service_set), "ingress-nginx", json.dumps(template) if template else None, observed
 
 
@@ -261,6 +308,8 @@ def compare_status_case(case, status):
         problems.append("failure message %r does not match %r" % (actual, wanted))
     if status.get("version") != expect.get("version"):
         problems.append("version %r instead of %r" % (status.get("version"), expect.get("version")))
+    if expect.get("deployedHash") is not None and status.get("deployedHash") != expect["deployedHash"]:
+        problems.append("deployed hash %r instead of %r" % (status.get("deployedHash"), expect["deployedHash"]))
     return problems
 
 
@@ -356,7 +405,7 @@ def check_translate(report, cli, wasm, update):
             report.fail(name, "native translate is not deterministic")
         else:
             report.ok(name, "native translate matches expected.yaml (twice)")
-        service_set, _, _ = translate_input(docs)
+        service_set, _, _, _ = translate_input(docs)
         config = ((service_set.get("spec") or {}).get("provider") or {}).get("config")
         _, errors = plugin_config.config_from_value(config)
         if bool(errors) != ("error" in expected and expected["error"]["kind"] == "InvalidConfig"):
@@ -423,7 +472,9 @@ def check_summary_cases(report, cli, wasm, update):
 
 def suite_args():
     fixtures = ("--fixtures", os.path.join(HERE, "testdata"), "--fixtures", os.path.join(HERE, "testdata", "status"))
-    return ("--config", json.dumps(SUITE_CONFIG), "--allowed-namespace", "mgmt") + fixtures
+    # No provider config: the chart repositories of the suite's own cases come from the
+    # HelmRepositories among their objects, as the host hands them over.
+    return ("--config", "{}", "--allowed-namespace", "mgmt") + fixtures
 
 
 def check_suite(report, cli, wasm):
@@ -454,8 +505,9 @@ def check_inspect(report, cli, wasm):
     problems = []
     if component["imports"]:
         problems.append("imports %s (expected none)" % component["imports"])
-    if "ksm:adapter/plugin@0.1.0" not in component["exports"]:
-        problems.append("does not export ksm:adapter/plugin@0.1.0")
+    export = "ksm:adapter/plugin@" + CONTRACT_VERSION
+    if export not in component["exports"]:
+        problems.append("does not export " + export)
     kinds = [(k["group"], k["version"], k["kind"], k["plural"], k["namespaced"]) for k in metadata["creates"]]
     if kinds != [("config.projectsveltos.io", "v1beta1", "Profile", "profiles", True)]:
         problems.append("creates %s" % kinds)

@@ -39,9 +39,8 @@ fn the_javascript_argocd_plugin_passes_the_conformance_suite() {
 /// allows in the AdapterPlugin.
 #[test]
 fn the_python_sveltos_plugin_passes_the_conformance_suite() {
-    // A plugin of contract 0.1.0 is handed no sources: the chart repository's URL is an operator
-    // setting, as in the plugin's AdapterPlugin `spec.config`.
-    let config = r#"{"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}}"#;
+    // No operator setting: the chart repositories' URLs come from the HelmRepositories the host
+    // hands the plugin (contract 0.2.0), among each case's objects.
     let fixtures = ["sveltos-py/testdata", "sveltos-py/testdata/status"];
-    passes(env!("KSM_SVELTOS_WASM"), config, &["--allowed-namespace", "mgmt"], &fixtures, 100);
+    passes(env!("KSM_SVELTOS_WASM"), "{}", &["--allowed-namespace", "mgmt"], &fixtures, 100);
 }

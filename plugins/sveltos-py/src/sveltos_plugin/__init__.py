@@ -6,4 +6,4 @@ the componentize-py component (app.py)."""
 #: Plugin version.
 VERSION = "0.1.0"
 #: The contract version this plugin implements.
-CONTRACT_VERSION = "0.1.0"
+CONTRACT_VERSION = "0.2.0"

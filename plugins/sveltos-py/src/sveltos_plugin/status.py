@@ -7,10 +7,19 @@ service a Profile of this plugin holds.
 `observed` (from the host): first the service's own objects (its Profile; `object` None while it
 does not exist), then every object of a read kind (ClusterSummary) whose ownerReferences name one
 of them. Each entry is a dict {apiVersion, kind, name, namespace, object (parsed or None)}.
+
+A Deployed service's `deployedHash` is what the ClusterSummary records as deployed, times left
+out (a re-applied release is the same deployment): for Helm, what kcm fingerprints
+(verify.go computeServiceHash) as far as a ClusterSummary holds it: the release, its chart
+(repository URL, name, version: the release's entry in the ClusterSummary's spec, which Sveltos
+deployed; kcm reads them and the app version from the ClusterConfiguration, which this plugin
+does not read) and the values and patches hashes Sveltos reports for the release; for Kustomize
+and Resources, the hash Sveltos reports for the feature it deployed.
 """
 
 import json
 
+from . import config as cfg
 from .translate import API_VERSION, KIND
 
 SUMMARY_KIND = "ClusterSummary"
@@ -39,7 +48,7 @@ class StatusFailure(Exception):
 
 
 def _result(state, service_type, message=None, version=None):
-    return {"state": state, "type": service_type, "failureMessage": message, "version": version}
+    return {"state": state, "type": service_type, "failureMessage": message, "version": version, "deployedHash": None}
 
 
 def template_type(template):
@@ -118,13 +127,39 @@ def map_status(service_set_json, service, template_json, observed):
     if (summary.get("metadata") or {}).get("deletionTimestamp"):
         return _result(DELETING, service_type, "ClusterSummary %s is being deleted" % (summary["metadata"].get("name")))
     status = summary.get("status") or {}
+    summary_spec = ((summary.get("spec") or {}).get("clusterProfileSpec")) or {}
+    summary_name = cfg.quote("%s/%s" % ((summary.get("metadata") or {}).get("namespace", ""), (summary.get("metadata") or {}).get("name", "")))
     features = {f.get("featureID"): f for f in status.get("featureSummaries") or [] if isinstance(f, dict)}
     if service_type == HELM:
-        return _helm(service_type, features.get("Helm"), status.get("helmReleaseSummaries") or [], release)
+        reported = _of_release(status.get("helmReleaseSummaries"), release)
+        result = _helm(service_type, features.get("Helm"), reported, release)
+        if result["state"] == DEPLOYED:
+            chart = _of_release(summary_spec.get("helmCharts"), release) or {}
+            result["deployedHash"] = "ClusterSummary %s: release %s/%s, chart %s %s %s, values %s, patches %s" % (
+                summary_name, release[0], release[1], _or_none(chart.get("repositoryURL")), _or_none(chart.get("chartName")),
+                _or_none(chart.get("chartVersion")), _or_none(reported.get("valuesHash")), _or_none(reported.get("patchesHash")),
+            )
+        return result
     feature_id = "Kustomize" if service_type == KUSTOMIZE else "Resources"
     refs_key = "kustomizationRefs" if service_type == KUSTOMIZE else "policyRefs"
-    has_refs = bool((((summary.get("spec") or {}).get("clusterProfileSpec")) or {}).get(refs_key) or ((profile.get("spec") or {}).get(refs_key)))
-    return _feature(service_type, features.get(feature_id), has_refs)
+    has_refs = bool(summary_spec.get(refs_key) or ((profile.get("spec") or {}).get(refs_key)))
+    feature = features.get(feature_id)
+    result = _feature(service_type, feature, has_refs)
+    if result["state"] == DEPLOYED and (feature or {}).get("hash"):
+        result["deployedHash"] = "ClusterSummary %s: %s feature %s" % (summary_name, feature_id, feature["hash"])
+    return result
+
+
+def _or_none(value):
+    return value if value else "none"
+
+
+def _of_release(entries, release):
+    """The entry of `entries` (helmCharts, helmReleaseSummaries) for release (namespace, name)."""
+    return next(
+        (e for e in entries or [] if isinstance(e, dict) and (e.get("releaseNamespace"), e.get("releaseName")) == release),
+        None,
+    )
 
 
 def _feature(service_type, feature, has_refs):
@@ -148,17 +183,14 @@ def _feature(service_type, feature, has_refs):
     return _result(PROVISIONING, service_type, "Sveltos feature status %s" % (status or "unknown"))
 
 
-def _helm(service_type, feature, releases, release):
-    """kcm's featureHelm for the service's release (namespace, name)."""
+def _helm(service_type, feature, summary, release):
+    """kcm's featureHelm for the service's release (namespace, name), `summary` its entry in
+    the ClusterSummary's helmReleaseSummaries (None when not reported)."""
     feature_status = (feature or {}).get("status")
     feature_message = (feature or {}).get("failureMessage") or ""
     converted = _FEATURE_STATE.get(feature_status, PENDING)
     if feature_status in _REMOVAL:
         return _result(DELETING, service_type, "Sveltos Helm feature status %s" % feature_status)
-    summary = next(
-        (r for r in releases if isinstance(r, dict) and (r.get("releaseNamespace"), r.get("releaseName")) == release),
-        None,
-    )
     name = "%s/%s" % release
     if summary is None:
         # kcm: NotDeployed (the release is not in the ClusterSummary yet).

@@ -4,7 +4,7 @@ Field by field this follows kcm's own Sveltos adapter (k0rdent/kcm
 internal/controller/adapters/sveltos/serviceset_controller.go: profileSpec, buildProfileSpec,
 getHelmCharts, helmChartFromSpecOrRef, helmChartFromFluxSource, getKustomizationRefs,
 getPolicyRefs, convertHelmOptions, applyProfileSpecDefaults); where it cannot (it makes one
-Profile per ServiceSet and reads Flux objects this pure plugin never sees), README.md says why.
+Profile per ServiceSet, and sees only the Flux sources the host hands it), README.md says why.
 """
 
 import json
@@ -67,10 +67,11 @@ def canonical(obj):
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def translate(service_set_json, templates, target, system_namespace):
-    """`templates`: {name: object or None}; `target`: None for self-management, or
-    (cluster name, kubeconfig secret name, key). Returns a list of
-    {"service", "objects" | "error": (kind, message), "claims": [(target, kind, ns, name)]}."""
+def translate(service_set_json, templates, sources, target, system_namespace):
+    """`templates`: {name: object or None}; `sources`: {(kind, namespace, name): JSON text or
+    None}, the Flux sources the templates refer to (contract `translate-input.sources`);
+    `target`: None for self-management, or (cluster name, kubeconfig secret name, key). Returns
+    a list of {"service", "objects" | "error": (kind, message), "claims": [(target, kind, ns, name)]}."""
     try:
         service_set = json.loads(service_set_json)
     except ValueError as e:
@@ -90,6 +91,7 @@ def translate(service_set_json, templates, target, system_namespace):
         "self": target is None,
         "cluster": None if target is None else target[0],
         "config": config,
+        "sources": sources,
     }
     ctx["profileNamespace"] = MANAGEMENT_CLUSTER if ctx["self"] else ctx["namespace"]
     ctx["claimTarget"] = "management" if ctx["self"] else "%s/%s" % (ctx["namespace"], ctx["cluster"])
@@ -210,22 +212,13 @@ def _helm_chart(ctx, svc, template, key):
                 % (cfg.quote(key), cfg.quote(status.get("chartVersion", ""))),
             )
         if source.get("kind") == "HelmRepository":
-            repo = ctx["config"]["helmRepositories"].get(source.get("name", ""))
-            if repo is None:
-                raise ServiceFailure(
-                    "unsupported-source",
-                    "HelmRepository %s is not in the provider config's helmRepositories: its URL is in the "
-                    "HelmRepository object, which a plugin cannot read; map the name to the URL there"
-                    % cfg.quote(source.get("name", "")),
-                )
-            url = repo["url"]
-            oci = url.startswith("oci://")
+            repo = _helm_repository(ctx, template, key, chart_ref, source)
             entry = {
-                "repositoryURL": url,
+                "repositoryURL": repo["url"],
                 "repositoryName": chart,
                 # Sveltos takes <repository>/<chart> for non-OCI repositories; kcm has no
                 # repository name and uses the chart's.
-                "chartName": chart if oci else "%s/%s" % (chart, chart),
+                "chartName": chart if repo["oci"] else "%s/%s" % (chart, chart),
                 "chartVersion": version,
             }
             if repo.get("insecure") or repo.get("secretRef") or repo.get("certSecretRef"):
@@ -266,8 +259,8 @@ def _helm_chart(ctx, svc, template, key):
     elif helm.get("chartRef") is not None:
         raise ServiceFailure(
             "unsupported-source",
-            "spec.helm.chartRef: the chart's repository is in the referenced HelmChart, which a plugin cannot "
-            "read; use spec.helm.chartSpec with a HelmRepository listed in helmRepositories",
+            "ServiceTemplate %s: spec.helm.chartRef is not supported; use spec.helm.chartSpec (a chart from a "
+            "HelmRepository or a GitRepository) or spec.helm.chartSource" % cfg.quote(key),
         )
     else:
         raise ServiceFailure("unsupported-source", "ServiceTemplate %s has no Helm chart defined" % cfg.quote(key))
@@ -288,6 +281,64 @@ def _helm_chart(ctx, svc, template, key):
     if options is not None:
         entry["options"] = options
     return entry
+
+
+def _source(ctx, kind, namespace, name):
+    """The Flux source the host handed over, parsed; None when it was not found."""
+    text = ctx["sources"].get((kind, namespace, name))
+    if text is None:
+        return None
+    try:
+        source = json.loads(text)
+    except ValueError as e:
+        raise ServiceFailure("unsupported-source", "%s %s cannot be read: %s" % (kind, cfg.quote("%s/%s" % (namespace, name)), e))
+    return source if isinstance(source, dict) else {}
+
+
+def _repository_reference(ctx, template, chart_ref, source_ref):
+    """Namespace and name of a chart's HelmRepository: as kcm reads it, the `spec.sourceRef` of
+    the HelmChart kcm made (`status.chartRef`, the repository in the chart's namespace); while
+    the host has no such HelmChart, the template's `chartSpec.sourceRef` (in the template's
+    namespace unless it names one)."""
+    template_namespace = (template.get("metadata") or {}).get("namespace") or ctx["namespace"]
+    chart_namespace = chart_ref.get("namespace") or template_namespace
+    chart = _source(ctx, "HelmChart", chart_namespace, chart_ref.get("name", ""))
+    ref = ((chart or {}).get("spec") or {}).get("sourceRef") or {}
+    if ref.get("kind") == "HelmRepository" and ref.get("name"):
+        return ref.get("namespace") or chart_namespace, ref["name"]
+    return source_ref.get("namespace") or template_namespace, source_ref.get("name", "")
+
+
+def _helm_repository(ctx, template, key, chart_ref, source_ref):
+    """The chart's repository as {url, oci, insecure, secretRef, certSecretRef}: the provider
+    config's `helmRepositories` entry for its name when there is one (an override, e.g. a mirror
+    Sveltos reaches), else the HelmRepository the host hands over (kcm's helmChartFromSpecOrRef:
+    `spec.url`, `spec.type: oci`, `spec.insecure`, `spec.secretRef`, `spec.certSecretRef`)."""
+    namespace, name = _repository_reference(ctx, template, chart_ref, source_ref)
+    configured = ctx["config"]["helmRepositories"].get(name)
+    if configured is not None:
+        return dict(configured, oci=configured["url"].startswith("oci://"))
+    where = cfg.quote("%s/%s" % (namespace, name))
+    repository = _source(ctx, "HelmRepository", namespace, name)
+    if repository is None:
+        raise ServiceFailure(
+            "unsupported-source",
+            "ServiceTemplate %s: HelmRepository %s was not found, and the provider config's helmRepositories "
+            "does not list it (Sveltos needs the repository URL)" % (cfg.quote(key), where),
+        )
+    spec = repository.get("spec") or {}
+    url = spec.get("url")
+    if not isinstance(url, str) or url.strip() == "":
+        raise ServiceFailure("unsupported-source", "HelmRepository %s has no spec.url" % where)
+    repo = {"url": url, "oci": spec.get("type") == "oci", "insecure": spec.get("insecure") is True}
+    for field in ("secretRef", "certSecretRef"):
+        secret = (spec.get(field) or {}).get("name")
+        if secret:
+            # Sveltos reads a Profile's registry Secrets from the Profile's namespace; Flux reads
+            # the HelmRepository's from its own.
+            _same_namespace(ctx, namespace, "Secret %s (spec.%s of HelmRepository %s)" % (cfg.quote(secret), field, where))
+            repo[field] = secret
+    return repo
 
 
 def _same_namespace(ctx, namespace, what):
