@@ -5,7 +5,7 @@
 //! Deployed (kcm 1.12); so does a target cluster the host cannot read, with condition
 //! `ServiceHealth=Unknown` saying why.
 
-use super::rule_set::{GroupKind, LoadError, RuleSet};
+use super::rule_set::{GroupKind, LoadError, Rule, RuleSet};
 use crate::conditions::{self, Status};
 use crate::k0rdent::{ServiceSetStatus, ServiceState, ServiceType, State};
 use crate::plan::status::set_services;
@@ -71,7 +71,9 @@ pub fn checked(service: &ServiceState) -> bool {
 }
 
 /// The verdict on what was observed of one service, and the rules over their budget (each
-/// named once, by its source). An object being deleted counts as healthy (a rollout's
+/// named once, by its source). An object is judged only by the rules that may judge its
+/// namespace ([`Rule::judges`]): a confined rule never sees, so its message never carries,
+/// another namespace's object. An object being deleted counts as healthy (a rollout's
 /// terminating pods are not a failure); a rule that fails to evaluate on an object, or exceeds
 /// its budget, makes it unhealthy, with the error as the reason (its health could not be shown).
 pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &Time) -> (Health, Vec<LoadError>) {
@@ -83,18 +85,20 @@ pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &
     let mut over_budget: BTreeMap<&str, String> = BTreeMap::new();
     for Found { kind, objects } in found {
         let Some(kind_rules) = rules.kinds.get(kind) else { continue };
-        let healthy: Vec<&str> = kind_rules.iter().map(|rule| rule.healthy.as_str()).collect();
-        let texts: Vec<&str> =
-            kind_rules.iter().flat_map(|rule| [rule.healthy.as_str(), rule.message.as_str()]).collect();
         let mut seen = BTreeSet::new();
         for object in objects {
             let reference = reference(object);
             if !seen.insert(reference.clone()) || object.pointer("/metadata/deletionTimestamp").is_some() {
                 continue;
             }
+            let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str);
+            let judging: Vec<&Rule> = kind_rules.iter().filter(|rule| rule.judges(namespace)).collect();
+            let healthy: Vec<&str> = judging.iter().map(|rule| rule.healthy.as_str()).collect();
+            let texts: Vec<&str> =
+                judging.iter().flat_map(|rule| [rule.healthy.as_str(), rule.message.as_str()]).collect();
             let bound = cel.bind(&texts, &[("obj", object)]);
             let Some((i, error)) = bound.first_failing(&healthy) else { continue };
-            let rule = &kind_rules[i];
+            let rule = judging[i];
             let reason = match error {
                 Some(e) => {
                     if matches!(e, RuleError::OverBudget { .. }) {
@@ -245,7 +249,7 @@ pub fn rules_condition(errors: &[LoadError], generation: Option<i64>, now: &Time
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::rule_set::{Rule, Scope};
+    use crate::health::rule_set::Scope;
     use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
@@ -264,6 +268,7 @@ mod tests {
             healthy: healthy.into(),
             message: message.into(),
             source: source.into(),
+            confined_to: None,
         };
         let mut set = RuleSet::default();
         set.kinds.insert(
@@ -413,6 +418,49 @@ mod tests {
     }
 
     #[test]
+    fn a_confined_rule_judges_only_the_objects_of_its_namespace_and_exports_nothing_else() {
+        let (cel, now) = (RuleCache::new(), at(100));
+        let secrets = GroupKind { group: String::new(), kind: "Secret".into() };
+        let mut set = RuleSet::default();
+        let exporting = Rule {
+            version: "v1".into(),
+            scope: Scope::Namespaced,
+            healthy: "false".into(),
+            message: "'token ' + obj.data.token".into(),
+            source: "team/tenant#0".into(),
+            confined_to: Some("team".into()),
+        };
+        set.kinds.insert(secrets.clone(), vec![exporting]);
+        let secret = |namespace: Option<&str>, token: &str| {
+            let mut secret = json!({"metadata": {"name": "s"}, "data": {"token": token}});
+            if let Some(namespace) = namespace {
+                secret["metadata"]["namespace"] = json!(namespace);
+            }
+            secret
+        };
+        let observed = |objects| Observation::Found(vec![Found { kind: secrets.clone(), objects }]);
+        let elsewhere = observed(vec![secret(Some("kube-system"), "c2VjcmV0"), secret(None, "c2VjcmV0")]);
+        assert_eq!(
+            judge(&set, &elsewhere, &cel, &now),
+            (Health::Healthy, Vec::new()),
+            "another namespace's and a cluster-scoped object are not the tenant's to judge"
+        );
+        let conditions = unhealthy(judge(&set, &observed(vec![secret(Some("team"), "b3du")]), &cel, &now).0);
+        assert_eq!(conditions[0].message, "Secret team/s: token b3du (rule team/tenant#0)", "its own namespace's");
+
+        let mut beside = rules();
+        beside.kinds.get_mut(&deployment_kind()).unwrap()[1].confined_to = Some("team".into());
+        let mut marked = deployment("web", 1, 1);
+        marked["metadata"]["annotations"] = json!({"broken": "yes"});
+        assert_eq!(judge(&beside, &found(vec![marked]), &cel, &now).0, Health::Healthy, "apps is not team");
+        let conditions = unhealthy(judge(&beside, &found(vec![deployment("web", 0, 1)]), &cel, &now).0);
+        assert_eq!(
+            conditions[0].message, "Deployment apps/web: available 0/1 (rule kcm-system/defaults#0)",
+            "the operator's rule beside it still judges every namespace"
+        );
+    }
+
+    #[test]
     fn an_unreadable_target_is_unknown() {
         let health = judge(
             &rules(),
@@ -536,7 +584,7 @@ mod tests {
             json!({"metadata": {"namespace": "kcm-system", "name": "defaults"}, "data": {"rules": text}}),
         )
         .unwrap();
-        let set = crate::health::rule_set::load(&[&config_map], &RuleCache::new());
+        let set = crate::health::rule_set::load(&[&config_map], None, &RuleCache::new());
         assert_eq!(set.errors, []);
         set
     }
