@@ -12,7 +12,7 @@ is `helm lint` and `helm template`, not an imitation. What it checks:
   clusters it allows; the ServiceAccount and the
   bindings; RBAC without wildcards, with leases only in the release namespace and secrets
   cluster-wide (get) only for health verification or regions; the default health-rule
-  ConfigMap; the StateManagementProvider and AdapterPlugins (fields and a structural check
+  ConfigMap (kcm's six kinds); the StateManagementProvider and AdapterPlugins (fields and a structural check
   against the CRDs' schemas); Service (selecting every shard's pods), ServiceMonitor, replicas;
 - sharding: one shard renders no sharding flag; N shards render N Deployments of one adapter
   identity with distinct Leases, and --shard-selector label selectors that (evaluated here on
@@ -79,6 +79,13 @@ CRD_COPIES = [
 ]
 
 RULES = CHART / "files" / "prometheus-rules.yaml"
+HEALTH_RULES = CHART / "files" / "health-rules.yaml"
+# kcm 1.12's default health rules cover exactly these kinds (group, kind, plural): so do the
+# chart's.
+HEALTH_KINDS = [
+    ("apps", "Deployment", "deployments"), ("apps", "StatefulSet", "statefulsets"), ("apps", "DaemonSet", "daemonsets"),
+    ("", "Pod", "pods"), ("", "PersistentVolumeClaim", "persistentvolumeclaims"), ("", "PersistentVolume", "persistentvolumes"),
+]
 # Values rendered with sharding (and manage mode: one shard writes SMP status), also the shards
 # tests/e2e starts from --rbac-out's file.
 SHARDED = {"sharding": {"shards": 3}, "adapter": {"mode": "manage"}}
@@ -578,8 +585,9 @@ def check_health_rules(documents, deployments: list[dict[str, Any]], merged: dic
         F.check(meta["labels"]["k0rdent.mirantis.com/health-rule-target"] == "global", f"{label}: default health rules not global: {meta}")
         F.check(meta.get("namespace") == merged["adapter"]["systemNamespace"], f"{label}: default health rules not in the system namespace: {meta}")
         rules = yaml.safe_load(cm.get("data", {}).get("rules", ""))
-        kinds = [rule.get("kind") for rule in rules or []]
-        F.check(kinds == ["Deployment", "StatefulSet", "DaemonSet", "Pod", "Job"], f"{label}: default health rules for {kinds}")
+        kinds = [(rule.get("group"), rule.get("kind")) for rule in rules or []]
+        F.check(kinds == [(g, k) for g, k, _ in HEALTH_KINDS], f"{label}: default health rules for {kinds}")
+        F.check(rules == yaml.safe_load(HEALTH_RULES.read_text()), f"{label}: the default health rules are not {rel(HEALTH_RULES)}")
     for deployment in deployments:
         args = container(deployment).get("args") or []
         for flag, value in (("--health-poll-seconds", verification["pollSeconds"]), ("--max-target-clusters", verification["maxTargetClusters"])):

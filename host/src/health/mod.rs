@@ -12,6 +12,8 @@
 //! - [`verdict`]: the objects found against the rules, the service's state and conditions, and
 //!   the ServiceSet's `ServiceSetHealthRules` condition.
 
+#[cfg(test)]
+mod golden;
 pub mod rule_set;
 pub mod target;
 pub mod verdict;

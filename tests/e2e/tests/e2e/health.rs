@@ -70,7 +70,7 @@ async fn a_service_is_provisioning_while_its_workload_on_the_target_cluster_is_u
     assert_eq!((&health["status"], &health["reason"]), (&json!("False"), &json!("DeploymentUnhealthy")), "{health:#}");
     let message = health["message"].as_str().unwrap();
     let expected = format!(
-        "Deployment ingress-nginx/ingress-nginx-controller: 0/1 replicas available (rule {}/defaults#0)",
+        "Deployment ingress-nginx/ingress-nginx-controller: 0/1 replicas ready, 0 updated (rule {}/defaults#0)",
         t.namespace()
     );
     assert_eq!(message, expected);
@@ -85,7 +85,7 @@ async fn a_service_is_provisioning_while_its_workload_on_the_target_cluster_is_u
     assert!(named.starts_with(&format!("{}/broken#0: healthy: ", t.namespace())), "{named}");
     assert!(!named.contains("defaults"), "the good rules are not named: {named}");
 
-    // Scaled to zero, the Deployment controller reports it available: the service is Deployed.
+    // Scaled to zero, the Deployment controller reports it rolled out: the service is Deployed.
     remote
         .merge_patch(
             &ObjRef::new(Kind::Deployment, "ingress-nginx", "ingress-nginx-controller"),
