@@ -5,12 +5,15 @@
 
 use ksm_adapter::plugin::{Limits, Plugin};
 use ksm_adapter::runtime::{CONTRACT_VERSIONS, Runtime};
-use ksm_plugin_sdk::contract::{CONTRACT_VERSION, ServiceState, StatusInput, Target, TranslateInput};
+use ksm_plugin_sdk::contract::{CONTRACT_VERSION, ServiceState, SourceObject, StatusInput, Target, TranslateInput};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
 #[allow(dead_code)]
 mod wat_plugin;
+
+/// The hostile test plugin (no WASI), built with the SDK: the newest contract version.
+const HOSTILE: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASM"));
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -71,12 +74,14 @@ fn the_version_string_agrees_everywhere_it_is_written() {
 #[test]
 fn a_plugin_built_against_each_supported_version_answers_every_call() {
     let runtime = Runtime::new().unwrap();
-    // Contract 0.1.0: a component written by hand against that version's frozen WIT.
+    // Contract 0.1.0: a component written by hand against that version's frozen WIT; 0.2.0: the
+    // hostile test plugin, built with the SDK (its honest behaviours).
     let plain = wat_plugin::Amplify { kinds: 1, config_errors: 0, objects: 0 };
-    let built: Vec<(&str, Vec<u8>)> = vec![("0.1.0", wat_plugin::component(&plain))];
-    let versions: Vec<&str> = built.iter().map(|(v, _)| *v).collect();
+    let built: Vec<(&str, Vec<u8>, usize)> =
+        vec![("0.1.0", wat_plugin::component(&plain), 0), ("0.2.0", HOSTILE.to_vec(), 1)];
+    let versions: Vec<&str> = built.iter().map(|(v, _, _)| *v).collect();
     assert_eq!(versions, CONTRACT_VERSIONS, "a plugin for every supported version");
-    for (version, component) in built {
+    for (version, component, objects) in built {
         let plugin = runtime.load(&component, Limits::default()).unwrap_or_else(|e| panic!("{version}: {e}"));
         assert_eq!(plugin.metadata().contract_version, version);
         assert!(plugin.info().exports.contains(&ksm_adapter::runtime::export_of(version)));
@@ -84,15 +89,50 @@ fn a_plugin_built_against_each_supported_version_answers_every_call() {
         let input = TranslateInput {
             service_set: json!({"metadata": {"name": "a"}}).to_string(),
             templates: vec![],
+            sources: vec![],
             target: Target::SelfManagement,
             system_namespace: "kcm-system".into(),
         };
         let services = plugin.translate(&input).unwrap().unwrap();
         assert_eq!(services.len(), 1, "{version}");
-        assert_eq!(services[0].outcome, Ok(vec![]));
+        assert_eq!(services[0].outcome.as_ref().map(Vec::len), Ok(objects), "{version}");
         let status = StatusInput { service_set: "{}".into(), service: "{}".into(), template: None, observed: vec![] };
         assert_eq!(plugin.map_status(&status).unwrap().unwrap().state, ServiceState::Deployed, "{version}");
     }
+}
+
+/// What 0.2.0 added crosses the boundary both ways: the sources a plugin is handed, and the
+/// `deployed-hash` it gives; a 0.1.0 plugin gives none (the host then fingerprints itself).
+#[test]
+fn contract_0_2_0_hands_sources_and_takes_a_deployed_hash() {
+    let runtime = Runtime::new().unwrap();
+    let plugin = runtime.load(HOSTILE, Limits::default()).unwrap();
+    let source = SourceObject {
+        api_version: "source.toolkit.fluxcd.io/v1".into(),
+        kind: "HelmRepository".into(),
+        namespace: "kcm-system".into(),
+        name: "k0rdent-catalog".into(),
+        object: Some(json!({"spec": {"url": "oci://ghcr.io/k0rdent/catalog/charts"}}).to_string()),
+    };
+    let input = TranslateInput {
+        service_set: json!({"metadata": {"name": "sources"}}).to_string(),
+        templates: vec![],
+        sources: vec![source],
+        target: Target::SelfManagement,
+        system_namespace: "kcm-system".into(),
+    };
+    let services = plugin.translate(&input).unwrap().unwrap();
+    let object: serde_json::Value = serde_json::from_str(&services[0].outcome.as_ref().unwrap()[0]).unwrap();
+    assert_eq!(object["data"]["sources"], "HelmRepository kcm-system/k0rdent-catalog");
+    let status = StatusInput { service_set: "{}".into(), service: "a".into(), template: None, observed: vec![] };
+    assert_eq!(plugin.map_status(&status).unwrap().unwrap().deployed_hash.as_deref(), Some("0 objects"));
+    let older = runtime
+        .load(
+            &wat_plugin::component(&wat_plugin::Amplify { kinds: 1, config_errors: 0, objects: 0 }),
+            Limits::default(),
+        )
+        .unwrap();
+    assert_eq!(older.map_status(&status).unwrap().unwrap().deployed_hash, None, "0.1.0 has no such field");
 }
 
 /// `kebab-case` as Rust writes a type (`PascalCase`) or a field (`snake_case`).

@@ -25,6 +25,7 @@ fn input(behaviour: &str) -> TranslateInput {
     TranslateInput {
         service_set: json!({"metadata": {"name": behaviour, "namespace": "team-a"}, "spec": {}}).to_string(),
         templates: vec![],
+        sources: vec![],
         target: Target::SelfManagement,
         system_namespace: "kcm-system".into(),
     }
@@ -245,7 +246,7 @@ fn wasi_components_are_accepted_and_plain_ones_import_only_the_log() {
     let wasi = runtime.load(WASI, limits()).unwrap();
     assert!(wasi.info().imports.iter().any(|i| i.starts_with("wasi:cli/")), "{:?}", wasi.info().imports);
     let plain = runtime.load(PLAIN, limits()).unwrap();
-    assert_eq!(plain.info().imports, ["ksm:adapter/host@0.1.0"]);
+    assert_eq!(plain.info().imports, ["ksm:adapter/host@0.2.0"]);
     let flux = runtime.load(builtin::FLUX, Limits::default()).unwrap();
     assert!(flux.info().imports.is_empty(), "the Flux plugin imports nothing: {:?}", flux.info().imports);
 }

@@ -56,6 +56,7 @@ fn main() {
             smp: Some(&smp),
             smp_diagnosis: None,
             template: &template,
+            source: &|_| None,
             children,
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),

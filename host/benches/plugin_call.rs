@@ -54,6 +54,7 @@ impl Fixture {
             None,
             &self.service_set,
             |name| self.manifests.template("kcm-system", name).map(|d| d.object.clone()),
+            |source| self.manifests.source(source),
             "kcm-system",
         )
         .expect("translation")

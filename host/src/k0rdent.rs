@@ -183,6 +183,10 @@ pub struct ServiceState {
     /// Why the service failed (for `Failed` only, as kcm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
+    /// A fingerprint of what was last deployed and verified healthy (see
+    /// [`plan::status`](crate::plan::status)); never empty on a Deployed service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_deployed_hash: Option<String>,
     /// For a service neither Deployed nor Failed, condition `Ready=False` says why (waiting for
     /// another ServiceSet, retrying after an error).
     #[serde(default, deserialize_with = "decodable", skip_serializing_if = "Vec::is_empty")]
@@ -455,6 +459,7 @@ mod tests {
                 last_state_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
                 version: None,
                 failure_message: None,
+                last_deployed_hash: None,
                 conditions: vec![],
             }],
             ..Default::default()

@@ -2,6 +2,7 @@
 //! where it came from, so errors name the file and the document.
 
 use anyhow::{Context, bail};
+use ksm_plugin_sdk::sources::{self, SourceRef};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -81,6 +82,11 @@ impl Manifests {
         self.documents.iter().find(|d| {
             d.api_version() == api_version && d.kind() == kind && d.namespace() == namespace && d.name() == name
         })
+    }
+
+    /// The Flux source `source`, if it is in the files (its status left out, as plugins get it).
+    pub fn source(&self, source: &SourceRef) -> Option<Value> {
+        sources::find(self.documents.iter().map(|d| &d.object), source)
     }
 
     /// The ServiceTemplate `name` in `namespace`, if any.

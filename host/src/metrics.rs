@@ -1,6 +1,13 @@
 //! Prometheus metrics of `ksm-adapter run`, and the endpoint that serves them with the health
-//! probes: `/metrics` (Prometheus text), `/healthz` (the process answers) and `/readyz` (caches
-//! listed and plugins loaded).
+//! probes: `/metrics`, `/healthz` (the process answers) and `/readyz` (caches listed and plugins
+//! loaded).
+//!
+//! `/metrics` answers in the text format the scrape's Accept header prefers: OpenMetrics 1.0
+//! (what prometheus-client encodes, and Prometheus asks for first), else Prometheus's classic
+//! text format 0.0.4, which `promtool check metrics` and plain `curl` get. The two differ in how
+//! they name a counter: OpenMetrics declares the family `ksm_reconciles` of samples
+//! `ksm_reconciles_total`, the classic format the family `ksm_reconciles_total`; served under the
+//! other's content type, Prometheus keeps no type or help for the counters.
 //!
 //! | metric | labels | what |
 //! |---|---|---|
@@ -29,7 +36,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::collections::HashSet;
 use std::convert::Infallible;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -186,12 +195,70 @@ impl Metrics {
         self.plugin_ready.remove(&PluginLabels { plugin: plugin.into() });
     }
 
-    /// The metrics in Prometheus text format.
-    pub fn encode(&self) -> String {
+    /// The metrics in `format`.
+    fn encode(&self, format: Format) -> String {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
-        text
+        match format {
+            Format::OpenMetrics => text,
+            Format::Classic => classic(&text),
+        }
     }
+}
+
+/// The text formats `/metrics` serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    /// OpenMetrics 1.0 text.
+    OpenMetrics,
+    /// Prometheus's classic text format 0.0.4.
+    Classic,
+}
+
+impl Format {
+    /// The format an Accept header prefers: the media range of the highest q-value (the first
+    /// of equals) among those the host serves; ranges it does not serve (Prometheus's protobuf)
+    /// are passed over, and without an acceptable one the classic format is the answer.
+    fn negotiate(accept: Option<&str>) -> Self {
+        let mut chosen = (Self::Classic, 0.0);
+        for range in accept.unwrap_or_default().split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let format = match parts.next().unwrap_or_default().to_ascii_lowercase().as_str() {
+                "application/openmetrics-text" => Self::OpenMetrics,
+                "text/plain" | "text/*" | "*/*" => Self::Classic,
+                _ => continue,
+            };
+            let q = parts.find_map(|p| p.strip_prefix("q=")).map_or(Some(1.0), |q| q.parse::<f32>().ok());
+            if let Some(q) = q.filter(|q| *q > chosen.1) {
+                chosen = (format, q);
+            }
+        }
+        chosen.0
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Self::Classic => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+/// prometheus-client's OpenMetrics text in the classic format: a counter family is named as its
+/// samples are (`_total`), and there is no `# EOF` line. Everything else reads the same in both.
+fn classic(openmetrics: &str) -> String {
+    let counters: HashSet<&str> =
+        openmetrics.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
+    let mut text = String::with_capacity(openmetrics.len() + 16 * counters.len());
+    for line in openmetrics.lines().filter(|l| *l != "# EOF") {
+        let family = ["# HELP ", "# TYPE "].into_iter().find_map(|p| Some((p, line.strip_prefix(p)?.split_once(' ')?)));
+        match family {
+            Some((prefix, (name, rest))) if counters.contains(name) => writeln!(text, "{prefix}{name}_total {rest}"),
+            _ => writeln!(text, "{line}"),
+        }
+        .expect("writing to a String");
+    }
+    text
 }
 
 /// The Kubernetes verb of a request to the API server (lists count as `get`).
@@ -280,7 +347,8 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, pro
         let (metrics, probes) = (metrics.clone(), probes.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-                let response = respond(request.uri().path(), &metrics, &probes);
+                let accept = request.headers().get(hyper::header::ACCEPT).and_then(|a| a.to_str().ok());
+                let response = respond(request.uri().path(), accept, &metrics, &probes);
                 async move { Ok::<_, Infallible>(response) }
             });
             if let Err(e) = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
@@ -290,11 +358,13 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, pro
     }
 }
 
-fn respond(path: &str, metrics: &Metrics, probes: &Probes) -> Response<Full<Bytes>> {
+/// The answer to a GET of `path`, whose Accept header was `accept`.
+fn respond(path: &str, accept: Option<&str>, metrics: &Metrics, probes: &Probes) -> Response<Full<Bytes>> {
+    let format = Format::negotiate(accept);
     let (status, body) = match path {
         "/metrics" => {
             (probes.refresh)();
-            (StatusCode::OK, metrics.encode())
+            (StatusCode::OK, metrics.encode(format))
         }
         "/healthz" => match (probes.healthy)() {
             Ok(()) => (StatusCode::OK, "ok\n".into()),
@@ -312,7 +382,7 @@ fn respond(path: &str, metrics: &Metrics, probes: &Probes) -> Response<Full<Byte
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     if path == "/metrics" {
-        let content_type = "text/plain; version=0.0.4; charset=utf-8".parse().expect("a valid header");
+        let content_type = format.content_type().parse().expect("a valid header");
         response.headers_mut().insert(hyper::header::CONTENT_TYPE, content_type);
     }
     response
@@ -330,7 +400,7 @@ mod tests {
         metrics.api_request("patch");
         metrics.service_sets(&[("Deployed", 3)]);
         metrics.plugin_ready("flux", true);
-        let text = metrics.encode();
+        let text = metrics.encode(Format::OpenMetrics);
         for series in [
             r#"ksm_reconciles_total{kind="ServiceSet",result="ok"} 1"#,
             r#"ksm_reconcile_duration_seconds_count{kind="ServiceSet"} 1"#,
@@ -340,6 +410,134 @@ mod tests {
             r#"ksm_plugin_ready{plugin="flux"} 1"#,
         ] {
             assert!(text.contains(series), "{series} missing from:\n{text}");
+        }
+    }
+
+    /// A scrape of `/metrics` through [`serve`], sending `accept` (if any) as the Accept header:
+    /// the Content-Type and the body.
+    async fn scrape(metrics: Metrics, accept: Option<&'static str>) -> (String, String) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let probes = Probes { refresh: Arc::new(|| {}), healthy: Arc::new(|| Ok(())), ready: Arc::new(|| Ok(())) };
+        let server = tokio::spawn(serve(listener, Arc::new(metrics), probes));
+        let response = tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(address).unwrap();
+            let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+            write!(stream, "GET /metrics HTTP/1.1\r\nHost: {address}\r\n{accept}Connection: close\r\n\r\n").unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            response
+        })
+        .await
+        .unwrap();
+        server.abort();
+        let (head, body) = response.split_once("\r\n\r\n").expect("a response with a body");
+        let content_type = head
+            .lines()
+            .find_map(|l| l.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("content-type")))
+            .map(|(_, value)| value.trim().to_string())
+            .expect("a Content-Type");
+        (content_type, body.to_string())
+    }
+
+    /// Metrics with a series in every family.
+    fn every_family() -> Metrics {
+        let metrics = Metrics::default();
+        metrics.reconciled("ServiceSet", Instant::now(), false);
+        let call = CallLabels { plugin: "flux".into(), function: "translate".into() };
+        metrics.plugin_calls.get_or_create(&call).observe(0.002);
+        metrics.plugin_errors("flux", "trap", 2);
+        metrics.api_request("watch");
+        metrics.service_sets(&[("Deployed", 3), ("Failed", 1)]);
+        metrics.plugin_ready("flux", true);
+        metrics.clusters(&[("region", 1), ("target", 2)], 4);
+        metrics
+    }
+
+    /// Runs `promtool check metrics` (Prometheus's own parser and linter of the text format) on
+    /// `text`: `$KSM_PROMTOOL`, which must run (CI sets it), else `promtool` from PATH; without
+    /// either the check is skipped, and says so past the output capture.
+    fn promtool_check(text: &str) {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let (program, required) = match std::env::var_os("KSM_PROMTOOL") {
+            Some(program) => (program, true),
+            None => ("promtool".into(), false),
+        };
+        let spawned = Command::new(&program)
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match spawned {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                let note = "skipped: `promtool check metrics` (promtool is not installed; KSM_PROMTOOL names it)\n";
+                let _ = std::io::stderr().write_all(note.as_bytes());
+                return;
+            }
+            spawned => spawned.unwrap_or_else(|e| panic!("running {program:?}: {e}")),
+        };
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "promtool check metrics: {} {said}\n{text}", out.status);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_plain_scrape_gets_the_classic_text_format_that_promtool_accepts() {
+        // Families without a series yet are left out of the text.
+        for metrics in [every_family(), Metrics::default()] {
+            let (content_type, text) = scrape(metrics, None).await;
+            assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+            promtool_check(&text);
+            assert!(!text.contains("# EOF"), "{text}");
+        }
+        let (content_type, text) = scrape(every_family(), Some("text/plain;version=0.0.4;q=0.5,*/*;q=0.1")).await;
+        assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+        assert!(text.contains("# HELP ksm_reconciles_total Reconciles by kind and result.\n"), "{text}");
+        assert!(text.contains("# TYPE ksm_reconciles_total counter\nksm_reconciles_total{"), "{text}");
+        promtool_check(&text);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scrape_asking_for_openmetrics_gets_it() {
+        // What Prometheus 2.42 sends; Prometheus 3's default; Prometheus 3 with protobuf first
+        // (native histograms), which the host does not serve.
+        for accept in [
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,\
+             text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+            "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,\
+             application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,\
+             text/plain;version=0.0.4;q=0.2,*/*;q=0.1",
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.6,\
+             application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,\
+             application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,\
+             text/plain;version=0.0.4;q=0.2,*/*;q=0.1",
+        ] {
+            let (content_type, text) = scrape(every_family(), Some(accept)).await;
+            assert_eq!(content_type, "application/openmetrics-text; version=1.0.0; charset=utf-8", "{accept}");
+            assert!(text.contains("# TYPE ksm_reconciles counter\nksm_reconciles_total{"), "{text}");
+            assert!(text.ends_with("# EOF\n"), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_format_is_the_acceptable_one_of_the_highest_quality() {
+        use Format::{Classic, OpenMetrics};
+        for (accept, format) in [
+            (None, Classic),
+            (Some("*/*"), Classic),
+            (Some("application/openmetrics-text"), OpenMetrics),
+            (Some("Application/OpenMetrics-Text; version=1.0.0"), OpenMetrics),
+            (Some("text/plain;q=0.9,application/openmetrics-text;q=0.8"), Classic),
+            (Some("text/plain, application/openmetrics-text"), Classic),
+            (Some("application/openmetrics-text;q=0,*/*;q=0.1"), Classic),
+            (Some("application/vnd.google.protobuf;q=0.9,application/openmetrics-text;q=0.5,*/*;q=0.1"), OpenMetrics),
+            (Some("application/vnd.google.protobuf"), Classic),
+        ] {
+            assert_eq!(Format::negotiate(accept), format, "{accept:?}");
         }
     }
 
@@ -360,7 +558,7 @@ mod tests {
             healthy: Arc::new(move || if healthy { Ok(()) } else { Err("the reconcile of x has run for 601s".into()) }),
             ready: Arc::new(move || if ready { Ok(()) } else { Err("caches not listed".into()) }),
         };
-        let status = |path: &str, probes: &Probes| respond(path, &metrics, probes).status();
+        let status = |path: &str, probes: &Probes| respond(path, None, &metrics, probes).status();
         assert_eq!(status("/healthz", &probes(true, false)), StatusCode::OK);
         assert_eq!(status("/healthz", &probes(false, true)), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(status("/readyz", &probes(true, false)), StatusCode::SERVICE_UNAVAILABLE);

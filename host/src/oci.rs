@@ -6,7 +6,9 @@
 //! `application/wasm`) and the older wasm-to-oci one (layer
 //! `application/vnd.wasm.content.layer.v1+wasm`); push writes the CNCF one. Transient failures
 //! (connection errors, 429, 5xx) are retried with backoff; plain HTTP is used only for registries
-//! on `localhost` or `127.0.0.1`.
+//! on `localhost` or `127.0.0.1`. Each operation a plugin load waits for (pull, resolve, reading
+//! signatures) has one deadline for the whole of it, retries included: the client's timeouts
+//! bound each connect and each read, and a registry that sends a byte now and then passes them.
 
 use std::time::Duration;
 
@@ -45,6 +47,12 @@ impl Default for PullBounds {
     }
 }
 
+/// How long resolving a tag (to the manifest digest it points at) may take, retries included.
+pub const RESOLVE_DEADLINE: Duration = Duration::from_secs(30);
+/// How long reading the signatures of a digest (their manifest and every payload) may take,
+/// retries included.
+pub const SIGNATURES_DEADLINE: Duration = Duration::from_secs(60);
+
 /// Registries reached over plain HTTP.
 const PLAIN_HTTP_HOSTS: [&str; 2] = ["localhost", "127.0.0.1"];
 
@@ -81,9 +89,11 @@ pub enum OciError {
     /// The layer is larger than the pull may take.
     #[error("{reference} is at least {size} bytes, over the limit of {limit} bytes for a plugin component")]
     TooLarge { reference: String, size: u64, limit: u64 },
-    /// The pull did not finish in time.
-    #[error("pulling {reference} did not finish within {}s: check that the registry is reachable and answers", deadline.as_secs())]
-    TimedOut { reference: String, deadline: Duration },
+    /// An operation (pulling, resolving, reading the signatures of) did not finish in time.
+    #[error(
+        "{operation} {reference} did not finish within {deadline:?}: check that the registry is reachable and answers"
+    )]
+    TimedOut { operation: &'static str, reference: String, deadline: Duration },
     /// Any other registry error.
     #[error("registry error for {reference}: {message}")]
     Registry { reference: String, message: String },
@@ -240,9 +250,7 @@ pub async fn pull(
         check_sha256(reference, "layer digest", &layer.digest, &sha256)?;
         Ok(Pulled { bytes: sink.bytes, sha256, manifest_digest })
     });
-    let pulled = tokio::time::timeout(bounds.deadline, attempts)
-        .await
-        .map_err(|_| OciError::TimedOut { reference: reference.into(), deadline: bounds.deadline })??;
+    let pulled = within("pulling", reference, bounds.deadline, attempts).await?;
     if let Some(expected) = expected_sha256 {
         check_sha256(reference, "sha256", expected, &pulled.sha256)?;
     }
@@ -287,15 +295,16 @@ impl tokio::io::AsyncWrite for Capped {
     }
 }
 
-/// The manifest digest (`sha256:...`) `reference` points at now.
-pub async fn resolve(reference: &str, credentials: &Credentials) -> Result<String, OciError> {
+/// The manifest digest (`sha256:...`) `reference` points at now, unless finding out takes
+/// longer than `deadline` (e.g. [`RESOLVE_DEADLINE`]).
+pub async fn resolve(reference: &str, credentials: &Credentials, deadline: Duration) -> Result<String, OciError> {
     let image = parse(reference)?;
     let client = client(&image, reference)?;
     let auth = credentials.auth();
-    with_retry(reference, || async {
+    let attempts = with_retry(reference, || async {
         client.fetch_manifest_digest(&image, &auth).await.map_err(|e| classify(reference, e))
-    })
-    .await
+    });
+    within("resolving", reference, deadline, attempts).await
 }
 
 /// Pushes `bytes` as a CNCF wasm artifact (config `application/vnd.wasm.config.v0+json`, one
@@ -335,17 +344,21 @@ const MAX_SIGNATURES: usize = 32;
 const SIGNATURE_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 
 /// Checks that manifest `digest` of `reference`'s repository is signed by one of `keys` (see
-/// [`signature::verify`]); returns the origin of the key that signed it.
+/// [`signature::verify`]); returns the origin of the key that signed it. Reading the signatures
+/// may take at most `deadline` (e.g. [`SIGNATURES_DEADLINE`]).
 pub async fn verify(
     reference: &str,
     digest: &str,
     credentials: &Credentials,
     keys: &[TrustedKey],
+    deadline: Duration,
 ) -> Result<String, OciError> {
-    let stored = signatures(reference, digest, credentials).await?;
+    let pinned = pin(reference, digest)?;
+    let reading = signatures(reference, digest, credentials);
+    let stored = within("reading the signatures of", &pinned, deadline, reading).await?;
     match signature::verify(keys, digest, stored.as_deref()) {
         Ok(origin) => Ok(origin.to_string()),
-        Err(reason) => Err(OciError::Unverified { reference: pin(reference, digest)?, reason }),
+        Err(reason) => Err(OciError::Unverified { reference: pinned, reason }),
     }
 }
 
@@ -533,6 +546,17 @@ fn check_sha256(reference: &str, what: &'static str, expected: &str, actual: &st
     })
 }
 
+/// `attempts`, the whole of `operation` on `reference`, given up once it runs past `deadline`.
+async fn within<T>(
+    operation: &'static str,
+    reference: &str,
+    deadline: Duration,
+    attempts: impl Future<Output = Result<T, OciError>>,
+) -> Result<T, OciError> {
+    let timed_out = |_| OciError::TimedOut { operation, reference: reference.into(), deadline };
+    tokio::time::timeout(deadline, attempts).await.map_err(timed_out)?
+}
+
 /// Runs `op` until it succeeds, fails permanently, or the [`retry::REGISTRY`] retries run out.
 async fn with_retry<T, F, Fut>(reference: &str, op: F) -> Result<T, OciError>
 where
@@ -616,8 +640,61 @@ mod tests {
         let started = std::time::Instant::now();
         let error = pull(&reference, &Credentials::anonymous(), None, bounds).await.unwrap_err();
         assert!(matches!(error, OciError::TimedOut { .. }), "{error}");
-        assert!(error.to_string().contains("did not finish within 0s"), "{error}");
+        assert!(error.to_string().starts_with(&format!("pulling {reference} did not finish within 500ms")), "{error}");
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    }
+
+    /// A registry that answers every request with a header that never ends, one byte every
+    /// 50 ms: each read gets something long before the client's read timeout.
+    async fn trickling_registry() -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut connection, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (mut request, mut buffer) = (Vec::new(), [0; 1024]);
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match connection.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    let mut sent = connection.write_all(b"HTTP/1.1 200 OK\r\nX-Trickle: ").await;
+                    while sent.is_ok() {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        sent = connection.write_all(b"a").await;
+                    }
+                });
+            }
+        });
+        address.to_string()
+    }
+
+    #[tokio::test]
+    async fn a_registry_that_trickles_is_given_up_at_the_deadline_of_each_operation() {
+        let registry = trickling_registry().await;
+        let reference = format!("{registry}/plugins/flux:v1");
+        let digest = format!("sha256:{}", "0".repeat(64));
+        let (anonymous, deadline) = (Credentials::anonymous(), Duration::from_millis(500));
+        // Without a deadline of their own, both would wait as long as the registry trickles.
+        let guard = Duration::from_secs(10);
+        let resolved = tokio::time::timeout(guard, resolve(&reference, &anonymous, deadline)).await;
+        let error = resolved.expect("resolving gives up at its deadline").unwrap_err();
+        assert!(matches!(error, OciError::TimedOut { operation: "resolving", .. }), "{error}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "resolving {reference} did not finish within 500ms: check that the registry is reachable and answers"
+            )
+        );
+        let verified = tokio::time::timeout(guard, verify(&reference, &digest, &anonymous, &[], deadline)).await;
+        let error = verified.expect("reading the signatures gives up at its deadline").unwrap_err();
+        let pinned = format!("{registry}/plugins/flux@{digest}");
+        assert!(
+            error.to_string().starts_with(&format!("reading the signatures of {pinned} did not finish within 500ms")),
+            "{error}"
+        );
     }
 
     #[test]

@@ -373,7 +373,7 @@ mod tests {
         assert!(err.contains("does not compile"), "{err}");
         // So does one over its budget, named with the budget.
         let costly = "object.spec.values.all(a, object.spec.values.all(b, a == b || a != b))";
-        let values = |n: usize| json!({"values": (0..n).collect::<Vec<_>>()});
+        let values = |n: usize| to_target(json!({"values": (0..n).collect::<Vec<_>>()}));
         assert!(checked(&policy(costly), &remote(), values(10)).is_ok());
         let err = checked(&policy(costly), &remote(), values(5000)).unwrap_err();
         assert!(err.contains("refused by spec.policy.validations[0]: releases go to"), "{err}");

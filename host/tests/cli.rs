@@ -81,12 +81,39 @@ fn status_maps_the_observed_flux_objects() {
 }
 
 #[test]
+fn translate_and_status_take_a_default_config_as_plugin_test_does() {
+    // As an AdapterPlugin's spec.config: merged under each ServiceSet's own config, which wins.
+    let config = r#"{"interval": "7m", "suspend": true}"#;
+    let docs = documents(&["plugin", "translate", "-f", "examples/", "--config", config]);
+    let spec = |doc: &Value| service(doc, "ingress-nginx")["objects"][0]["spec"].clone();
+    let (own, defaults) = (spec(&docs[0]), spec(&docs[1]));
+    assert_eq!(
+        (&own["interval"], &own["suspend"]),
+        (&json!("5m"), &json!(true)),
+        "prod-eu-1 sets its interval: {own:#}"
+    );
+    assert_eq!((&defaults["interval"], &defaults["suspend"]), (&json!("7m"), &json!(true)), "{defaults:#}");
+
+    // `plugin status` translates with it too: a config the plugin refuses fails every ServiceSet.
+    let docs = documents(&["plugin", "status", "-f", "examples/", "--config", r#"{"intervall": "1m"}"#]);
+    assert_eq!(docs.len(), 2);
+    for doc in &docs {
+        assert_eq!(doc["error"]["kind"], "InvalidConfig", "{doc:#}");
+        assert_eq!(doc["error"]["errors"], json!(["intervall: unknown field"]), "{doc:#}");
+    }
+
+    let out = ksm_adapter(&["plugin", "status", "-f", "examples/", "--config", "{interval"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("--config") && stderr.contains("not JSON"), "{stderr}");
+}
+
+#[test]
 fn inspect_shows_a_component_with_zero_imports() {
     let docs = documents(&["plugin", "inspect", "builtin:flux"]);
     assert_eq!(docs[0]["metadata"]["name"], "flux");
-    assert_eq!(docs[0]["metadata"]["contractVersion"], "0.1.0");
+    assert_eq!(docs[0]["metadata"]["contractVersion"], "0.2.0");
     assert_eq!(docs[0]["component"]["imports"], json!([]));
-    assert_eq!(docs[0]["component"]["exports"], json!(["ksm:adapter/plugin@0.1.0"]));
+    assert_eq!(docs[0]["component"]["exports"], json!(["ksm:adapter/plugin@0.2.0"]));
     assert_eq!(docs[0]["component"]["sha256"].as_str().unwrap().len(), 64);
 }
 

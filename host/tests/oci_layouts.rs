@@ -40,7 +40,8 @@ async fn pull_accepts_the_older_wasm_layout() {
         .await
         .expect("pulling the older layout");
     assert_eq!(pulled.bytes, flux);
-    let digest = oci::resolve(&reference, &Credentials::anonymous()).await.expect("resolving the tag");
+    let digest =
+        oci::resolve(&reference, &Credentials::anonymous(), oci::RESOLVE_DEADLINE).await.expect("resolving the tag");
     assert_eq!(digest, pulled.manifest_digest);
 
     let pinned = oci::pin(&reference, &digest).unwrap();

@@ -96,7 +96,7 @@ fn a_scaffolded_javascript_plugin_builds_and_passes_the_suite() {
 
     // The same plugin claiming another contract version is refused, naming both versions.
     let source = std::fs::read_to_string(dir.join("plugin.js")).unwrap();
-    let claimed = source.replacen(r#"const CONTRACT_VERSION = "0.1.0";"#, r#"const CONTRACT_VERSION = "0.2.0";"#, 1);
+    let claimed = source.replacen(r#"const CONTRACT_VERSION = "0.2.0";"#, r#"const CONTRACT_VERSION = "0.3.0";"#, 1);
     assert_ne!(source, claimed);
     std::fs::write(dir.join("plugin.js"), claimed).unwrap();
     let wasm = build(&dir, |_| {});
@@ -105,7 +105,7 @@ fn a_scaffolded_javascript_plugin_builds_and_passes_the_suite() {
     assert_eq!(out.status.code(), Some(1), "{report}");
     assert!(
         report.contains("FAIL  plugin  contract version: ")
-            && report.contains("the plugin targets contract 0.2.0; this host supports 0.1.0"),
+            && report.contains("the plugin targets contract 0.3.0; this host supports 0.1.0, 0.2.0"),
         "{report}"
     );
 }

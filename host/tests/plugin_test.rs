@@ -41,7 +41,7 @@ fn flux_passes_the_suite_with_its_golden_cases() {
     assert!(report.ends_with(&format!("{passed} passed, 0 failed\n")), "{report}");
     for expected in [
         // the plugin's own checks
-        "contract version: exports ksm:adapter/plugin@0.1.0",
+        "contract version: exports ksm:adapter/plugin@0.2.0",
         "validate-config: rejects {\"thisFieldDoesNotExist\": 1}: thisFieldDoesNotExist: unknown field",
         "validate-config: accepts {}",
         // the built-in, plugin-independent fixtures

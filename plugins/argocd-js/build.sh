@@ -21,7 +21,7 @@ fi
 
 mkdir -p "$(dirname "$output")"
 node_modules/.bin/componentize-qjs \
-    --wit ../../wit/since_v0.1.0/adapter.wit \
+    --wit ../../wit/since_v0.2.0/adapter.wit \
     --world adapter-plugin \
     --js src/plugin.js \
     --module-root . \

@@ -1,36 +1,48 @@
 //! `ksm-adapter explain <namespace>/<serviceset>`: "why is my service not deployed?" answered
 //! from the live cluster. It reads what the controller would read (the ServiceSet, every
 //! ServiceSet it may contend with for a claim, the templates, the provider and what it refers to,
-//! the AdapterPlugins and their components, the ServiceSet's children and what the plugin reads
-//! about them), then makes the same pure decision `render` makes offline and says, per service,
+//! what routes the ServiceSet, the AdapterPlugins and their components, the ServiceSet's children
+//! and what the plugin reads about them), makes the same pure decision `render` makes offline,
+//! judges the health of its Deployed services as the controller would, and says, per service,
 //! where it stands and why.
 //!
-//! Children are read on the management cluster; a ServiceSet whose cluster lives in a Region has
-//! them on the regional cluster, which `explain` does not reach (it says so).
+//! Where the controller does I/O, `explain` calls the controller's own code: a component from an
+//! OCI registry is fetched and its signature checked as `spec.source.oci.verify` asks (a plugin
+//! the controller would refuse is never run); children on a regional cluster are read through
+//! the Region's kubeconfig Secret ([`Clusters`]); service health on the target cluster through
+//! its `<cluster>-kubeconfig` Secret ([`HealthCheck`]).
 
 use super::offline_plugins::OfflinePlugins;
 use super::render_cmd;
 use anyhow::{Context, bail};
 use clap::Args;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ksm_adapter::adapter_plugin::{AdapterPlugin, Source};
-use ksm_adapter::k0rdent::{ServiceSet, StateManagementProvider};
+use ksm_adapter::controller::adapter_plugins::{fetch::fetch, verify::verify};
+use ksm_adapter::controller::clusters::{Cluster, Clusters, Reads};
+use ksm_adapter::controller::health::HealthCheck;
+use ksm_adapter::health::TARGET_LABEL;
+use ksm_adapter::health::verdict::Health;
+use ksm_adapter::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use ksm_adapter::manifests::{Document, Manifests};
-use ksm_adapter::oci::{self, Credentials};
 use ksm_adapter::plan::children::{
     SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, label_value, recorded,
 };
 use ksm_adapter::plan::decide::ChildRef;
+use ksm_adapter::plan::route::{RegionAccess, Route};
 use ksm_adapter::rules::RuleCache;
 use ksm_adapter::runtime::Runtime;
 use ksm_plugin_sdk::contract::ObjectKind;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::{reflector, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
@@ -44,7 +56,12 @@ pub struct ExplainArgs {
     identity: super::identity::IdentityArgs,
     #[command(flatten)]
     plugin: super::plugin_args::PluginArgs,
+    #[command(flatten)]
+    other_clusters: super::run_cmd::OtherClusterArgs,
 }
+
+/// Clients of other clusters explain makes at most: the region and the target.
+const CLUSTERS: usize = 2;
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let Some((namespace, name)) = args.service_set.split_once('/') else {
@@ -52,30 +69,125 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     };
     let runtime = Runtime::new()?;
     let identity = args.identity.identity();
+    let system_namespace = &args.plugin.system_namespace;
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let (manifests, plugins) = tokio.block_on(async {
+    let explained = tokio.block_on(async {
         let client = Client::try_from(super::run_cmd::kube_config(args.kubeconfig.as_ref()).await?)?;
         let mut gathered = Gathered::default();
         let service_set = gathered.k0rdent(&client, namespace, name).await?;
         let pulled = gathered.plugins(&client, &identity.namespace).await?;
         let manifests = gathered.manifests();
-        let plugins = OfflinePlugins::load_pulled(&runtime, &manifests, &args.plugin, &pulled)?;
+        let plugins = OfflinePlugins::load_pulled(&runtime, &manifests, &args.plugin, &pulled.components)?;
+        let allowed = args.other_clusters.allowed();
+        let clusters = Arc::new(Clusters::new(client.clone(), CLUSTERS, Reads::Requests, allowed));
+        let route = render_cmd::route(&manifests, &service_set, system_namespace);
+        let region = match &route {
+            Ok(Route::Region(access)) => Some(access.clone()),
+            _ => None,
+        };
+        let mut home = reach(&clusters, route).await;
         let smp = render_cmd::provider(&manifests, &service_set)?;
-        if let Ok(serving) = plugins.for_provider(&service_set.spec.provider.name, smp.as_ref()) {
+        if let (Ok(serving), Ok(cluster)) =
+            (plugins.for_provider(&service_set.spec.provider.name, smp.as_ref()), home.clone())
+        {
             let metadata = serving.metadata();
-            gathered.children(&client, &service_set, serving.kinds(), &metadata.reads).await?;
+            let listed = gathered.children(cluster.client(), &service_set, serving.kinds(), &metadata.reads).await;
+            match (listed, &region) {
+                (Err(e), Some(access)) => home = Err(format!("Region {}: listing its objects: {e:#}", access.name)),
+                (listed, _) => listed?,
+            }
         }
-        anyhow::Ok((gathered.manifests(), plugins))
+        let manifests = gathered.manifests();
+        let doc =
+            manifests.find(ksm_plugin_sdk::k0rdent::API_VERSION, "ServiceSet", namespace, name).expect("gathered");
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let health = HealthCheck {
+            clusters,
+            rules: health_rules(&client).await?,
+            cel: Arc::new(RuleCache::new()),
+            system_namespace: system_namespace.clone(),
+        };
+        let claims = render_cmd::claim_index(&plugins, &manifests, &identity, system_namespace)?;
+        let mut decision =
+            render_cmd::render_one(&plugins, &manifests, doc, &identity, &health.cel, &claims, system_namespace, &now)?;
+        let mut learned = Learned {
+            signatures: pulled.signatures,
+            region: region.map(|r| region_of(&r, &home)),
+            ..Learned::default()
+        };
+        if let Some(status) = decision.get("status").cloned() {
+            // As the controller does: a plan needs the children's cluster, and the health of what
+            // it deploys is judged before the status is written.
+            match &home {
+                Err(why) => decision = render_cmd::unrouted(doc, &service_set, why, &now),
+                Ok(cluster) => {
+                    let mut status: ServiceSetStatus = serde_json::from_value(status)?;
+                    let verdicts = health.judge(&service_set, cluster, &status, &now).await;
+                    verdicts.apply(&service_set, &mut status, &now);
+                    decision["status"] = serde_json::to_value(status)?;
+                    learned.health = verdicts.services;
+                }
+            }
+        }
+        anyhow::Ok(explain(&manifests, doc, &plugins, decision, &learned))
     })?;
-    let doc = manifests.find(ksm_plugin_sdk::k0rdent::API_VERSION, "ServiceSet", namespace, name).expect("gathered");
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let system_namespace = &args.plugin.system_namespace;
-    let claims = render_cmd::claim_index(&plugins, &manifests, &identity, system_namespace)?;
-    let rules = RuleCache::new();
-    let decision =
-        render_cmd::render_one(&plugins, &manifests, doc, &identity, &rules, &claims, system_namespace, &now)?;
-    super::plugin_cmd::print_yaml(&explain(&manifests, doc, &plugins, decision))?;
+    super::plugin_cmd::print_yaml(&explained)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The cluster the children live on by `route`: the management cluster, or the regional one
+/// through its kubeconfig Secret; or why it cannot be told or reached (as the controller says it).
+async fn reach(clusters: &Clusters, route: Result<Route, String>) -> Result<Arc<Cluster>, String> {
+    match route? {
+        Route::Management => Ok(clusters.here()),
+        Route::Region(access) => clusters
+            .of(&clusters.here(), &access.secret, &access.key)
+            .await
+            .map_err(|e| format!("Region {}: {e}", access.name)),
+    }
+}
+
+/// The Region the children live in, its kubeconfig, and why it cannot be reached, if so.
+fn region_of(access: &RegionAccess, home: &Result<Arc<Cluster>, String>) -> Value {
+    let mut region = json!({"name": access.name, "kubeconfig": format!("Secret {} key {}", access.secret, access.key)});
+    if let Err(why) = home {
+        region["problem"] = json!(why);
+    }
+    region
+}
+
+/// The health-rule ConfigMaps (labelled [`TARGET_LABEL`]) of every namespace, as the controller
+/// caches them.
+async fn health_rules(client: &Client) -> anyhow::Result<reflector::Store<ConfigMap>> {
+    let listed = Api::<ConfigMap>::all(client.clone())
+        .list(&ListParams::default().labels(TARGET_LABEL))
+        .await
+        .with_context(|| format!("listing the health-rule ConfigMaps (label {TARGET_LABEL})"))?;
+    let (store, mut writer) = reflector::store();
+    for config_map in listed.items {
+        writer.apply_watcher_event(&watcher::Event::Apply(config_map));
+    }
+    Ok(store)
+}
+
+/// What explain learned besides the decision.
+#[derive(Default)]
+struct Learned {
+    /// The key that verified the signature of each AdapterPlugin's component, by AdapterPlugin.
+    signatures: BTreeMap<String, String>,
+    /// The Region the children live in (see [`region_of`]); `None`: the management cluster.
+    region: Option<Value>,
+    /// The health verdict on each checked service, by name and namespace.
+    health: BTreeMap<(String, String), Health>,
+}
+
+/// The components of the AdapterPlugins from OCI registries.
+#[derive(Default)]
+struct Pulled {
+    /// By AdapterPlugin: the component, fetched and verified as the controller does, or why not.
+    components: BTreeMap<String, Result<Vec<u8>, String>>,
+    /// By AdapterPlugin: the key that verified its signature, for those whose spec asks for one.
+    signatures: BTreeMap<String, String>,
 }
 
 /// The live objects `explain` decides from, with where each came from.
@@ -96,8 +208,8 @@ impl Gathered {
     }
 
     /// The ServiceSet and those that may contend with it for a claim (the ones with the same
-    /// target: a claim names its target cluster), the ServiceTemplates, the SMPs, and what the
-    /// ServiceSet's SMP refers to.
+    /// target: a claim names its target cluster), the ServiceTemplates, the SMPs, what the
+    /// ServiceSet's SMP refers to, and what routes the ServiceSet.
     async fn k0rdent(&mut self, client: &Client, namespace: &str, name: &str) -> anyhow::Result<ServiceSet> {
         let found = Api::<ServiceSet>::namespaced(client.clone(), namespace)
             .get_opt(name)
@@ -123,7 +235,58 @@ impl Gathered {
         if let Some(smp) = smp.filter(|s| !s.status.as_ref().is_some_and(|s| s.ready)) {
             self.referenced(client, &smp).await;
         }
+        self.topology(client, &service_set).await?;
         Ok(service_set)
+    }
+
+    /// What routes `service_set` (see [`ksm_adapter::plan::route`]), as far as it exists: the
+    /// ClusterDeployment of its cluster, that one's Credential, and the Region the Credential
+    /// names.
+    async fn topology(&mut self, client: &Client, service_set: &ServiceSet) -> anyhow::Result<()> {
+        let spec = &service_set.spec;
+        if spec.provider.self_management {
+            return Ok(());
+        }
+        let namespace = service_set.namespace().unwrap_or_default();
+        let Some(cd) = self.k0rdent_object(client, "ClusterDeployment", &namespace, &spec.cluster).await? else {
+            return Ok(());
+        };
+        let credential = cd["spec"]["credential"].as_str().unwrap_or_default();
+        let Some(credential) = self.k0rdent_object(client, "Credential", &namespace, credential).await? else {
+            return Ok(());
+        };
+        let region = credential["spec"]["region"].as_str().unwrap_or_default();
+        self.k0rdent_object(client, "Region", "", region).await?;
+        Ok(())
+    }
+
+    /// The k0rdent `kind` object `name` of `namespace` (`""`: a cluster-scoped kind), gathered
+    /// when it exists; none for an empty name or a kind the API server does not serve (no
+    /// Region before kcm 1.12).
+    async fn k0rdent_object(
+        &mut self,
+        client: &Client,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<Value>> {
+        if name.is_empty() {
+            return Ok(None);
+        }
+        let resource = k0rdent_resource(kind);
+        let (api, key): (Api<DynamicObject>, _) = match namespace {
+            "" => (Api::all_with(client.clone(), &resource), name.to_string()),
+            namespace => (Api::namespaced_with(client.clone(), namespace, &resource), format!("{namespace}/{name}")),
+        };
+        let found = match api.get_opt(name).await {
+            Ok(found) => found.map(without_managed_fields),
+            Err(kube::Error::Api(e)) if e.code == 404 => None,
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("reading {kind} {key}"))),
+        };
+        if let Some(object) = &found {
+            self.add(&format!("cluster {kind}"), object.clone());
+        }
+        Ok(found)
     }
 
     /// The adapter and provisioner workloads and the CRDs `smp` refers to, for the host's own
@@ -159,9 +322,9 @@ impl Gathered {
 
     /// The AdapterPlugins naming the providers of the gathered ServiceSets (the others serve
     /// nothing the decision looks at), the ConfigMaps their components are in, and the components
-    /// of those from OCI registries (pulled with the plugin's pull Secret when it can be read), by
-    /// URL.
-    async fn plugins(&mut self, client: &Client, host_namespace: &str) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+    /// of those from OCI registries, fetched and verified as the controller does (`host_namespace`
+    /// holds their pull and key Secrets).
+    async fn plugins(&mut self, client: &Client, host_namespace: &str) -> anyhow::Result<Pulled> {
         let providers: Vec<Value> = self
             .objects
             .iter()
@@ -174,7 +337,7 @@ impl Gathered {
             Err(e) if not_served(&e) => Vec::new(), // no AdapterPlugin CRD: the built-in Flux plugin serves
             Err(e) => return Err(e),
         };
-        let mut pulled = BTreeMap::new();
+        let mut pulled = Pulled::default();
         for object in plugins {
             let plugin: AdapterPlugin = serde_json::from_value(object.clone())?;
             if !plugin.spec.providers.iter().any(|p| providers.contains(&json!(p))) {
@@ -186,23 +349,24 @@ impl Gathered {
                     let config_maps = Api::<DynamicObject>::namespaced_with(
                         client.clone(),
                         &reference.namespace,
-                        &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+                        &ApiResource::erase::<ConfigMap>(&()),
                     );
                     if let Ok(Some(config_map)) = config_maps.get_opt(&reference.name).await {
                         self.add("cluster", without_managed_fields(config_map));
                     }
                 }
-                Ok(Source::Oci(source)) => {
-                    let secret = source.pull_secret.as_deref();
-                    let credentials = pull_credentials(client, host_namespace, &source.url, secret).await;
-                    let bounds = oci::PullBounds::default();
-                    let result = oci::pull(&source.url, &credentials, source.sha256.as_deref(), bounds).await;
-                    match result {
-                        Ok(component) => {
-                            pulled.insert(source.url.clone(), component.bytes);
-                        }
-                        Err(e) => eprintln!("note: AdapterPlugin {}: {e}", plugin.name_any()),
-                    }
+                Ok(Source::Oci(_)) => {
+                    let component = match fetch(client, host_namespace, &plugin.spec, None).await {
+                        Ok(fetched) => match verify(client, host_namespace, &plugin, &fetched).await {
+                            Ok(key) => {
+                                pulled.signatures.extend(key.map(|key| (plugin.name_any(), key)));
+                                Ok(fetched.bytes.to_vec())
+                            }
+                            Err(e) => Err(format!("not verified: {e}")),
+                        },
+                        Err(e) => Err(format!("not fetched: {e}")),
+                    };
+                    pulled.components.insert(plugin.name_any(), component);
                 }
                 _ => {}
             }
@@ -241,9 +405,15 @@ impl Gathered {
 }
 
 /// The decision, explained: `render`'s output with, per service, its children (applied,
-/// pending, drifted, to delete), its state and why, and what the host would change in the
-/// ServiceSet's status.
-fn explain(manifests: &Manifests, doc: &Document, plugins: &OfflinePlugins, decision: Value) -> Value {
+/// pending, drifted, to delete), its state and why, its health on the target cluster, and what
+/// the host would change in the ServiceSet's status.
+fn explain(
+    manifests: &Manifests,
+    doc: &Document,
+    plugins: &OfflinePlugins,
+    decision: Value,
+    learned: &Learned,
+) -> Value {
     let service_set = &doc.object;
     let provider = service_set["spec"]["provider"]["name"].as_str().unwrap_or_default();
     let mut out = json!({ "serviceSet": doc.key() });
@@ -258,7 +428,11 @@ fn explain(manifests: &Manifests, doc: &Document, plugins: &OfflinePlugins, deci
     out["plugin"] = match plugins.for_provider(provider, smp.as_ref()) {
         Ok(serving) => {
             let m = serving.metadata();
-            json!({"servedBy": serving.name, "plugin": format!("{} {}", m.name, m.version)})
+            let mut plugin = json!({"servedBy": serving.name, "plugin": format!("{} {}", m.name, m.version)});
+            if let Some(key) = learned.signatures.get(&serving.name) {
+                plugin["signature"] = json!(format!("verified with {key}"));
+            }
+            plugin
         }
         Err(problem) => json!({"problem": problem}),
     };
@@ -270,8 +444,11 @@ fn explain(manifests: &Manifests, doc: &Document, plugins: &OfflinePlugins, deci
     let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
     let condition = |t: &str| conditions.iter().find(|c| c["type"] == t).cloned();
     out["provider"] = json!({"name": provider, "condition": condition("ProviderReady")});
-    if let Some(region) = service_set["spec"]["cluster"].as_str().filter(|c| !c.is_empty()) {
-        out["cluster"] = json!(region);
+    if let Some(cluster) = service_set["spec"]["cluster"].as_str().filter(|c| !c.is_empty()) {
+        out["cluster"] = json!(cluster);
+    }
+    if let Some(region) = &learned.region {
+        out["region"] = region.clone();
     }
     let live: Vec<&Value> = manifests
         .documents
@@ -328,6 +505,10 @@ fn explain(manifests: &Manifests, doc: &Document, plugins: &OfflinePlugins, deci
             if live_state.as_ref().is_some_and(|live| *live != explained["state"]) {
                 explained["statusSays"] = live_state.unwrap_or_default();
             }
+            let namespace = state.and_then(|s| s["namespace"].as_str()).unwrap_or_default();
+            if let Some(health) = learned.health.get(&(service.clone(), namespace.to_string())) {
+                explained["health"] = health_of(health);
+            }
             explained
         })
         .collect();
@@ -340,8 +521,8 @@ fn explain(manifests: &Manifests, doc: &Document, plugins: &OfflinePlugins, deci
 }
 
 /// Whether the live status says what the decision says: each service's state and message, and
-/// the conditions the decision sets (the host adds what it learns carrying a plan out, e.g.
-/// service health on the target cluster, which `explain` does not read).
+/// the conditions the decision sets, the health verdict's included (the host adds what it learns
+/// applying a plan: the children the API server refused).
 fn same_status(live: &Value, decided: &Value) -> bool {
     let services = |status: &Value| -> Vec<(Value, Value, Value)> {
         let services = status["services"].as_array().into_iter().flatten();
@@ -353,6 +534,17 @@ fn same_status(live: &Value, decided: &Value) -> bool {
         live.is_some_and(|l| l["status"] == c["status"] && l["reason"] == c["reason"] && l["message"] == c["message"])
     });
     services(live) == services(decided) && conditions_agree
+}
+
+/// A service's health verdict: `Healthy`, or `Unhealthy` or `Unknown` and why.
+fn health_of(health: &Health) -> Value {
+    match health {
+        Health::Healthy => json!({"verdict": "Healthy"}),
+        Health::Unhealthy(conditions) => {
+            json!({"verdict": "Unhealthy", "why": conditions.iter().map(|c| &c.message).collect::<Vec<_>>()})
+        }
+        Health::Unknown(why) => json!({"verdict": "Unknown", "why": [why]}),
+    }
 }
 
 /// Where a ServiceSet's services go, as claims name it: the management cluster (`None`), or a
@@ -402,19 +594,4 @@ fn without_managed_fields(mut object: DynamicObject) -> Value {
 /// Status reason NotFound).
 fn not_served(error: &anyhow::Error) -> bool {
     matches!(error.downcast_ref::<kube::Error>(), Some(kube::Error::Api(e)) if e.code == 404)
-}
-
-/// The credentials in the plugin's pull Secret (in the host's namespace), or anonymous when
-/// there is none or it cannot be read.
-async fn pull_credentials(client: &Client, namespace: &str, url: &str, secret: Option<&str>) -> Credentials {
-    let Some(secret) = secret else { return Credentials::anonymous() };
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), namespace);
-    let found = secrets.get_opt(secret).await.ok().flatten();
-    let config = found.as_ref().and_then(|s| s.data.as_ref()?.get(".dockerconfigjson").map(|b| b.0.clone()));
-    match (config, oci::registry(url)) {
-        (Some(config), Ok(registry)) => {
-            Credentials::from_dockerconfigjson(&config, &registry).unwrap_or_else(|_| Credentials::anonymous())
-        }
-        _ => Credentials::anonymous(),
-    }
 }

@@ -31,12 +31,13 @@ impl OfflinePlugins {
         Self::load_pulled(runtime, manifests, args, &BTreeMap::new())
     }
 
-    /// As [`load`](Self::load), with the components of OCI sources already pulled, by URL.
+    /// As [`load`](Self::load), with the components of OCI sources already pulled (and their
+    /// signatures checked), or why they were not, by AdapterPlugin.
     pub fn load_pulled(
         runtime: &Runtime,
         manifests: &Manifests,
         args: &PluginArgs,
-        pulled: &BTreeMap<String, Vec<u8>>,
+        pulled: &BTreeMap<String, Result<Vec<u8>, String>>,
     ) -> anyhow::Result<Self> {
         let mut declared = Vec::new();
         for doc in manifests.documents.iter().filter(|d| d.object["kind"] == "AdapterPlugin") {
@@ -79,7 +80,7 @@ impl OfflinePlugins {
 fn load_declared(
     runtime: &Runtime,
     manifests: &Manifests,
-    pulled: &BTreeMap<String, Vec<u8>>,
+    pulled: &BTreeMap<String, Result<Vec<u8>, String>>,
     plugin: &AdapterPlugin,
     defaults: Limits,
 ) -> Result<Arc<ServingPlugin>, String> {
@@ -97,7 +98,7 @@ fn load_declared(
                 serde_json::from_value(doc.object.clone()).map_err(|e| format!("{}: {e}", doc.origin))?;
             reference.bytes_in(&config_map)?
         }
-        Source::Oci(oci) if pulled.contains_key(&oci.url) => pulled[&oci.url].clone(),
+        Source::Oci(_) if pulled.contains_key(&name) => pulled[&name].clone()?,
         Source::Oci(oci) => {
             return Err(format!(
                 "render does not pull from registries: `ksm-adapter plugin pull {} -o plugin.wasm`, then pass --plugin plugin.wasm without AdapterPlugins in the files",

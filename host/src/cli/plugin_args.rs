@@ -1,11 +1,14 @@
-//! Which plugin an offline command runs, and under which limits: the flags and the loading
-//! they share.
+//! Which plugin an offline command runs, with which default config and under which limits: the
+//! flags and the loading they share.
 
 use anyhow::{Context, bail};
 use clap::Args;
 use ksm_adapter::builtin;
-use ksm_adapter::plugin::Limits;
+use ksm_adapter::plugin::{Limits, Plugin};
 use ksm_adapter::runtime::{Runtime, WasmPlugin};
+use ksm_adapter::serving::ServingPlugin;
+use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Which plugin to run, where, and under which limits.
@@ -19,6 +22,27 @@ pub struct PluginArgs {
     pub system_namespace: String,
     #[command(flatten)]
     pub limits: LimitArgs,
+}
+
+/// The provider config an AdapterPlugin would give the plugin.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Default provider config (JSON) merged under every ServiceSet's `spec.provider.config`, as
+    /// an AdapterPlugin's `spec.config` is: for plugins that need operator settings (e.g. the
+    /// Argo CD plugin's `helmRepositories`).
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
+    config: Option<Value>,
+}
+
+impl ConfigArgs {
+    /// `plugin`, served with this default config and no other policy.
+    pub fn serving(&self, plugin: Arc<dyn Plugin>) -> ServingPlugin {
+        ServingPlugin { config: self.config.clone(), ..ServingPlugin::plain(plugin) }
+    }
+}
+
+fn parse_json(text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
 }
 
 /// Per-call limits of the sandbox.

@@ -1,7 +1,7 @@
 //! `ksm-adapter plugin ...`: run a plugin offline on YAML files; push, pull and sign plugins in
 //! OCI registries.
 
-use super::plugin_args::{LimitArgs, PluginArgs, load, plugin_bytes};
+use super::plugin_args::{ConfigArgs, LimitArgs, PluginArgs, load, plugin_bytes};
 use super::registry_args::{RegistryArgs, block_on};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -112,6 +112,8 @@ pub struct RunArgs {
     files: Vec<PathBuf>,
     #[command(flatten)]
     plugin: PluginArgs,
+    #[command(flatten)]
+    config: ConfigArgs,
 }
 
 pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
@@ -139,7 +141,7 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
                 Err(failure) => json!({ "serviceSet": ss.key(), "error": failure_report(failure) }),
             })
         }),
-        PluginCommand::Status(args) => for_each_service_set(&runtime, &args, |plugin, manifests, ss, result| {
+        PluginCommand::Status(args) => for_each_service_set(&runtime, &args, |serving, manifests, ss, result| {
             let services = match result {
                 Err(failure) => {
                     return Ok(json!({ "serviceSet": ss.key(), "error": failure_report(failure) }));
@@ -148,7 +150,9 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             };
             let spec: k0rdent::ServiceSetSpec = serde_json::from_value(ss.object["spec"].clone())?;
             let mut states = Vec::new();
-            let json = ss.object.to_string();
+            // As the controller does: map-status reads the config translate read.
+            let json = serving.input_of(&ss.object).to_string();
+            let plugin = serving.plugin.as_ref();
             for (translated, service) in services.iter().zip(&spec.services) {
                 let template = manifests.template(ss.namespace(), &service.template).map(|d| &d.object);
                 let observe =
@@ -185,7 +189,13 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
             let verified_by = if keys.is_empty() {
                 None
             } else {
-                Some(block_on(oci::verify(&reference, &pulled.manifest_digest, &credentials, &keys))?)
+                Some(block_on(oci::verify(
+                    &reference,
+                    &pulled.manifest_digest,
+                    &credentials,
+                    &keys,
+                    oci::SIGNATURES_DEADLINE,
+                ))?)
             };
             runtime
                 .load(&pulled.bytes, Limits::default())
@@ -222,13 +232,13 @@ fn for_each_service_set(
     runtime: &Runtime,
     args: &RunArgs,
     report: impl Fn(
-        &dyn Plugin,
+        &ServingPlugin,
         &Manifests,
         &Document,
         Result<Vec<TranslatedService>, TranslateFailure>,
     ) -> anyhow::Result<Value>,
 ) -> anyhow::Result<ExitCode> {
-    let plugin = ServingPlugin::plain(Arc::new(load(runtime, &args.plugin.plugin, args.plugin.limits.limits())?));
+    let plugin = args.config.serving(Arc::new(load(runtime, &args.plugin.plugin, args.plugin.limits.limits())?));
     let manifests = Manifests::read(&args.files)?;
     let mut found = false;
     for ss in manifests.k0rdent("ServiceSet") {
@@ -238,9 +248,10 @@ fn for_each_service_set(
             None,
             &ss.object,
             |name| manifests.template(ss.namespace(), name).map(|d| d.object.clone()),
+            |source| manifests.source(source),
             &args.plugin.system_namespace,
         );
-        let out = report(plugin.plugin.as_ref(), &manifests, ss, result)
+        let out = report(&plugin, &manifests, ss, result)
             .with_context(|| format!("ServiceSet {} ({})", ss.key(), ss.origin))?;
         print_yaml(&out)?;
     }

@@ -51,7 +51,7 @@ pub fn sign(args: SignArgs) -> anyhow::Result<Value> {
     let key = SigningKey::from_pem(&pem, args.password.key_password.as_bytes())
         .map_err(|e| anyhow!("{}: {e}", args.key.display()))?;
     let credentials = args.registry.credentials(&args.reference)?;
-    let digest = block_on(oci::resolve(&args.reference, &credentials))?;
+    let digest = block_on(oci::resolve(&args.reference, &credentials, oci::RESOLVE_DEADLINE))?;
     let signature = key.sign(&oci::repository(&args.reference)?, &digest).map_err(|e| anyhow!(e))?;
     let (tag, count) = block_on(oci::push_signature(&args.reference, &digest, &signature, &credentials))?;
     Ok(json!({ "reference": oci::pin(&args.reference, &digest)?, "signature": tag, "signatures": count }))

@@ -15,6 +15,7 @@ use ksm_adapter::plan::{self, TranslatedService, reads};
 use ksm_adapter::rules::RuleCache;
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, SmpObservation};
+use ksm_plugin_sdk::sources::SourceRef;
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -73,7 +74,8 @@ pub(super) fn claim_index(
         }
         let Ok(plugin) = plugins.for_provider(&service_set.spec.provider.name, Some(&smp)) else { continue };
         let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
-        if let Ok(translated) = plan::translate(&plugin, None, &doc.object, template, system_namespace) {
+        let source = |r: &SourceRef| manifests.source(r);
+        if let Ok(translated) = plan::translate(&plugin, None, &doc.object, template, source, system_namespace) {
             let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
             index.record(&Contender::of(&service_set), &claims);
         }
@@ -142,10 +144,7 @@ pub(super) fn render_one(
     // As the controller does: children go where the ServiceSet's cluster is served from.
     let regional = match route(manifests, &service_set, system_namespace) {
         Ok(route) => matches!(route, Route::Region(_)),
-        Err(why) => {
-            let status = not_routed(&service_set, &why, now);
-            return Ok(json!({ "serviceSet": doc.key(), "apply": [], "delete": [], "status": status }));
-        }
+        Err(why) => return Ok(unrouted(doc, &service_set, &why, now)),
     };
     let reads = &plugin.metadata().reads;
     let related = |owner: &Value| reads::owned_by(reads, owner, manifests.documents.iter().map(|d| &d.object));
@@ -153,6 +152,7 @@ pub(super) fn render_one(
         smp: smp.as_ref(),
         smp_diagnosis: diagnosis,
         template: &template,
+        source: &|r| manifests.source(r),
         children: &children,
         foreign: &BTreeMap::new(),
         arbitrate: &arbitrate,
@@ -179,9 +179,15 @@ pub(super) fn render_one(
     }))
 }
 
+/// The decision for `service_set` (in `doc`) when the cluster its children live on cannot be
+/// told or reached (`why`): nothing applied or deleted, the status says why.
+pub(super) fn unrouted(doc: &Document, service_set: &ServiceSet, why: &str, now: &Time) -> Value {
+    json!({ "serviceSet": doc.key(), "apply": [], "delete": [], "status": not_routed(service_set, why, now) })
+}
+
 /// Where `service_set`'s children live, from the ClusterDeployments, Credentials and Regions in
 /// the files (as the controller routes it from its caches).
-fn route(manifests: &Manifests, service_set: &ServiceSet, system_namespace: &str) -> Result<Route, String> {
+pub(super) fn route(manifests: &Manifests, service_set: &ServiceSet, system_namespace: &str) -> Result<Route, String> {
     fn object<T: DeserializeOwned>(manifests: &Manifests, kind: &str, key: &NamespacedName) -> Option<T> {
         let doc = manifests.find(ksm_plugin_sdk::k0rdent::API_VERSION, kind, &key.namespace, &key.name)?;
         serde_json::from_value(doc.object.clone()).ok()

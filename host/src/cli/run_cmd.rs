@@ -4,7 +4,7 @@ use super::identity::IdentityArgs;
 use super::plugin_args::LimitArgs;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use ksm_adapter::controller::addresses::Class;
+use ksm_adapter::controller::addresses::{Allowed, Class};
 use ksm_adapter::controller::leader::{self, Election};
 use ksm_adapter::controller::{self, DefaultPlugin, Mode, Settings};
 use ksm_adapter::metrics::{Metrics, verb_of};
@@ -54,17 +54,8 @@ pub struct RunArgs {
     /// the least recently used client goes first and is made again on its next use.
     #[arg(long, default_value_t = 64)]
     max_target_clusters: usize,
-    /// Addresses of other clusters (regions, and targets read for service health) that
-    /// kubeconfig Secrets may point the host at, besides `https://` to anything else. A
-    /// kubeconfig Secret is written by whoever may write Secrets in its namespace (a tenant, for a
-    /// target cluster), so by default the host refuses plain `http://`, loopback (its own pod),
-    /// link-local (the node's services) and cloud metadata addresses (169.254.169.254,
-    /// fd00:ec2::254, metadata.google.internal, ...): the refusal names the Secret, key and
-    /// address, and lands in the ServiceSet's status like an unreachable cluster. A host name is
-    /// checked by what it resolves to, at every connection. Comma-separated, e.g.
-    /// `--allow-cluster-addresses http,loopback` for test clusters on the host's own machine.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    allow_cluster_addresses: Vec<AddressArg>,
+    #[command(flatten)]
+    other_clusters: OtherClusterArgs,
     /// How often an AdapterPlugin from OCI with `pullPolicy: Always` checks whether its tag moved,
     /// in seconds.
     #[arg(long, default_value_t = 300)]
@@ -115,6 +106,38 @@ enum ModeArg {
     Manage,
 }
 
+/// The addresses of other clusters the operator allows (`run`, and `explain`, which reaches
+/// them too).
+#[derive(Debug, Args)]
+pub struct OtherClusterArgs {
+    /// Addresses of other clusters (regions, and targets read for service health) that
+    /// kubeconfig Secrets may point the host at, besides `https://` to anything else. A
+    /// kubeconfig Secret is written by whoever may write Secrets in its namespace (a tenant, for a
+    /// target cluster), so by default the host refuses plain `http://`, loopback (its own pod),
+    /// link-local (the node's services) and cloud metadata addresses (169.254.169.254,
+    /// fd00:ec2::254, metadata.google.internal, ...): the refusal names the Secret, key and
+    /// address, and lands in the ServiceSet's status like an unreachable cluster. A host name is
+    /// checked by what it resolves to, at every connection. Comma-separated, e.g.
+    /// `--allow-cluster-addresses http,loopback` for test clusters on the host's own machine.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    allow_cluster_addresses: Vec<AddressArg>,
+}
+
+impl OtherClusterArgs {
+    /// The classes allowed.
+    pub fn allowed(&self) -> Allowed {
+        self.allow_cluster_addresses
+            .iter()
+            .map(|address| match address {
+                AddressArg::Http => Class::Http,
+                AddressArg::Loopback => Class::Loopback,
+                AddressArg::LinkLocal => Class::LinkLocal,
+                AddressArg::Metadata => Class::Metadata,
+            })
+            .collect()
+    }
+}
+
 /// A class of address of another cluster the operator allows.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum AddressArg {
@@ -160,16 +183,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         oci_poll: Duration::from_secs(args.oci_poll_seconds),
         health_poll: Duration::from_secs(args.health_poll_seconds),
         target_clusters: args.max_target_clusters,
-        cluster_addresses: args
-            .allow_cluster_addresses
-            .iter()
-            .map(|address| match address {
-                AddressArg::Http => Class::Http,
-                AddressArg::Loopback => Class::Loopback,
-                AddressArg::LinkLocal => Class::LinkLocal,
-                AddressArg::Metadata => Class::Metadata,
-            })
-            .collect(),
+        cluster_addresses: args.other_clusters.allowed(),
         shard_selector: args.shard_selector.clone(),
         election: args.leader_elect.then(|| election(&args)),
         metrics_addr: match args.metrics_bind_address.as_str() {

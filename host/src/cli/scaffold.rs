@@ -36,7 +36,7 @@ const JS: &[(&str, &str)] = &[
     ("build.sh", include_str!("scaffold/js/build.sh")),
     ("README.md", include_str!("scaffold/js/README.md")),
     (".gitignore", include_str!("scaffold/js/gitignore")),
-    ("wit/adapter.wit", include_str!("../../../wit/since_v0.1.0/adapter.wit")),
+    ("wit/adapter.wit", include_str!("../../../wit/since_v0.2.0/adapter.wit")),
     ("testdata/translate/example/input.yaml", include_str!("scaffold/testdata/input.yaml")),
     ("testdata/translate/example/expected.yaml", include_str!("scaffold/testdata/expected.yaml")),
 ];

@@ -37,13 +37,32 @@ impl Cache<'_> {
     where
         K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     {
-        let (reader, writer) = reflector::store();
+        let api = Api::<K>::all(self.client.clone());
+        self.start_with(api, (), |object| object.managed_fields_mut().clear(), on_event)
+    }
+
+    /// [`start`](Self::start) for a kind known at run time (`dyntype`, e.g. an
+    /// [`ApiResource`](kube::core::ApiResource) of [`DynamicObject`](kube::api::DynamicObject)s)
+    /// through `api`, each object trimmed by `trim` before it is kept.
+    pub fn start_with<K>(
+        self,
+        api: Api<K>,
+        dyntype: K::DynamicType,
+        trim: impl FnMut(&mut K) + Send + 'static,
+        on_event: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
+    ) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static, watch::Receiver<bool>)
+    where
+        K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+    {
+        let writer = reflector::store::Writer::new(dyntype.clone());
+        let reader = writer.as_reader();
         let store = reader.clone();
         let (listed, is_listed) = watch::channel(false);
-        let (kind, health) = (K::kind(&()).into_owned(), self.health);
-        let events = watcher(Api::<K>::all(self.client.clone()), self.config)
+        let (kind, health) = (K::kind(&dyntype).into_owned(), self.health);
+        let events = watcher(api, self.config)
             .default_backoff()
-            .modify(|object| object.managed_fields_mut().clear())
+            .modify(trim)
             .reflect(writer)
             .inspect(move |event| {
                 observe(&health, &kind, &listed, event);

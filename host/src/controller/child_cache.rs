@@ -120,6 +120,12 @@ impl ChildCache {
         self.by_owner.get(owner).into_iter().flatten().any(|cached| cached.service.as_deref() == Some(service))
     }
 
+    /// The cached `child`, as JSON.
+    pub fn object(&mut self, child: &ChildRef) -> Option<Value> {
+        let cached = find(&self.owners, &self.by_owner, child)?;
+        serde_json::from_slice(&unpack(&mut self.packers, cached)?).ok()
+    }
+
     /// The ServiceSet the cached `child` belongs to.
     pub fn owner(&self, child: &ChildRef) -> Option<NamespacedName> {
         self.owners.get(child).map(|owner| (**owner).clone())

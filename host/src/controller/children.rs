@@ -22,7 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -30,10 +30,10 @@ use tokio::sync::watch;
 /// The field manager of every server-side apply the host makes.
 pub const FIELD_MANAGER: &str = "ksm-adapter";
 
-/// One kind a plugin creates or reads, and whether the cache holds a complete list of it.
+/// One kind a plugin creates or reads, and whether each of its watches holds a complete list.
 struct ChildKind {
     resource: ApiResource,
-    listed: watch::Receiver<bool>,
+    listed: Vec<watch::Receiver<bool>>,
 }
 
 /// The kinds the loaded plugins create, on one cluster. Kinds are added as plugins load and stay
@@ -54,6 +54,10 @@ pub struct ChildKinds {
     cache: Arc<Mutex<ChildCache>>,
     /// The objects of the kinds the plugins read that have owners.
     read_cache: Arc<Mutex<ReadCache>>,
+    /// The objects of the kinds the plugins create that are not the host's (not labelled as
+    /// its): only their references, so that a first apply never lands on one of them, without
+    /// reading each name first (few exist: kcm's own releases, a user's).
+    unmanaged: Arc<Mutex<HashSet<ChildRef>>>,
     /// Where the watches report their failures.
     health: Arc<WatchHealth>,
     /// The watches' tasks, stopped on drop.
@@ -89,6 +93,7 @@ impl ChildKinds {
             applied: Arc::default(),
             cache: Arc::default(),
             read_cache: Arc::default(),
+            unmanaged: Arc::default(),
             health,
             tasks: Mutex::default(),
         }
@@ -120,14 +125,21 @@ impl ChildKinds {
         resources: impl IntoIterator<Item = ApiResource>,
     ) -> Vec<watch::Receiver<bool>> {
         let mut known = match role {
-            Role::Creates => self.kinds.write().unwrap(),
+            Role::Creates | Role::Unmanaged => self.kinds.write().unwrap(),
             Role::Reads => self.reads.write().unwrap(),
         };
         resources
             .into_iter()
-            .map(|resource| {
+            .flat_map(|resource| {
                 let key = (resource.api_version.clone(), resource.kind.clone());
-                let child = known.entry(key).or_insert_with(|| Arc::new(self.watch(resource, role)));
+                let child = known.entry(key).or_insert_with(|| {
+                    let roles: &[Role] = match role {
+                        Role::Creates => &[Role::Creates, Role::Unmanaged],
+                        Role::Reads | Role::Unmanaged => &[role],
+                    };
+                    let listed = roles.iter().map(|role| self.watch(resource.clone(), *role)).collect();
+                    Arc::new(ChildKind { resource, listed })
+                });
                 child.listed.clone()
             })
             .collect()
@@ -173,15 +185,18 @@ impl ChildKinds {
         owned.into_iter().filter(|o| crate::plan::reads::owns(child, o)).collect()
     }
 
-    fn watch(&self, resource: ApiResource, role: Role) -> ChildKind {
+    /// Starts the watch of `resource` for `role`; returns the flag that turns true once it
+    /// holds a complete list.
+    fn watch(&self, resource: ApiResource, role: Role) -> watch::Receiver<bool> {
         let config = match role {
             Role::Creates => watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
+            Role::Unmanaged => watcher::Config::default().labels(&format!("{MANAGED_LABEL}!=true")),
             Role::Reads => watcher::Config::default(),
         };
         let (is_listed, listed) = watch::channel(false);
         let (applied, cache, kind, wake, health) =
             (self.applied.clone(), self.cache.clone(), resource.clone(), self.wake.clone(), self.health.clone());
-        let read_cache = self.read_cache.clone();
+        let (read_cache, unmanaged) = (self.read_cache.clone(), self.unmanaged.clone());
         // The objects seen since the (re)list began; at its end the others are gone.
         let mut relisted = Listed::default();
         let events = watcher(Api::<DynamicObject>::all_with(self.client.clone(), &resource), config)
@@ -192,6 +207,7 @@ impl ChildKinds {
             let Ok(event) = event else { return futures::future::ready(()) };
             let changed = match role {
                 Role::Creates => on_child(event, &kind, &applied, &cache, &mut relisted),
+                Role::Unmanaged => on_unmanaged(event, &kind, &unmanaged, &mut relisted),
                 Role::Reads => {
                     let owners = on_read(event, &kind, &read_cache, &mut relisted);
                     let cache = cache.lock().unwrap();
@@ -204,7 +220,7 @@ impl ChildKinds {
             futures::future::ready(())
         }));
         self.tasks.lock().unwrap().push(task.abort_handle());
-        ChildKind { resource, listed }
+        listed
     }
 
     /// The cached children of `service_set` (found by the ServiceSet label), as JSON.
@@ -272,12 +288,18 @@ impl ChildKinds {
         Ok(found)
     }
 
-    /// `child` as the API server has it now (managedFields left out), or None if it does not
-    /// exist: what the host looks at before the first apply of a name.
-    pub async fn get(&self, child: &ChildRef) -> kube::Result<Option<Value>> {
-        let Some(mut object) = self.api(child)?.get_opt(&child.name).await? else { return Ok(None) };
-        object.managed_fields_mut().clear();
-        Ok(serde_json::to_value(object).ok())
+    /// The object of `child`'s name as the caches hold it, whoever's it is: a child of any
+    /// ServiceSet, or (only its kind and name) an object the host did not create; None when
+    /// neither holds one. What the host looks at before the first apply of a name, without a
+    /// request.
+    pub fn existing(&self, child: &ChildRef) -> Option<Value> {
+        if let Some(object) = self.cache.lock().unwrap().object(child) {
+            return Some(object);
+        }
+        self.unmanaged.lock().unwrap().contains(child).then(|| {
+            serde_json::json!({"apiVersion": child.api_version, "kind": child.kind,
+                "metadata": {"name": child.name, "namespace": child.namespace}})
+        })
     }
 
     /// Whether the cached child `child` is already being deleted.
@@ -348,6 +370,8 @@ pub struct Live {
 enum Role {
     /// Plugins create them: the host's own (by label), applied and deleted.
     Creates,
+    /// Plugins create them, but these are not labelled as the host's: only their names are kept.
+    Unmanaged,
     /// Plugins read them: the CD tool's, only cached.
     Reads,
 }
@@ -374,6 +398,34 @@ fn on_child(
             cache.lock().unwrap().delete(&child).into_iter().collect()
         },
         |listed| cache.lock().unwrap().keep_listed(&kind.api_version, &kind.kind, &listed),
+    )
+}
+
+/// Takes a watch event of an object of a kind the plugins create that is not the host's into
+/// `unmanaged`; wakes nobody (a first apply looks there).
+fn on_unmanaged(
+    event: watcher::Event<DynamicObject>,
+    kind: &ApiResource,
+    unmanaged: &Mutex<HashSet<ChildRef>>,
+    relisted: &mut Listed,
+) -> Vec<NamespacedName> {
+    on_event(
+        event,
+        kind,
+        relisted,
+        |child, _| {
+            unmanaged.lock().unwrap().insert(child);
+            Vec::new()
+        },
+        |child| {
+            unmanaged.lock().unwrap().remove(&child);
+            Vec::new()
+        },
+        |listed| {
+            let of_kind = |c: &ChildRef| c.api_version == kind.api_version && c.kind == kind.kind;
+            unmanaged.lock().unwrap().retain(|c| !of_kind(c) || listed.contains(c));
+            Vec::new()
+        },
     )
 }
 
@@ -522,6 +574,38 @@ mod tests {
         assert_eq!(event(watcher::Event::InitDone), vec![prod.clone()], "the gone child's ServiceSet is woken");
         let names: Vec<_> = cache.lock().unwrap().children_of(&prod).iter().map(|c| ChildRef::of(c).name).collect();
         assert_eq!(names, ["prod.kept"]);
+    }
+
+    /// Before the first apply of a name the host looks in its caches, not at the API server:
+    /// a child of any ServiceSet is there whole, an object the host did not create by name.
+    #[tokio::test]
+    async fn an_object_of_a_childs_name_is_found_in_the_caches_whoever_made_it() {
+        let (client, asked) = mock_api::client(|_| None);
+        let kinds = kinds(client);
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("helm.toolkit.fluxcd.io", "v2", "HelmRelease"));
+        let mut users: DynamicObject = serde_json::from_value(child("prod.users")).unwrap();
+        users.labels_mut().clear();
+        let mut relisted = Listed::default();
+        on_unmanaged(watcher::Event::Apply(users.clone()), &resource, &kinds.unmanaged, &mut relisted);
+        let theirs = kinds.existing(&ChildRef::of(&child("prod.users"))).expect("the user's object, by name");
+        assert_eq!(theirs["metadata"]["name"], "prod.users");
+        assert!(theirs["metadata"].get("labels").is_none(), "not the host's: foreign to every ServiceSet");
+        on_child(
+            watcher::Event::Apply(serde_json::from_value(child("prod.a")).unwrap()),
+            &resource,
+            &kinds.applied,
+            &kinds.cache,
+            &mut relisted,
+        );
+        let ours = kinds.existing(&ChildRef::of(&child("prod.a"))).expect("a child, whole");
+        assert_eq!(ours["metadata"]["labels"][SERVICE_SET_LABEL], "prod");
+        assert_eq!(kinds.existing(&ChildRef::of(&child("prod.new"))), None, "a free name");
+        on_unmanaged(watcher::Event::Delete(users), &resource, &kinds.unmanaged, &mut relisted);
+        assert_eq!(kinds.existing(&ChildRef::of(&child("prod.users"))), None, "gone: free again");
+        assert!(
+            !asked.lock().unwrap().iter().any(|l| l.starts_with("GET /apis/helm.toolkit.fluxcd.io/v2/namespaces")),
+            "no request per name"
+        );
     }
 
     #[tokio::test]

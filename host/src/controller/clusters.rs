@@ -88,17 +88,29 @@ impl Reads {
     }
 }
 
+/// How long what a kubeconfig Secret read said stands: its client is used, or its absence
+/// reported, without reading it again. A health check every few seconds (while a service is
+/// unhealthy) and every round of a regional ServiceSet would otherwise read it each time (2.76
+/// reads per ServiceSet on envtest at 1,000 x 3); a change is seen within this time.
+pub(super) const SECRET_FRESH: Duration = Duration::from_secs(30);
+
 /// The clients of other clusters.
 pub struct Clusters {
     capacity: usize,
     reads: Reads,
     allowed: Arc<Allowed>,
     pool: Mutex<HashMap<SecretAt, Pooled>>,
+    /// The latest read of each kubeconfig Secret, for [`SECRET_FRESH`]: its resourceVersion, or
+    /// why it could not be used (missing, unreadable).
+    read: Mutex<HashMap<SecretAt, (Instant, SecretRead)>>,
     here: Arc<Cluster>,
 }
 
 /// A kubeconfig Secret, on the cluster named (`""`: the management cluster).
 type SecretAt = (String, NamespacedName);
+
+/// What a read of a kubeconfig Secret said: its resourceVersion, or why it cannot be used.
+type SecretRead = Result<String, String>;
 
 struct Pooled {
     resource_version: String,
@@ -111,7 +123,8 @@ impl Clusters {
     /// as `reads` says and connect to the addresses `allowed` allows besides the safe ones.
     pub fn new(management: Client, capacity: usize, reads: Reads, allowed: Allowed) -> Self {
         let here = Arc::new(Cluster::new(String::new(), management));
-        Self { capacity: capacity.max(1), reads, allowed: Arc::new(allowed), pool: Mutex::default(), here }
+        let (pool, read) = (Mutex::default(), Mutex::default());
+        Self { capacity: capacity.max(1), reads, allowed: Arc::new(allowed), pool, read, here }
     }
 
     /// The cluster the host runs in.
@@ -127,11 +140,23 @@ impl Clusters {
     /// The cluster whose kubeconfig is key `key` of Secret `secret` on cluster `on`, or why it
     /// cannot be reached.
     pub async fn of(&self, on: &Cluster, secret: &NamespacedName, key: &str) -> Result<Arc<Cluster>, String> {
-        let api = Api::<Secret>::namespaced(on.client.clone(), &secret.namespace);
-        let found = api.get_opt(&secret.name).await.map_err(|e| format!("reading Secret {secret}{}: {e}", on.on()))?;
-        let found = found.ok_or_else(|| format!("Secret {secret} not found{}", on.on()))?;
-        let version = found.metadata.resource_version.clone().unwrap_or_default();
         let at = (on.name.clone(), secret.clone());
+        match self.fresh(&at) {
+            Some(Ok(version)) => {
+                if let Some(cluster) = self.pooled(&at, &version) {
+                    return Ok(cluster);
+                }
+            }
+            Some(Err(why)) => return Err(why),
+            None => {}
+        }
+        let found = self.read_secret(on, secret).await;
+        self.remember(
+            &at,
+            found.as_ref().map(|s| s.metadata.resource_version.clone().unwrap_or_default()).map_err(Clone::clone),
+        );
+        let found = found?;
+        let version = found.metadata.resource_version.clone().unwrap_or_default();
         if let Some(cluster) = self.pooled(&at, &version) {
             return Ok(cluster);
         }
@@ -145,6 +170,27 @@ impl Clusters {
         let cluster = Arc::new(Cluster::new(format!("the cluster of Secret {secret}{}", on.on()), client));
         self.keep(at, version, cluster.clone());
         Ok(cluster)
+    }
+
+    /// Secret `secret` as it is on `on`, or why it cannot be used.
+    async fn read_secret(&self, on: &Cluster, secret: &NamespacedName) -> Result<Secret, String> {
+        let api = Api::<Secret>::namespaced(on.client.clone(), &secret.namespace);
+        let found = api.get_opt(&secret.name).await.map_err(|e| format!("reading Secret {secret}{}: {e}", on.on()))?;
+        found.ok_or_else(|| format!("Secret {secret} not found{}", on.on()))
+    }
+
+    /// What the latest read of `secret` said, if it was read less than [`SECRET_FRESH`] ago.
+    fn fresh(&self, secret: &SecretAt) -> Option<SecretRead> {
+        let read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        let (at, outcome) = read.get(secret)?;
+        (at.elapsed() < SECRET_FRESH).then(|| outcome.clone())
+    }
+
+    /// Remembers what a read of `secret` said, forgetting reads older than [`SECRET_FRESH`].
+    fn remember(&self, secret: &SecretAt, outcome: SecretRead) {
+        let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        read.retain(|_, (at, _)| at.elapsed() < SECRET_FRESH);
+        read.insert(secret.clone(), (Instant::now(), outcome));
     }
 
     /// The pooled cluster of `secret` if made from its version `version`.
@@ -450,6 +496,33 @@ mod tests {
         let err =
             of(kubeconfig_secret("https://203.0.113.7", Some("http://203.0.113.8:3128")), &[]).await.err().unwrap();
         assert!(err.ends_with("without a proxy, and this one names http://203.0.113.8:3128/"), "{err}");
+    }
+
+    /// A kubeconfig Secret is read at most once per [`SECRET_FRESH`], whether it was there or
+    /// not: a health check every few seconds reuses what the last read said.
+    #[tokio::test(start_paused = true)]
+    async fn a_secret_is_read_once_while_what_it_said_is_fresh() {
+        let present = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let served = present.clone();
+        let secret = kubeconfig_secret("https://203.0.113.7:6443", None);
+        let (management, asked) = super::super::mock_api::client(move |line| {
+            let wanted = line == "GET /api/v1/namespaces/team/secrets/web-kubeconfig";
+            (wanted && served.load(std::sync::atomic::Ordering::SeqCst)).then(|| (200, secret.clone()))
+        });
+        let clusters = Clusters::new(management, 4, Reads::Requests, Allowed::default());
+        let at = NamespacedName::new("team", "web-kubeconfig");
+        let reads = || asked.lock().unwrap().iter().filter(|l| l.contains("/secrets/web-kubeconfig")).count();
+        for _ in 0..3 {
+            let err = clusters.of(&clusters.here(), &at, "value").await.err().unwrap();
+            assert_eq!(err, "Secret team/web-kubeconfig not found");
+        }
+        assert_eq!(reads(), 1, "a missing Secret is remembered");
+        present.store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::advance(SECRET_FRESH).await;
+        let first = clusters.of(&clusters.here(), &at, "value").await.unwrap();
+        let again = clusters.of(&clusters.here(), &at, "value").await.unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(reads(), 2, "found once it appeared, then not read again while fresh");
     }
 
     #[tokio::test(start_paused = true)]

@@ -12,6 +12,7 @@ use super::providers::look::Providers;
 use super::regions::Regions;
 use super::service_set_cache::CachedServiceSet;
 use super::settings::Settings;
+use super::sources::Sources;
 use super::watches::WatchHealth;
 use crate::k0rdent::{
     ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, StateManagementProvider,
@@ -22,6 +23,7 @@ use crate::plan::placements;
 use crate::plan::route::{self, RegionAccess, Route, Topology};
 use crate::serving::ServingPlugin;
 use crate::smp;
+use ksm_plugin_sdk::sources::SourceRef;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::Value;
@@ -40,6 +42,8 @@ pub struct Caches {
     pub children: Arc<ChildKinds>,
     /// What says where a ServiceSet's children live.
     pub topology: TopologyCaches,
+    /// The Flux sources templates refer to.
+    pub sources: Sources,
     /// Which of the watches filling these caches fail.
     pub health: Arc<WatchHealth>,
 }
@@ -118,6 +122,11 @@ impl Context {
             }
         }
         [("Deployed", deployed), ("Failed", failed), ("Progressing", progressing)]
+    }
+
+    /// The Flux source `source`, as plugins are handed it.
+    pub fn source(&self, source: &SourceRef) -> Option<Value> {
+        self.caches.sources.get(source)
     }
 
     /// The ServiceTemplate `name` in `namespace`, as JSON.
@@ -242,6 +251,7 @@ mod tests {
                     credentials: reflector::store().0,
                     regions: reflector::store().0,
                 },
+                sources: Default::default(),
                 health,
             },
             regions: Regions::new(children, clusters(Reads::Watches), wake, 2),

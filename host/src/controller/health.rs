@@ -16,7 +16,7 @@ use crate::plan::route::KUBECONFIG_KEY;
 use crate::plugin::call_blocking;
 use crate::rules::RuleCache;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,11 +54,26 @@ impl HealthCheck {
         status: &mut ServiceSetStatus,
         now: &Time,
     ) -> bool {
+        let verdicts = self.judge(service_set, home, status, now).await;
+        verdicts.apply(service_set, status, now);
+        verdicts.unsettled()
+    }
+
+    /// The verdicts on the services of `status` that are checked (see [`verdict::checked`]),
+    /// by the rule ConfigMaps applying to `service_set`, whose children live on `home`.
+    /// `explain` shows them; [`verify`](Self::verify) applies them.
+    pub async fn judge(
+        &self,
+        service_set: &ServiceSet,
+        home: &Cluster,
+        status: &ServiceSetStatus,
+        now: &Time,
+    ) -> Verdicts {
         let config_maps = self.rules.state();
         let applying = rule_set::applicable(config_maps, service_set, &self.system_namespace);
+        let mut verdicts = Verdicts { rules: None, services: BTreeMap::new() };
         if applying.is_empty() {
-            conditions::remove(&mut status.conditions, RULES_CONDITION);
-            return false;
+            return verdicts;
         }
         let cel = self.cel.clone();
         let tenant = target::tenant(service_set, &self.system_namespace).map(str::to_string);
@@ -72,19 +87,17 @@ impl HealthCheck {
             .collect();
         let mut errors = rules.errors.clone();
         errors.extend(rules.unjudged(&checked));
-        let mut unsettled = false;
         if !checked.is_empty() && !rules.kinds.is_empty() {
             let observations = self.look(service_set, home, &rules, &checked).await;
             let observations: BTreeMap<_, _> = checked.into_iter().zip(observations).collect();
             let (cel, at) = (self.cel.clone(), now.clone());
-            let (verdicts, over_budget) =
+            let (services, over_budget) =
                 call_blocking(move || verdict::judge_all(&rules, &observations, &cel, &at)).await;
             errors.extend(over_budget);
-            verdict::apply(status, &verdicts, service_set.status.as_ref(), generation, now);
-            unsettled = verdicts.values().any(Health::unsettled);
+            verdicts.services = services;
         }
-        conditions::set(&mut status.conditions, verdict::rules_condition(&errors, generation, now));
-        unsettled
+        verdicts.rules = Some(verdict::rules_condition(&errors, generation, now));
+        verdicts
     }
 
     /// What each of the `checked` services (name, namespace) of `service_set` looks like on
@@ -120,6 +133,34 @@ impl HealthCheck {
             observations.resize(checked.len(), Observation::Unreadable(why));
         }
         observations
+    }
+}
+
+/// The health verdicts on one ServiceSet's services.
+pub struct Verdicts {
+    /// [`RULES_CONDITION`], when any rule ConfigMap applies.
+    rules: Option<Condition>,
+    /// Each checked service's verdict, by name and namespace.
+    pub services: BTreeMap<(String, String), Health>,
+}
+
+impl Verdicts {
+    /// Writes them into `status`, a status of `service_set`.
+    pub fn apply(&self, service_set: &ServiceSet, status: &mut ServiceSetStatus, now: &Time) {
+        match &self.rules {
+            Some(condition) => conditions::set(&mut status.conditions, condition.clone()),
+            None => conditions::remove(&mut status.conditions, RULES_CONDITION),
+        }
+        if !self.services.is_empty() {
+            let generation = service_set.metadata.generation;
+            verdict::apply(status, &self.services, service_set.status.as_ref(), generation, now);
+        }
+    }
+
+    /// Whether a service should be looked at again soon: it is unhealthy, or its target could
+    /// not be read.
+    pub fn unsettled(&self) -> bool {
+        self.services.values().any(Health::unsettled)
     }
 }
 

@@ -10,6 +10,7 @@
 //! - [`service_sets`]: one ServiceSet: gather, decide, carry out; and its retry policy;
 //! - [`triggers`]: what wakes a ServiceSet's reconcile;
 //! - [`service_set_cache`]: ServiceSets as the cache keeps them: packed, with what triggers read;
+//! - [`sources`]: the Flux sources templates refer to, handed to plugins;
 //! - [`adapter_plugins`]: AdapterPlugins: fetch, load, the registry of what serves, their status;
 //! - [`providers`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status);
 //! - [`backoff`]: failed rounds per object, for the retry backoff;
@@ -60,6 +61,7 @@ pub mod service_set_cache;
 pub mod service_sets;
 mod settings;
 mod settle;
+pub mod sources;
 pub mod status;
 pub mod triggers;
 pub mod watches;
@@ -85,8 +87,9 @@ use clusters::{Clusters, Reads};
 use config_maps::ConfigMapWatches;
 use context::{Caches, Context, TopologyCaches};
 use events::Events;
-use futures::StreamExt;
 use futures::channel::mpsc::unbounded;
+use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt, StreamExt};
 use health::HealthCheck;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::ObjectRef;
@@ -99,11 +102,13 @@ use service_set_cache::CachedServiceSet;
 use settings::PLUGIN_LOADS;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Notify, watch};
 use triggers::Through;
 use watches::WatchHealth;
 
-/// Runs the controller until SIGTERM or Ctrl-C, then finishes the reconciles in flight.
+/// Runs the controller until SIGTERM or Ctrl-C, then finishes the reconciles in flight (a
+/// standby waiting for the Lease has none: it returns at once).
 /// Plugins come from AdapterPlugins, compiled by `runtime`; `limits` apply to those that set
 /// none.
 pub async fn run(
@@ -113,6 +118,7 @@ pub async fn run(
     settings: Settings,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<()> {
+    let stop = stop_signal()?;
     // Probes answer from the start: a standby waiting for the Lease is alive and ready to take
     // over; the leader is ready once its caches are listed and its plugins loaded.
     let serving: Arc<OnceLock<Arc<Context>>> = Arc::default();
@@ -120,7 +126,13 @@ pub async fn run(
         serve_metrics(addr, metrics.clone(), serving.clone(), settings.election.is_some()).await?;
     }
     let leadership = match &settings.election {
-        Some(election) => Some(leader::acquire(client.clone(), election.clone()).await?),
+        Some(election) => tokio::select! {
+            acquired = leader::acquire(client.clone(), election.clone()) => Some(acquired?),
+            () = stop.clone() => {
+                tracing::info!("stopped while waiting for leadership");
+                return Ok(());
+            }
+        },
         None => None,
     };
     let (wake, woken) = unbounded();
@@ -145,6 +157,7 @@ pub async fn run(
         });
     let (smps, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
     let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
+    let (sources, source_events, sources_listed) = sources::Sources::start(&client, &health);
     let (health_rules, health_rule_events, health_rules_listed) =
         cache(watcher::Config::default().labels(crate::health::TARGET_LABEL)).start::<ConfigMap>(|_, _| {});
     let (cluster_deployments, cluster_deployment_events, cluster_deployments_listed) =
@@ -238,6 +251,7 @@ pub async fn run(
             templates,
             children,
             topology: TopologyCaches { cluster_deployments, credentials, regions: region_objects },
+            sources,
             health,
         },
         health: health_check,
@@ -250,7 +264,7 @@ pub async fn run(
     let _ = serving.set(ctx.clone());
     // Which AdapterPlugins are this host's follows the SMPs they name.
     let owners_listed = [plugins_listed, providers_listed.clone()];
-    let listed = vec![
+    let mut listed = vec![
         service_sets_listed,
         providers_listed,
         templates_listed,
@@ -259,6 +273,7 @@ pub async fn run(
         credentials_listed,
         regions_listed,
     ];
+    listed.extend(sources_listed);
     tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, owners_listed), prepared_tx));
     tokio::spawn({
         let plugin_ctx = plugin_ctx.clone();
@@ -308,13 +323,20 @@ pub async fn run(
             }
         })
         .reconcile_on(woken)
+        .reconcile_on(routing(source_events).filter_map(|source| futures::future::ready(source.ok())).flat_map({
+            // Sources are of several kinds: their users are woken directly, not as one kind's.
+            let ctx = ctx.clone();
+            move |source| futures::stream::iter(triggers::users_of_source(&ctx.caches, &source))
+        }))
         .shutdown_on_signal()
+        .graceful_shutdown_on(stop.clone())
         .run(service_sets::reconcile, service_sets::error_policy, ctx)
         .for_each(log_error);
     let plugin_controller = Controller::for_stream(plugin_events, adapter_plugins)
         .with_config(controller::Config::default().concurrency(PLUGIN_LOADS))
         .reconcile_on(plugins_woken)
         .shutdown_on_signal()
+        .graceful_shutdown_on(stop)
         .run(
             adapter_plugins::reconcile::reconcile,
             |plugin, error, _| adapter_plugins::reconcile::error_policy(&plugin, error),
@@ -338,6 +360,21 @@ pub async fn run(
     }
     tracing::info!("controller stopped");
     outcome
+}
+
+/// Resolves at the first SIGTERM or Ctrl-C (its clones with it). Listening from the start of
+/// `run` lets a standby that waits for the Lease stop at once, exiting 0 as the leader does,
+/// and keeps a signal that comes before kube's own handlers listen (`shutdown_on_signal`, which
+/// also turns a second signal into a forced shutdown) from being lost.
+fn stop_signal() -> anyhow::Result<Shared<BoxFuture<'static, ()>>> {
+    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let stop = async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    };
+    Ok(stop.boxed().shared())
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `addr`, reading the controller's context once

@@ -82,7 +82,9 @@ fn record_claims(ctx: &Context, service_sets: &[Arc<CachedServiceSet>], served: 
         // Kept: where nothing changed since (a restart over a converged state), the first
         // reconcile translates the same input.
         let memo = Some(&ctx.translations);
-        if let Ok(translated) = plan::translate(&serving, memo, &json, template, &ctx.settings.system_namespace) {
+        let source = |source: &_| ctx.source(source);
+        if let Ok(translated) = plan::translate(&serving, memo, &json, template, source, &ctx.settings.system_namespace)
+        {
             let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
             ctx.arbiter.record(&service_set, &claims);
         }

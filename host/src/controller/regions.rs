@@ -241,7 +241,7 @@ mod tests {
         Regions::new(children, Clusters::new(management, 8, Reads::Watches, allowed), wake, 2)
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn one_client_and_one_cache_per_region_made_again_when_its_secret_changes() {
         static VERSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
         let regions = regions(&VERSION);
@@ -254,6 +254,9 @@ mod tests {
         regions.home(&region("us", "us-kc")).await.unwrap();
         assert_eq!(regions.held(), 2);
         VERSION.store(2, std::sync::atomic::Ordering::SeqCst);
+        let unread = regions.home(&region("eu", "eu-kc")).await.unwrap();
+        assert!(Arc::ptr_eq(&eu.children, &unread.children), "the Secret is not read again at once");
+        tokio::time::advance(super::super::clusters::SECRET_FRESH).await;
         let changed = regions.home(&region("eu", "eu-kc")).await.unwrap();
         assert!(!Arc::ptr_eq(&eu.children, &changed.children), "a changed Secret: a new client and caches");
         assert_eq!(regions.held(), 2, "replaced, not added");

@@ -240,9 +240,10 @@ struct Planned {
     foreign: BTreeMap<ChildRef, String>,
 }
 
-/// Plans, deferring the status; then, before the first apply of any name, looks at the object
-/// of that name on the API server: one that is not this ServiceSet's is never applied over, and
-/// the plan is made again knowing it (its service fails, naming the object and its owner).
+/// Plans, deferring the status; then, before the first apply of any name, looks in the caches
+/// for an object of that name (they hold every object of the kind, the host's whole and the
+/// others by name): one that is not this ServiceSet's is never applied over, and the plan is
+/// made again knowing it (its service fails, naming the object and its owner).
 async fn plan_owned(
     service_set: &Arc<ServiceSet>,
     smp: Option<Arc<StateManagementProvider>>,
@@ -254,13 +255,7 @@ async fn plan_owned(
         Ok(plan) if !plan.unseen.is_empty() => plan,
         result => return Ok(result.map(|plan| Planned { plan, foreign: BTreeMap::new() })),
     };
-    let mut live = BTreeMap::new();
-    for child in &first.unseen {
-        if let Some(object) = home.children.get(child).await? {
-            live.insert(child.clone(), object);
-        }
-    }
-    let foreign = foreign_objects(service_set, &first.unseen, |child| live.get(child).cloned());
+    let foreign = foreign_objects(service_set, &first.unseen, |child| home.children.existing(child));
     if foreign.is_empty() {
         return Ok(Ok(Planned { plan: first, foreign }));
     }
@@ -300,6 +295,7 @@ async fn plan(
             smp: smp.as_deref(),
             smp_diagnosis: diagnosis,
             template: &template,
+            source: &|source| ctx.source(source),
             children: &children,
             foreign: &foreign,
             arbitrate: &arbitrate,

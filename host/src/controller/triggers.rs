@@ -2,11 +2,13 @@
 //! a template it uses, of health rules that may apply to it, or of what routes its children (its
 //! ClusterDeployment, their Credential, its Region).
 
-use super::context::TopologyCaches;
+use super::context::{Caches, TopologyCaches};
 use super::service_set_cache::{CachedServiceSet, ServiceSetRef};
 use crate::k0rdent::{NamespacedName, ServiceTemplate, StateManagementProvider};
 use k8s_openapi::api::core::v1::ConfigMap;
+use ksm_plugin_sdk::sources::{SourceRef, sources_of};
 use kube::ResourceExt;
+use kube::api::DynamicObject;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 /// What of a ServiceSet calls for a reconcile when it changes: its spec (generation), labels
@@ -50,6 +52,28 @@ pub fn users_of_health_rules(
         .filter(|ss| everywhere || ss.namespace() == namespace)
         .map(|ss| ObjectRef::from_obj(&**ss))
         .collect()
+}
+
+/// The ServiceSets using a template that refers to the Flux source `source` (directly, or
+/// through the HelmChart it makes; see [`ksm_plugin_sdk::sources`]): what plugins are handed of
+/// it changed.
+pub fn users_of_source(caches: &Caches, source: &DynamicObject) -> Vec<ServiceSetRef> {
+    let (kind, namespace) = (source.types.as_ref().map(|t| t.kind.as_str()), source.namespace());
+    let changed = SourceRef {
+        kind: kind.unwrap_or_default().to_string(),
+        namespace: namespace.unwrap_or_default(),
+        name: source.name_any(),
+    };
+    let refers = |template: &ServiceTemplate| {
+        let Ok(template) = serde_json::to_value(template) else { return false };
+        let found = sources_of([&template], |r| caches.sources.get(r));
+        found.iter().any(|s| {
+            (s.kind.as_str(), s.namespace.as_str(), s.name.as_str())
+                == (&*changed.kind, &*changed.namespace, &*changed.name)
+        })
+    };
+    let templates = caches.templates.state();
+    templates.iter().filter(|t| refers(t)).flat_map(|t| users_of_template(&caches.service_sets, t)).collect()
 }
 
 /// One of the objects a ServiceSet's route goes through.

@@ -214,21 +214,35 @@ fn verified(mut service: ServiceState, health: &Health, before: Option<&ServiceS
     let new = match health {
         Health::Healthy => Vec::new(),
         Health::Unknown(why) => {
-            let message = format!("the target cluster could not be read; the CD tool's state is kept: {why}");
+            // A deployment not verified yet is not Deployed: the last verified one stays.
+            let last = before.and_then(|b| b.last_deployed_hash.as_ref());
+            if service.state == State::Deployed && service.last_deployed_hash.as_ref() != last {
+                held_back(&mut service, before, now);
+            }
+            let message = format!(
+                "the target cluster could not be read; only a deployment verified before stays Deployed: {why}"
+            );
             vec![conditions::new(CONDITION_PREFIX, Status::Unknown, "TargetClusterUnreadable", &message, None, now)]
         }
         Health::Unhealthy(found) => {
-            service.state = State::Provisioning;
-            service.version = None;
-            service.last_state_transition_time = match before {
-                Some(b) if b.state == State::Provisioning => b.last_state_transition_time.clone(),
-                _ => now.clone(),
-            };
+            held_back(&mut service, before, now);
             found.clone()
         }
     };
     service.conditions.extend(conditions::merge(&earlier, new));
     service
+}
+
+/// Takes a service the CD tool calls Deployed back to Provisioning, with the version and
+/// `lastDeployedHash` of the last deployment verified (`before`'s).
+fn held_back(service: &mut ServiceState, before: Option<&ServiceState>, now: &Time) {
+    service.state = State::Provisioning;
+    service.version = None;
+    service.last_deployed_hash = before.and_then(|b| b.last_deployed_hash.clone());
+    service.last_state_transition_time = match before {
+        Some(b) if b.state == State::Provisioning => b.last_state_transition_time.clone(),
+        _ => now.clone(),
+    };
 }
 
 /// [`RULES_CONDITION`]: True when every applicable rule loaded, else False naming what did not
@@ -483,6 +497,7 @@ mod tests {
             last_state_transition_time: at(since),
             version: (state == State::Deployed).then(|| "t".into()),
             failure_message: None,
+            last_deployed_hash: (state == State::Deployed).then(|| "h".into()),
             conditions: Vec::new(),
         }
     }
@@ -535,16 +550,47 @@ mod tests {
 
     #[test]
     fn an_unreadable_target_keeps_the_state_and_says_why() {
-        let mut status = status(vec![state("web", State::Deployed, ServiceType::Helm, 10)]);
-        apply(&mut status, &verdicts(&[("web", Health::Unknown("connection refused".into()))]), None, Some(1), &at(5));
+        let verified = status(vec![state("web", State::Deployed, ServiceType::Helm, 10)]);
+        let mut status = verified.clone();
+        let unknown = verdicts(&[("web", Health::Unknown("connection refused".into()))]);
+        apply(&mut status, &unknown, Some(&verified), Some(1), &at(5));
         let service = &status.services[0];
-        assert_eq!(service.state, State::Deployed);
+        assert_eq!(service.state, State::Deployed, "the deployment verified before");
         assert_eq!(
             (service.conditions[0].type_.as_str(), service.conditions[0].status.as_str()),
             ("ServiceHealth", "Unknown")
         );
         assert!(service.conditions[0].message.ends_with("connection refused"));
         assert!(status.deployed);
+    }
+
+    /// kcm: `lastDeployedHash` names a deployment the CD tool and the health checks both call
+    /// Deployed. A new one the checks fail, or cannot read, is Provisioning with the hash of the
+    /// last verified one; once they pass, it is Deployed with its own.
+    #[test]
+    fn a_new_deployment_is_deployed_with_its_hash_only_once_verified() {
+        let verified = status(vec![state("web", State::Deployed, ServiceType::Helm, 10)]);
+        let upgraded = || {
+            let mut next = status(vec![state("web", State::Deployed, ServiceType::Helm, 10)]);
+            next.services[0].last_deployed_hash = Some("h2".into());
+            next
+        };
+        let unreadable = verdicts(&[("web", Health::Unknown("connection refused".into()))]);
+        let mut waiting = upgraded();
+        apply(&mut waiting, &unreadable, Some(&verified), Some(1), &at(20));
+        let service = &waiting.services[0];
+        assert_eq!((service.state, service.last_deployed_hash.as_deref()), (State::Provisioning, Some("h")));
+        assert_eq!(service.version, None, "version goes with the hash");
+
+        let unhealthy = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(20)).0);
+        let mut failing = upgraded();
+        apply(&mut failing, &verdicts(&[("web", Health::Unhealthy(unhealthy))]), Some(&verified), Some(1), &at(20));
+        assert_eq!(failing.services[0].last_deployed_hash.as_deref(), Some("h"), "the last verified deployment");
+
+        let mut passed = upgraded();
+        apply(&mut passed, &verdicts(&[("web", Health::Healthy)]), Some(&failing), Some(1), &at(30));
+        let service = &passed.services[0];
+        assert_eq!((service.state, service.last_deployed_hash.as_deref()), (State::Deployed, Some("h2")));
     }
 
     #[test]

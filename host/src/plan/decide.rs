@@ -12,6 +12,7 @@ use crate::k0rdent::{ProviderState, ServiceSet, ServiceSetStatus, ServiceType, S
 use crate::plugin::CallError;
 use crate::serving::ServingPlugin;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use ksm_plugin_sdk::sources::SourceRef;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,6 +35,8 @@ pub struct Inputs<'a> {
     pub smp_diagnosis: Option<String>,
     /// ServiceTemplates by name, in the ServiceSet's namespace.
     pub template: &'a dyn Fn(&str) -> Option<Value>,
+    /// The Flux sources templates refer to (see [`ksm_plugin_sdk::sources`]).
+    pub source: &'a dyn Fn(&SourceRef) -> Option<Value>,
     /// The ServiceSet's live children (found by the ServiceSet labels, not through the plugin;
     /// only those its uid owns count as its own).
     pub children: &'a [Value],
@@ -140,7 +143,8 @@ pub fn decide(
     // same, idempotently), so that map-status reads the same config.
     let json = serving.input_of(&serde_json::to_value(service_set).expect("a ServiceSet serializes"));
     let template = |name: &str| (observed.template)(name);
-    let mut translated = match translate(serving, observed.translations, &json, template, system_namespace) {
+    let translated = translate(serving, observed.translations, &json, template, observed.source, system_namespace);
+    let mut translated = match translated {
         Ok(translated) => translated,
         Err(TranslateFailure::Call(e)) => return Err(e),
         Err(failure) => {
@@ -448,6 +452,7 @@ mod tests {
             smp,
             smp_diagnosis: Some("AdapterReady=False".into()),
             template: &template,
+            source: &|_| None,
             children,
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
@@ -480,6 +485,7 @@ mod tests {
             smp: Some(&ready),
             smp_diagnosis: None,
             template: &template,
+            source: &|_| None,
             children: &[],
             foreign: &BTreeMap::new(),
             arbitrate: &|_| Arbitration::default(),
@@ -559,6 +565,7 @@ mod tests {
             smp: Some(&ready),
             smp_diagnosis: None,
             template: &template,
+            source: &|_| None,
             children: &children,
             foreign: &BTreeMap::new(),
             arbitrate: &arbitrate,
@@ -601,6 +608,7 @@ mod tests {
                 smp: Some(&ready),
                 smp_diagnosis: None,
                 template: &template,
+                source: &|_| None,
                 children: &[],
                 foreign: &BTreeMap::new(),
                 arbitrate: &arbitrate,
@@ -757,6 +765,7 @@ mod tests {
             smp: Some(&ready),
             smp_diagnosis: None,
             template: &template,
+            source: &|_| None,
             children: &[],
             foreign: &foreign,
             arbitrate: &|claims| {

@@ -94,6 +94,7 @@ mod tests {
                 last_state_transition_time: now.clone(),
                 version: None,
                 failure_message: (state == State::Failed).then(|| "chart not found".into()),
+                last_deployed_hash: None,
                 conditions: vec![],
             }],
             conditions: vec![conditions::new("ServicesTranslated", translated, "Why", "the reason", Some(1), &now)],

@@ -21,6 +21,7 @@ use ksm_plugin_sdk::contract::{
     TranslateError, TranslateInput,
 };
 use ksm_plugin_sdk::inputs;
+use ksm_plugin_sdk::sources::SourceRef;
 use memo::TranslationMemo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -87,19 +88,21 @@ pub enum TranslateFailure {
 }
 
 /// Translates `service_set` (the whole object) with `serving`, looking templates up with
-/// `find_template`, and checks every returned object against the host's policy. With `memo`,
-/// an input `serving` translated before is answered from it (see [`memo`]).
+/// `find_template` and the Flux sources they refer to with `find_source`, and checks every
+/// returned object against the host's policy. With `memo`, an input `serving` translated before
+/// is answered from it (see [`memo`]).
 pub fn translate(
     serving: &ServingPlugin,
     memo: Option<&TranslationMemo>,
     service_set: &Value,
     find_template: impl Fn(&str) -> Option<Value>,
+    find_source: impl Fn(&SourceRef) -> Option<Value>,
     system_namespace: &str,
 ) -> Result<Vec<TranslatedService>, TranslateFailure> {
     // The policy's rules see the ServiceSet as the plugin does: a kept translation was checked
     // against nothing the key leaves out.
     let service_set = &serving.input_of(service_set);
-    let input = inputs::translate_input(service_set, find_template, system_namespace)?;
+    let input = inputs::translate_input(service_set, find_template, find_source, system_namespace)?;
     let Some(memo) = memo else { return translate_checked(serving, service_set, &input) };
     let key = memo.key((serving.id, &input));
     if let Some(kept) = memo.get(key).and_then(|text| serde_json::from_slice(&text).ok()) {
@@ -170,7 +173,9 @@ pub fn service_names(service_set: &Value) -> Vec<String> {
 /// `map-status` over the observed versions of its desired objects (`observe` finds the live
 /// object by apiVersion, kind, namespace and name), followed by the objects of the plugin's
 /// `reads` kinds each live one owns (`related`, see [`reads`]). `service_set` is the
-/// ServiceSet's JSON text (serialized once for all its services).
+/// ServiceSet's JSON text (serialized once for all its services). A Deployed service whose
+/// plugin gives no `deployed-hash` gets the host's own: what it applied (the applied-hash
+/// annotations of its live objects).
 pub fn service_status(
     plugin: &dyn Plugin,
     service_set: &str,
@@ -203,6 +208,13 @@ pub fn service_status(
         })
         .collect();
     let read: Vec<Value> = live.iter().filter_map(|(_, object)| object.as_ref()).flat_map(&related).collect();
+    let applied: Vec<&str> = live
+        .iter()
+        .filter_map(|(_, object)| {
+            object.as_ref()?["metadata"]["annotations"][children::APPLIED_HASH_ANNOTATION].as_str()
+        })
+        .collect();
+    let applied = format!("applied {}", applied.join(" "));
     let own =
         live.into_iter().map(|(observed, object)| ObservedObject { object: object.map(|v| v.to_string()), ..observed });
     let read = read.iter().map(|o| {
@@ -216,7 +228,12 @@ pub fn service_status(
         template: template.map(Value::to_string),
         observed,
     };
-    Ok(plugin.map_status(&input)?.unwrap_or_else(|e| error_status(template, ServiceState::Failed, &e.to_string())))
+    let mut status =
+        plugin.map_status(&input)?.unwrap_or_else(|e| error_status(template, ServiceState::Failed, &e.to_string()));
+    if status.state == ServiceState::Deployed && status.deployed_hash.is_none() {
+        status.deployed_hash = Some(applied);
+    }
+    Ok(status)
 }
 
 fn error_status(template: Option<&Value>, state: ServiceState, message: &str) -> ServiceStatus {
@@ -225,6 +242,7 @@ fn error_status(template: Option<&Value>, state: ServiceState, message: &str) ->
         service_type: template.map_or(ServiceType::Helm, template_type),
         version: None,
         failure_message: Some(message.to_string()),
+        deployed_hash: None,
     }
 }
 

@@ -1,5 +1,13 @@
 //! The ServiceSet status the host writes: computed from the previous status and this round's
 //! service states, so that an unchanged world gives an identical status (and no write).
+//!
+//! `lastDeployedHash` (kcm 1.12) is the sha256 of the fingerprint the plugin gives of what the
+//! CD tool records as deployed (`deployed-hash`), or, from a plugin that gives none, of the
+//! hashes of what the host applied for the service: the same deployment has the same one
+//! whenever it was applied. It is stamped on a Deployed service, and the health verdict
+//! ([`crate::health::verdict`]) takes a Deployed service back to Provisioning, with the hash it
+//! had, until the deployment it names is verified; a service that is not Deployed keeps the last
+//! one.
 
 use crate::conditions::{self, Status, bounded};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State};
@@ -7,6 +15,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ksm_plugin_sdk::contract::{ServiceState as PluginState, ServiceStatus, ServiceType as PluginType};
 use ksm_plugin_sdk::k0rdent::Service;
+use sha2::{Digest, Sha256};
 
 /// Condition type whose message `"<ready>/<total>"` feeds kubectl's "Services" column.
 pub const SERVICES_READY: &str = "ServicesInReadyState";
@@ -34,7 +43,8 @@ pub fn cluster_reference(service_set: &ServiceSet) -> ObjectReference {
 
 /// The status entry of one spec service, given its status this round. The transition time is
 /// kept from `previous` unless the state changed; `version` is the spec version (or the
-/// template name) once Deployed, as kcm's dependency gating requires. The plugin's message is
+/// template name) once Deployed, as kcm's dependency gating requires, and `lastDeployedHash`
+/// the fingerprint of `status.deployed_hash` (see the module docs). The plugin's message is
 /// `failureMessage` for a Failed service (kcm sets it for Failed only), else the message of the
 /// service's condition `Ready=False`, whose reason is the state.
 pub fn service_state(
@@ -57,6 +67,10 @@ pub fn service_state(
         last_state_transition_time,
         version: (state == State::Deployed).then(|| service.expected_version().to_string()),
         failure_message: status.failure_message.as_deref().filter(|_| state == State::Failed).map(bounded),
+        last_deployed_hash: match (state, &status.deployed_hash) {
+            (State::Deployed, Some(deployed)) => Some(fingerprint(deployed)),
+            _ => previous.and_then(|p| p.last_deployed_hash.clone()),
+        },
         conditions: match status.failure_message.as_deref() {
             Some(note) if state != State::Failed => {
                 let mut conditions = previous.map(|p| p.conditions.clone()).unwrap_or_default();
@@ -96,8 +110,14 @@ pub fn host_decided(
         },
         version: None,
         failure_message: None,
+        last_deployed_hash: previous.and_then(|p| p.last_deployed_hash.clone()),
         conditions: Vec::new(),
     }
+}
+
+/// `lastDeployedHash` of a plugin's `deployed-hash`: its sha256, in hex.
+fn fingerprint(deployed: &str) -> String {
+    hex::encode(Sha256::digest(deployed.as_bytes()))
 }
 
 /// Sets `services`, `deployed` and the `ServicesInReadyState` condition of `status`.
@@ -152,7 +172,35 @@ mod tests {
     }
 
     fn status(state: PluginState) -> ServiceStatus {
-        ServiceStatus { state, service_type: PluginType::Helm, version: Some("4.11.3".into()), failure_message: None }
+        let deployed_hash = (state == PluginState::Deployed).then(|| "chart 4.11.3, digest sha256:1".into());
+        ServiceStatus {
+            state,
+            service_type: PluginType::Helm,
+            version: Some("4.11.3".into()),
+            failure_message: None,
+            deployed_hash,
+        }
+    }
+
+    #[test]
+    fn the_deployed_hash_is_stamped_once_deployed_and_kept_until_the_next_deployment() {
+        let pending = service_state(&service(None), &status(PluginState::Provisioning), None, &at(0));
+        assert_eq!(pending.last_deployed_hash, None, "nothing deployed yet");
+        let deployed = service_state(&service(None), &status(PluginState::Deployed), Some(&pending), &at(1));
+        let stamped = deployed.last_deployed_hash.clone().unwrap();
+        assert_eq!(stamped.len(), 64, "a sha256 in hex: {stamped}");
+        let again = service_state(&service(None), &status(PluginState::Deployed), Some(&deployed), &at(2));
+        assert_eq!(again, deployed, "the same deployment, re-applied later: the same entry");
+        let upgrading = service_state(&service(None), &status(PluginState::Provisioning), Some(&deployed), &at(3));
+        assert_eq!(upgrading.last_deployed_hash, Some(stamped.clone()), "the last deployment, until the next");
+        let next = ServiceStatus {
+            deployed_hash: Some("chart 4.12.0, digest sha256:2".into()),
+            ..status(PluginState::Deployed)
+        };
+        let upgraded = service_state(&service(None), &next, Some(&upgrading), &at(4));
+        assert_ne!(upgraded.last_deployed_hash, Some(stamped));
+        let deleting = host_decided(&service(None), ServiceType::Helm, State::Deleting, Some(&upgraded), &at(5));
+        assert_eq!(deleting.last_deployed_hash, upgraded.last_deployed_hash);
     }
 
     #[test]

@@ -183,10 +183,14 @@ mod tests {
     #[test]
     fn another_contract_version_is_named() {
         assert_eq!(contract_version(&["ksm:adapter/plugin@0.1.0".into()]).unwrap(), "0.1.0");
-        let err = contract_version(&["ksm:adapter/plugin@0.2.0".into()]).unwrap_err();
-        assert_eq!(err.to_string(), "the plugin targets contract 0.2.0; this host supports 0.1.0");
+        assert_eq!(contract_version(&["ksm:adapter/plugin@0.2.0".into()]).unwrap(), "0.2.0");
+        let err = contract_version(&["ksm:adapter/plugin@0.3.0".into()]).unwrap_err();
+        assert_eq!(err.to_string(), "the plugin targets contract 0.3.0; this host supports 0.1.0, 0.2.0");
         let missing = contract_version(&[]).unwrap_err();
-        assert_eq!(missing.to_string(), "the component does not export ksm:adapter/plugin@0.1.0");
+        assert_eq!(
+            missing.to_string(),
+            "the component does not export ksm:adapter/plugin@0.1.0 or ksm:adapter/plugin@0.2.0"
+        );
     }
 
     #[test]

@@ -3,12 +3,12 @@
 // service's k0rdent state.
 //
 // This file is the component's entry point: it implements the `adapter-plugin` world of
-// wit/since_v0.1.0/adapter.wit (`ksm:adapter@0.1.0`) as componentize-qjs maps it to JavaScript. The
-// exported interface `ksm:adapter/plugin@0.1.0` is the `plugin` export; records have camelCase
+// wit/since_v0.2.0/adapter.wit (`ksm:adapter@0.2.0`) as componentize-qjs maps it to JavaScript. The
+// exported interface `ksm:adapter/plugin@0.2.0` is the `plugin` export; records have camelCase
 // fields, variants are `{tag, val}`, enums are strings, `option<T>` is `T` or `null`, and a
 // function returning `result<T, E>` returns `T` or throws `E`.
 
-import host from "ksm:adapter/host@0.1.0";
+import host from "ksm:adapter/host@0.2.0";
 import { configFromJson } from "./config.js";
 import { translate } from "./translate.js";
 import { mapStatus } from "./status.js";
@@ -17,7 +17,7 @@ import { APPLICATION } from "./argocd.js";
 /** Plugin version; keep in step with package.json. */
 export const VERSION = "0.1.0";
 /** The contract version this plugin implements. */
-export const CONTRACT_VERSION = "0.1.0";
+export const CONTRACT_VERSION = "0.2.0";
 
 export const plugin = {
   metadata() {

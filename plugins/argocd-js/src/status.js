@@ -5,17 +5,23 @@
 // 2. not yet compared against its current spec (`status.sync.comparedTo` missing, or its
 //    source's repoURL, chart, path, targetRevision, Helm values or its destination namespace
 //    differ from the spec): Provisioning, like a Flux object whose observedGeneration lags;
-// 3. the last sync operation `Failed` or `Error`: Failed, with its message;
-// 4. `status.health.status` `Degraded`: Failed, with the first degraded resource's message;
-// 5. an `InvalidSpecError` condition (e.g. the destination cluster is not registered, or the
-//    project forbids the destination): Failed, with its message;
-// 6. a sync operation `Running` or `Terminating`: Provisioning;
-// 7. `Synced` and `Healthy`: Deployed, with the chart version Argo CD resolved
+// 3. a sync operation `Running` or `Terminating`: Provisioning, whatever the health, as a Flux
+//    object that is Reconciling (the operation may well be what mends it);
+// 4. Failed, with Argo CD's reason, when Argo CD will not get there by itself:
+//    - the last sync operation `Failed` or `Error` (`sync Failed: <message>`);
+//    - `status.health.status` `Degraded` (`health Degraded: <Kind ns/name>: <message>` of the
+//      first degraded resource, when Argo CD keeps resource health in the Application);
+//    - an `InvalidSpecError` condition (the destination cluster is not registered, the project
+//      forbids the destination), `ComparisonError` (the chart, path or revision cannot be
+//      loaded or rendered: as Flux's ArtifactFailed and BuildFailed) or `SyncError` (automated
+//      sync refuses to run, e.g. after a failed attempt at the same revision);
+// 5. `Synced` and `Healthy`: Deployed, with the chart version Argo CD resolved
 //    (`status.sync.revision`) for chart-repository sources;
-// 8. otherwise (OutOfSync, Progressing, Missing, Suspended, Unknown): Provisioning.
+// 6. otherwise (OutOfSync, Progressing, Missing, Suspended, Unknown): Provisioning.
 //
-// While in progress (2, 6, 8), a failure that may still resolve says so in the failure message
-// as `retrying: ...` (the Flux plugin's convention), and an OutOfSync Application without an
+// While in progress (2, 3, 6), a failure that may still resolve says so in the failure message
+// as `retrying: ...` (the Flux plugin's convention), as do other `…Error` conditions (e.g.
+// `UnknownError`); `…Warning` conditions change nothing. An OutOfSync Application without an
 // automated sync policy (a paused ServiceSet, or `syncPolicy.automated.enabled: false`) says
 // that it waits for a manual sync. A service with `helmAction: Uninstall` is Deleting while its
 // Application exists and Pending once it is gone. The worst state of a service's objects wins:
@@ -84,6 +90,9 @@ function observedHealth(observed) {
   return health(parse(observed.object, id));
 }
 
+/** Conditions that fail the service: Argo CD will not deploy it until something changes. */
+const FAILING_CONDITIONS = ["InvalidSpecError", "ComparisonError", "SyncError"];
+
 /** The health of a live Application (see the module comment). */
 function health(app) {
   if (app?.metadata?.deletionTimestamp) return state("deleting");
@@ -93,26 +102,29 @@ function health(app) {
   const appHealth = status.health ?? {};
   const operation = status.operationState ?? {};
   const conditions = Array.isArray(status.conditions) ? status.conditions : [];
+  const condition = (types) => {
+    const found = types.map((t) => conditions.find((c) => c?.type === t)).find((c) => c != null);
+    return found ? describe(found.type, found.message) : null;
+  };
 
   const operationFailure = ["Failed", "Error"].includes(operation.phase)
     ? describe(`sync ${operation.phase}`, operation.message)
     : null;
-  const degraded = appHealth.status === "Degraded" ? describe("health Degraded", degradedMessage(appHealth, status)) : null;
-  const invalidSpec = conditions.find((c) => c?.type === "InvalidSpecError");
-  const errorCondition = conditions.find((c) => typeof c?.type === "string" && c.type.endsWith("Error"));
-  const failure = operationFailure ?? degraded ?? (invalidSpec ? describe(invalidSpec.type, invalidSpec.message) : null);
+  const degraded =
+    appHealth.status === "Degraded" ? describe("health Degraded", degradedMessage(app, appHealth, status)) : null;
+  const failure = operationFailure ?? degraded ?? condition(FAILING_CONDITIONS);
+  const errorTypes = conditions.map((c) => c?.type).filter((t) => typeof t === "string" && t.endsWith("Error"));
+  const retrying = failure ?? condition(errorTypes);
 
   const inProgress = (message) => state("provisioning", message ? { failureMessage: message } : {});
-  const retrying = (failure ?? (errorCondition ? describe(errorCondition.type, errorCondition.message) : null));
-
   if (!isCurrent(spec, sync.comparedTo)) {
     return inProgress(retrying && `retrying: ${retrying}`);
   }
-  if (failure) return state("failed", { failureMessage: failure });
   if (["Running", "Terminating"].includes(operation.phase)) {
     const retry = operation.retryCount > 0 && operation.message ? `retrying: ${operation.message}` : null;
     return inProgress(retry ?? (retrying && `retrying: ${retrying}`));
   }
+  if (failure) return state("failed", { failureMessage: failure });
   if (sync.status === "Synced" && appHealth.status === "Healthy") {
     const revision = spec.source?.chart && typeof sync.revision === "string" && sync.revision !== "" ? sync.revision : null;
     return state("deployed", revision ? { version: revision } : {});
@@ -144,14 +156,23 @@ function isCurrent(spec, comparedTo) {
   );
 }
 
-/** The Application's health message, else the first degraded resource's. */
-function degradedMessage(appHealth, status) {
+/**
+ * Why the Application is Degraded: its health message (Argo CD 2), else the first degraded
+ * resource's. Argo CD 3 keeps resource health out of the Application by default
+ * (`status.resourceHealthSource: appTree`, unless `controller.resource.health.persist` is set),
+ * so the message then says where to look.
+ */
+function degradedMessage(app, appHealth, status) {
   if (typeof appHealth.message === "string" && appHealth.message !== "") return appHealth.message;
   const resources = Array.isArray(status.resources) ? status.resources : [];
   const resource = resources.find((r) => r?.health?.status === "Degraded");
-  if (!resource) return "";
-  const name = resource.namespace ? `${resource.namespace}/${resource.name}` : resource.name;
-  return describe(`${resource.kind} ${name}`, resource.health.message);
+  if (resource) {
+    const name = resource.namespace ? `${resource.namespace}/${resource.name}` : resource.name;
+    return describe(`${resource.kind} ${name}`, resource.health.message);
+  }
+  if (status.resourceHealthSource !== "appTree") return "";
+  const { namespace, name } = app.metadata ?? {};
+  return `see \`argocd app get ${namespace}/${name}\` for the degraded resources (Argo CD keeps their health in its resource tree, not the Application)`;
 }
 
 /** `<what>: <message>`, or `<what>` alone. */

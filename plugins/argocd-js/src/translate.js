@@ -64,6 +64,7 @@ export function translate(input) {
     config: parsed.config,
     target: input.target,
     templates: input.templates,
+    sources: input.sources ?? [],
     notes,
   };
   const ok = serviceSet.spec.services.map((service) => {
@@ -266,21 +267,24 @@ function leafPaths(value, prefix = "") {
     });
 }
 
-/** The source of a `chartSpec` template: its HelmRepository's URL from the provider config. */
+/**
+ * The source of a `chartSpec` template: its HelmRepository's URL, from the provider config's
+ * `helmRepositories` when it lists the repository (an override), else from the HelmRepository
+ * itself, which the host hands over (contract 0.2.0 `sources`).
+ */
 function chartRepositorySource(context, template, chartSpec) {
   const ref = isObject(chartSpec.sourceRef) ? chartSpec.sourceRef : {};
   if (ref.kind !== "HelmRepository") {
     throw unsupportedSource(
       `${template.id}: spec.helm.chartSpec.sourceRef kind ${quote(ref.kind ?? "")} is not supported: Argo CD ` +
-        "charts come from a HelmRepository (listed in the provider config's helmRepositories) or, with " +
-        "spec.helm.chartSource, from a Git remote",
+        "charts come from a HelmRepository or, with spec.helm.chartSource, from a Git remote",
     );
   }
-  const repoURL = context.config.helmRepositories[ref.name];
+  const repoURL = context.config.helmRepositories[ref.name] ?? repositoryURL(context, template, ref);
   if (repoURL === undefined) {
     throw unsupportedSource(
-      `${template.id}: HelmRepository ${quote(ref.name ?? "")} has no URL in the provider config's helmRepositories ` +
-        "(Argo CD needs the repository URL, which the template does not carry)",
+      `${template.id}: HelmRepository ${quote(`${ref.namespace || template.namespace}/${ref.name ?? ""}`)} was not ` +
+        "found, and the provider config's helmRepositories does not list it (Argo CD needs the repository URL)",
     );
   }
   if (typeof chartSpec.chart !== "string" || chartSpec.chart === "") {
@@ -288,6 +292,27 @@ function chartRepositorySource(context, template, chartSpec) {
   }
   const version = typeof chartSpec.version === "string" && chartSpec.version !== "" ? chartSpec.version : "*";
   return { repoURL, chart: chartSpec.chart, targetRevision: version };
+}
+
+/**
+ * The URL of the HelmRepository `ref` names (in the template's namespace unless it names one),
+ * among the sources the host handed over, as Argo CD takes it: an OCI registry without its
+ * `oci://` scheme. `undefined` when it is not among them or has no URL.
+ */
+function repositoryURL(context, template, ref) {
+  const namespace = ref.namespace || template.namespace;
+  const found = context.sources.find(
+    (s) => s.kind === "HelmRepository" && s.namespace === namespace && s.name === ref.name && s.object != null,
+  );
+  if (found === undefined) return undefined;
+  let spec;
+  try {
+    spec = JSON.parse(found.object).spec;
+  } catch (e) {
+    throw unsupportedSource(`${template.id}: HelmRepository ${quote(`${namespace}/${ref.name}`)} cannot be read: ${e.message}`);
+  }
+  const url = isObject(spec) && typeof spec.url === "string" && spec.url !== "" ? spec.url : undefined;
+  return spec?.type === "oci" && url?.startsWith("oci://") ? url.slice("oci://".length) : url;
 }
 
 /**

@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import yaml from "js-yaml";
-import { plugin } from "../src/plugin.js";
+import { CONTRACT_VERSION, plugin } from "../src/plugin.js";
 import { fnv1a32, isDns1123Label, isDns1123Subdomain, MAX_LABEL_LEN, serviceObjectName, utf8Encode } from "../src/names.js";
 import { canonical } from "../src/argocd.js";
 
@@ -61,6 +61,46 @@ function target(spec) {
   return { tag: "remote", val: { name: cluster, kubeconfig: { name: `${cluster}-kubeconfig`, key: "value" } } };
 }
 
+const SOURCE_KINDS = ["HelmChart", "HelmRepository", "GitRepository", "Bucket", "OCIRepository"];
+const SOURCE_API_VERSION = "source.toolkit.fluxcd.io/v1";
+
+/** ksm_plugin_sdk::sources::sources_of over the documents of one case. */
+function sources(templates, documents) {
+  const reference = (r, namespace) =>
+    r && SOURCE_KINDS.includes(r.kind) && r.name ? { kind: r.kind, namespace: r.namespace || namespace, name: r.name } : null;
+  const key = (r) => `${r.kind}\u0000${r.namespace}\u0000${r.name}`;
+  const refs = new Map();
+  for (const t of templates) {
+    const namespace = t.metadata?.namespace ?? "";
+    const { spec = {}, status = {} } = t;
+    const named = [status.chartRef, spec.helm?.chartRef, spec.helm?.chartSpec?.sourceRef, status.sourceStatus,
+      spec.helm?.chartSource?.localSourceRef,
+      spec.kustomize?.localSourceRef, spec.resources?.localSourceRef];
+    for (const r of named.map((n) => reference(n, namespace)).filter(Boolean)) refs.set(key(r), r);
+  }
+  const byKey = (a, b) => (a.kind !== b.kind ? (a.kind < b.kind ? -1 : 1) : a.namespace !== b.namespace ? (a.namespace < b.namespace ? -1 : 1) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+  const queue = [...refs.values()].sort(byKey).reverse();
+  const seen = new Set();
+  const out = [];
+  while (queue.length > 0) {
+    const r = queue.pop();
+    if (seen.has(key(r))) continue;
+    seen.add(key(r));
+    const found = documents.find((d) => d.apiVersion === SOURCE_API_VERSION && d.kind === r.kind &&
+      d.metadata?.namespace === r.namespace && d.metadata?.name === r.name);
+    if (found && r.kind === "HelmChart") {
+      const next = reference(found.spec?.sourceRef, r.namespace);
+      if (next) queue.push(next);
+    }
+    const handed = found && { apiVersion: found.apiVersion, kind: found.kind,
+      metadata: Object.fromEntries(["name", "namespace", "labels", "annotations"].filter((f) => f in found.metadata).map((f) => [f, found.metadata[f]])),
+      spec: found.spec ?? null };
+    out.push({ apiVersion: SOURCE_API_VERSION, kind: r.kind, namespace: r.namespace, name: r.name,
+      object: handed ? JSON.stringify(handed) : null });
+  }
+  return out;
+}
+
 /** ksm_plugin_sdk::inputs::translate_input over the documents of one case. */
 function translateInput(documents, path) {
   const sets = documents.filter((d) => d.kind === "ServiceSet");
@@ -68,11 +108,15 @@ function translateInput(documents, path) {
   const serviceSet = sets[0];
   const spec = serviceSet.spec ?? {};
   const names = [...new Set((spec.services ?? []).map((s) => s.template))];
-  const templates = names.map((name) => {
-    const t = documents.find((d) => d.kind === "ServiceTemplate" && d.metadata?.name === name);
-    return { name, object: t ? JSON.stringify(t) : null };
-  });
-  return { serviceSet: JSON.stringify(serviceSet), templates, target: target(spec), systemNamespace: SYSTEM_NAMESPACE };
+  const found = names.map((name) => [name, documents.find((d) => d.kind === "ServiceTemplate" && d.metadata?.name === name)]);
+  const templates = found.map(([name, t]) => ({ name, object: t ? JSON.stringify(t) : null }));
+  return {
+    serviceSet: JSON.stringify(serviceSet),
+    templates,
+    sources: sources(found.map(([, t]) => t).filter(Boolean), documents),
+    target: target(spec),
+    systemNamespace: SYSTEM_NAMESPACE,
+  };
 }
 
 // --- rendering, as ksm_plugin_sdk::report does -----------------------------------------------
@@ -299,8 +343,8 @@ if (cli && wasm) {
   const inspect = yaml.load(execFileSync(cli, ["plugin", "inspect", wasm], { encoding: "utf8" }));
   const problems = [];
   if (!same(inspect.metadata, plugin.metadata())) problems.push(diff(inspect.metadata, plugin.metadata()));
-  if (!same(inspect.component.imports, ["ksm:adapter/host@0.1.0"])) problems.push(`imports ${JSON.stringify(inspect.component.imports)}`);
-  if (!inspect.component.exports.includes("ksm:adapter/plugin@0.1.0")) problems.push(`exports ${JSON.stringify(inspect.component.exports)}`);
+  if (!same(inspect.component.imports, [`ksm:adapter/host@${CONTRACT_VERSION}`])) problems.push(`imports ${JSON.stringify(inspect.component.imports)}`);
+  if (!inspect.component.exports.includes(`ksm:adapter/plugin@${CONTRACT_VERSION}`)) problems.push(`exports ${JSON.stringify(inspect.component.exports)}`);
   check(`inspect: metadata, imports and exports (${inspect.component.size} bytes)`, problems);
 }
 
@@ -311,8 +355,8 @@ if (cli && wasm) {
   const metadata = plugin.metadata();
   const problems = [];
   if (metadata.version !== pkg.version) problems.push(`metadata says ${metadata.version}, package.json ${pkg.version}`);
-  if (metadata.name !== "argocd" || metadata.contractVersion !== "0.1.0") problems.push(JSON.stringify(metadata));
-  check("metadata: name argocd, contract 0.1.0, version as package.json", problems);
+  if (metadata.name !== "argocd" || metadata.contractVersion !== CONTRACT_VERSION) problems.push(JSON.stringify(metadata));
+  check(`metadata: name argocd, contract ${CONTRACT_VERSION}, version as package.json`, problems);
 }
 
 // --- the names port against the Flux plugin's golden names -----------------------------------

@@ -1,10 +1,10 @@
-// Node module hooks: resolves the component's import `ksm:adapter/host@0.1.0` to a stub that
+// Node module hooks: resolves the component's import `ksm:adapter/host@<version>` to a stub that
 // records log lines in `globalThis.ksmHostLog`, so src/plugin.js runs unchanged under Node.
-const HOST = "ksm:adapter/host@0.1.0";
+const HOST = /^ksm:adapter\/host@\d+\.\d+\.\d+$/;
 const STUB = `export default { log(level, message) { (globalThis.ksmHostLog ??= []).push([level, message]); } };`;
 
 export async function resolve(specifier, context, next) {
-  if (specifier === HOST) {
+  if (HOST.test(specifier)) {
     return { url: `data:text/javascript,${encodeURIComponent(STUB)}`, shortCircuit: true };
   }
   return next(specifier, context);

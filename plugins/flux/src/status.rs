@@ -13,6 +13,11 @@
 //! A missing object is Pending, and the worst state of a service's objects wins:
 //! Failed > Deleting > Provisioning > Pending > Deployed.
 //!
+//! A Deployed service's `deployed-hash` is what Flux records of what it deployed, per object: a
+//! HelmRelease's latest `status.history` entry (chart name and version, app version, the digests
+//! of its values and of the release) and a Kustomization's last applied revision (and its
+//! origin's). Times are left out: a re-applied release is the same deployment.
+//!
 //! A service with `helmAction: Uninstall` is Deleting while any of its objects still exists
 //! and Pending (with no failure message) once none does; the host, which sees the service's
 //! objects too, reports it `Deleting` and then `Deleted`.
@@ -50,6 +55,7 @@ pub fn map_status(input: &StatusInput) -> Result<ServiceStatus, StatusError> {
         service_type,
         version: health.version,
         failure_message: health.failure_message,
+        deployed_hash: health.deployed.filter(|_| health.state == ServiceState::Deployed),
     })
 }
 
@@ -188,6 +194,11 @@ struct LiveStatus<'a> {
     /// HelmRelease release history, newest first.
     #[serde(default)]
     history: Vec<Snapshot>,
+    /// Kustomization: the source revision last applied, and where it came from.
+    #[serde(default)]
+    last_applied_revision: Option<String>,
+    #[serde(default)]
+    last_applied_origin_revision: Option<String>,
 }
 
 /// A `metav1.Condition`.
@@ -218,7 +229,28 @@ impl Condition<'_> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Snapshot {
+    chart_name: Option<String>,
     chart_version: Option<String>,
+    app_version: Option<String>,
+    /// The digest of the release's values.
+    config_digest: Option<String>,
+    /// The digest of the release.
+    digest: Option<String>,
+}
+
+impl Snapshot {
+    /// What the entry says was deployed, times left out.
+    fn deployed(&self) -> String {
+        let field = |value: &Option<String>| value.as_deref().unwrap_or_default().to_string();
+        format!(
+            "chart {} {}, app {}, values {}, release {}",
+            field(&self.chart_name),
+            field(&self.chart_version),
+            field(&self.app_version),
+            field(&self.config_digest),
+            field(&self.digest)
+        )
+    }
 }
 
 /// The state of one object or of the whole service.
@@ -226,11 +258,13 @@ struct Health {
     state: ServiceState,
     failure_message: Option<String>,
     version: Option<String>,
+    /// What Flux records as deployed, when it says Ready.
+    deployed: Option<String>,
 }
 
 impl Health {
     fn state(state: ServiceState) -> Self {
-        Self { state, failure_message: None, version: None }
+        Self { state, failure_message: None, version: None, deployed: None }
     }
 
     fn failed(message: String) -> Self {
@@ -255,7 +289,8 @@ fn observed_health(observed: &ObservedObject) -> Result<Health, StatusError> {
     let id = format!("{} \"{}/{}\"", observed.kind, observed.namespace, observed.name);
     let kind = FluxKind::of(&observed.kind)
         .ok_or_else(|| StatusError::InvalidInput(format!("{id}: not a kind this plugin creates")))?;
-    Ok(health(kind, &parse(text, &id)?))
+    let health = health(kind, &parse(text, &id)?);
+    Ok(Health { deployed: health.deployed.map(|deployed| format!("{id}: {deployed}")), ..health })
 }
 
 /// The health of a live object by the kstatus rules (see the module docs).
@@ -286,11 +321,16 @@ fn health(kind: FluxKind, object: &LiveObject) -> Health {
         return Health::failed(failure.describe());
     }
     if ready.is_some_and(|c| c.status == "True") {
-        let version = match kind {
-            FluxKind::HelmRelease => status.and_then(|s| s.history.first()).and_then(|h| h.chart_version.clone()),
-            FluxKind::Kustomization => None,
+        let latest = status.and_then(|s| s.history.first());
+        let (version, deployed) = match kind {
+            FluxKind::HelmRelease => (latest.and_then(|h| h.chart_version.clone()), latest.map(Snapshot::deployed)),
+            FluxKind::Kustomization => {
+                let applied = status.and_then(|s| s.last_applied_revision.as_deref());
+                let origin = status.and_then(|s| s.last_applied_origin_revision.as_deref()).unwrap_or_default();
+                (None, applied.map(|revision| format!("revision {revision}, origin {origin}")))
+            }
         };
-        return Health { version, ..Health::state(ServiceState::Deployed) };
+        return Health { version, deployed, ..Health::state(ServiceState::Deployed) };
     }
     in_progress
 }
@@ -310,6 +350,10 @@ fn worst(healths: Vec<Health>) -> Health {
         state,
         failure_message: worst.failure_message.or(h.failure_message),
         version: worst.version.or(h.version),
+        deployed: match (worst.deployed, h.deployed) {
+            (Some(all), Some(one)) => Some(format!("{all}\n{one}")),
+            (all, one) => all.or(one),
+        },
     })
 }
 
@@ -360,6 +404,36 @@ mod tests {
         assert_eq!(failed.state, ServiceState::Failed);
         assert_eq!(failed.failure_message.as_deref(), Some("UpgradeFailed: m"));
         assert_eq!(failed.version, None);
+    }
+
+    #[test]
+    fn a_deployed_service_is_fingerprinted_by_what_flux_records_without_times() {
+        let mut deployed = release("True", "UpgradeSucceeded");
+        deployed["status"]["history"] = json!([{"chartName": "ingress-nginx", "chartVersion": "4.11.3",
+            "appVersion": "1.11.3", "configDigest": "sha256:values", "digest": "sha256:release",
+            "firstDeployed": "2026-11-27T10:00:00Z", "lastDeployed": "2026-11-27T10:00:00Z", "status": "deployed"}]);
+        let hash = |object: &Value| status(vec![observed("HelmRelease", Some(object.clone()))]).unwrap().deployed_hash;
+        let first = hash(&deployed).expect("a fingerprint once deployed");
+        assert_eq!(
+            first,
+            "HelmRelease \"kcm-system/prod-eu-1-web\": chart ingress-nginx 4.11.3, app 1.11.3, values sha256:values, \
+             release sha256:release"
+        );
+        let mut reapplied = deployed.clone();
+        reapplied["status"]["history"][0]["lastDeployed"] = json!("2026-11-28T10:00:00Z");
+        assert_eq!(hash(&reapplied), Some(first.clone()), "the time of the last apply is not part of it");
+        let mut new_values = deployed.clone();
+        new_values["status"]["history"][0]["configDigest"] = json!("sha256:other");
+        assert_ne!(hash(&new_values), Some(first), "new values are a new deployment");
+        assert_eq!(hash(&release("Unknown", "Progressing")), None, "nothing while it is not deployed");
+        let kustomization = json!({"kind": "Kustomization", "metadata": {"generation": 1}, "status": {
+            "observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded"}],
+            "lastAppliedRevision": "main@sha1:abc", "lastAppliedOriginRevision": "v1.2.0@sha1:abc"}});
+        let applied = status(vec![observed("Kustomization", Some(kustomization))]).unwrap().deployed_hash;
+        assert_eq!(
+            applied.as_deref(),
+            Some("Kustomization \"kcm-system/prod-eu-1-web\": revision main@sha1:abc, origin v1.2.0@sha1:abc")
+        );
     }
 
     #[test]

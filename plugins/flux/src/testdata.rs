@@ -15,7 +15,7 @@
 
 use ksm_plugin_sdk::contract::{ServiceTranslation, TranslateError, TranslateInput};
 pub use ksm_plugin_sdk::status_table::{StatusCase, StatusExpectation, TemplateKind};
-use ksm_plugin_sdk::{inputs, report};
+use ksm_plugin_sdk::{inputs, report, sources};
 use serde::Deserialize;
 use serde_json::Value;
 use std::fs;
@@ -46,8 +46,8 @@ pub fn translate_case_dirs() -> Result<Vec<PathBuf>, String> {
 }
 
 /// The `translate` input of the case in `dir`: its ServiceSet, the ServiceTemplates it names
-/// (missing ones as none) and the target derived from the ServiceSet, with
-/// [`SYSTEM_NAMESPACE`].
+/// (missing ones as none), the Flux sources they refer to among the case's objects, and the
+/// target derived from the ServiceSet, with [`SYSTEM_NAMESPACE`].
 pub fn translate_case_input(dir: &Path) -> Result<TranslateInput, String> {
     let path = dir.join(INPUT_FILE);
     let documents = read_yaml_documents(&path)?;
@@ -58,7 +58,8 @@ pub fn translate_case_input(dir: &Path) -> Result<TranslateInput, String> {
     let find_template = |name: &str| {
         documents.iter().find(|d| d["kind"] == "ServiceTemplate" && d["metadata"]["name"] == name).cloned()
     };
-    inputs::translate_input(service_set, find_template, SYSTEM_NAMESPACE)
+    let find_source = |source: &sources::SourceRef| sources::find(&documents, source);
+    inputs::translate_input(service_set, find_template, find_source, SYSTEM_NAMESPACE)
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -192,7 +192,7 @@ mod tests {
     /// parsed.
     fn outcomes(service_set: &Value, templates: &[Value]) -> Vec<Result<Vec<Value>, ServiceError>> {
         let find = |name: &str| templates.iter().find(|t| t["metadata"]["name"] == name).cloned();
-        let input = inputs::translate_input(service_set, find, "kcm-system").unwrap();
+        let input = inputs::translate_input(service_set, find, |_| None, "kcm-system").unwrap();
         translate(&input)
             .unwrap()
             .into_iter()
@@ -204,6 +204,7 @@ mod tests {
         let input = TranslateInput {
             service_set: service_set.into(),
             templates: vec![],
+            sources: vec![],
             target: Target::SelfManagement,
             system_namespace: "kcm-system".into(),
         };

@@ -1,4 +1,4 @@
-//! The plugin contract (`ksm:adapter@0.1.0`, see `wit/since_v0.1.0/adapter.wit`) as plain Rust types.
+//! The plugin contract (`ksm:adapter@0.2.0`, see `wit/since_v0.2.0/adapter.wit`) as plain Rust types.
 //!
 //! Each type mirrors the WIT item of the same name; the WIT file documents the semantics.
 
@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The contract version these types implement (the WIT package version).
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// A Kubernetes object kind a plugin creates or reads.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -106,6 +106,23 @@ pub struct Template {
     pub object: Option<String>,
 }
 
+/// A Flux source object a template refers to (see [`crate::sources`]): `apiVersion`, `kind`,
+/// `metadata` and `spec` as JSON, or none when it does not exist.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceObject {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// The object as JSON, if it exists.
+    pub object: Option<String>,
+}
+
 /// Everything `translate` needs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -114,6 +131,10 @@ pub struct TranslateInput {
     pub service_set: String,
     /// The referenced ServiceTemplates, each once.
     pub templates: Vec<Template>,
+    /// The source objects the templates refer to, each once (none for a plugin of contract
+    /// 0.1.0, which has no such field).
+    #[serde(default)]
+    pub sources: Vec<SourceObject>,
     /// Where the services go.
     pub target: Target,
     /// The namespace k0rdent runs in.
@@ -311,6 +332,10 @@ pub struct ServiceStatus {
     /// Why the service failed or is being retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
+    /// When Deployed, a fingerprint of what the CD tool records as deployed (none from a plugin
+    /// of contract 0.1.0: the host then fingerprints what it applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed_hash: Option<String>,
 }
 
 /// Why `map-status` failed.

@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit/since_v0.1.0",
+        path: "../../wit/since_v0.2.0",
         world: "adapter-plugin",
         pub_export_macro: true,
         export_macro_name: "export_bindings",
@@ -44,6 +44,17 @@ impl<P: PluginApi> Guest for Exports<P> {
         let input = c::TranslateInput {
             service_set: input.service_set,
             templates: input.templates.into_iter().map(|t| c::Template { name: t.name, object: t.object }).collect(),
+            sources: input
+                .sources
+                .into_iter()
+                .map(|s| c::SourceObject {
+                    api_version: s.api_version,
+                    kind: s.kind,
+                    namespace: s.namespace,
+                    name: s.name,
+                    object: s.object,
+                })
+                .collect(),
             target: match input.target {
                 w::Target::SelfManagement => c::Target::SelfManagement,
                 w::Target::Remote(r) => c::Target::Remote(c::RemoteCluster {
@@ -106,6 +117,7 @@ impl<P: PluginApi> Guest for Exports<P> {
                 },
                 version: s.version,
                 failure_message: s.failure_message,
+                deployed_hash: s.deployed_hash,
             }),
             Err(c::StatusError::InvalidInput(m)) => Err(w::StatusError::InvalidInput(m)),
         }

@@ -2,6 +2,7 @@
 
 use crate::contract::{RemoteCluster, SecretKeyRef, Target, Template, TranslateInput};
 use crate::k0rdent::ServiceSetSpec;
+use crate::sources::{SourceRef, sources_of};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -28,23 +29,24 @@ pub fn template_names(spec: &ServiceSetSpec) -> Vec<String> {
 }
 
 /// Builds the input of `translate` for `service_set` (the whole object), looking templates up
-/// with `find_template` (by name, in the ServiceSet's namespace; `None` = missing).
+/// with `find_template` (by name, in the ServiceSet's namespace; `None` = missing) and the
+/// sources they refer to with `find_source` (see [`sources_of`]).
 pub fn translate_input(
     service_set: &Value,
     find_template: impl Fn(&str) -> Option<Value>,
+    find_source: impl Fn(&SourceRef) -> Option<Value>,
     system_namespace: &str,
 ) -> Result<TranslateInput, serde_json::Error> {
     let spec: ServiceSetSpec = serde_json::from_value(service_set["spec"].clone())?;
-    let templates = template_names(&spec)
-        .into_iter()
-        .map(|name| {
-            let object = find_template(&name).map(|t| t.to_string());
-            Template { name, object }
-        })
-        .collect();
+    let found: Vec<(String, Option<Value>)> =
+        template_names(&spec).into_iter().map(|name| (name.clone(), find_template(&name))).collect();
+    let sources = sources_of(found.iter().filter_map(|(_, t)| t.as_ref()), find_source);
+    let templates =
+        found.into_iter().map(|(name, object)| Template { name, object: object.map(|t| t.to_string()) }).collect();
     Ok(TranslateInput {
         service_set: service_set.to_string(),
         templates,
+        sources,
         target: target(&spec),
         system_namespace: system_namespace.to_string(),
     })
@@ -77,7 +79,7 @@ mod tests {
             {"name": "one", "namespace": "n", "template": "t1"},
             {"name": "two", "namespace": "n", "template": "t2"},
             {"name": "three", "namespace": "n", "template": "t1"}]}});
-        let input = translate_input(&ss, |n| (n == "t1").then(|| json!({"found": n})), "kcm-system").unwrap();
+        let input = translate_input(&ss, |n| (n == "t1").then(|| json!({"found": n})), |_| None, "kcm-system").unwrap();
         assert_eq!(input.templates.len(), 2);
         assert_eq!(input.templates[0].name, "t1");
         assert!(input.templates[0].object.is_some());

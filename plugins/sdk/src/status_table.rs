@@ -56,6 +56,9 @@ pub struct StatusExpectation {
     /// The exact version; absent means there must be none.
     #[serde(default)]
     pub version: Option<String>,
+    /// The exact `deployed-hash` (contract 0.2.0), when checked.
+    #[serde(default)]
+    pub deployed_hash: Option<String>,
 }
 
 /// ServiceSet, service and template names of the status cases.
@@ -131,6 +134,9 @@ impl StatusCase {
         }
         if status.version != expect.version {
             problems.push(format!("version {:?} instead of {:?}", status.version, expect.version));
+        }
+        if expect.deployed_hash.is_some() && status.deployed_hash != expect.deployed_hash {
+            problems.push(format!("deployed hash {:?} instead of {:?}", status.deployed_hash, expect.deployed_hash));
         }
         if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
     }

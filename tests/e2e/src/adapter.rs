@@ -192,11 +192,16 @@ impl Adapter {
 
 /// `GET <url>` over a plain HTTP/1.1 connection: the status code and the body.
 pub async fn http_get(url: &str) -> (u16, String) {
+    http_get_accepting(url, "*/*").await
+}
+
+/// [`http_get`] with the Accept header `accept` (e.g. a scraper's choice of formats).
+pub async fn http_get_accepting(url: &str, accept: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let address = url.strip_prefix("http://").expect("an http URL");
     let (host, path) = address.split_once('/').map_or((address, "/".to_string()), |(h, p)| (h, format!("/{p}")));
     let mut stream = tokio::net::TcpStream::connect(host).await.unwrap_or_else(|e| panic!("connecting to {host}: {e}"));
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("sending the request");
     let mut response = String::new();
     stream.read_to_string(&mut response).await.expect("reading the response");

@@ -3,10 +3,10 @@
 //! `KUBEBUILDER_ASSETS` ([`crate::envtest`]), or a real cluster when `KSM_E2E_KUBECONFIG` is set.
 //! Either way the test gets its own namespace, so scenarios read the same on all three.
 //!
-//! On a real API server the CRDs are the **upstream** ones (kcm's, Flux's, Sveltos's, from
-//! `KSM_E2E_UPSTREAM_CRDS`, by default `../shared/reference/crds` beside the workspace), so that
-//! the real schemas validate everything the host writes; the host's AdapterPlugin CRD and the Argo
-//! CD test CRD come from this repository. They are installed with server-side apply (field manager
+//! On a real API server the CRDs are the **upstream** ones (kcm's, Flux's, Sveltos's, Argo CD's,
+//! from `KSM_E2E_UPSTREAM_CRDS`, by default `../shared/reference/crds` beside the workspace), so
+//! that the real schemas validate everything the host and its plugins write; the host's
+//! AdapterPlugin CRD comes from this repository. They are installed with server-side apply (field manager
 //! `ksm-e2e`) unless the cluster already has them from someone else (kcm, Flux). Dropping the
 //! [`Env`] deletes the namespace and the cluster-scoped objects the test labelled with it (SMPs,
 //! AdapterPlugins, ClusterRoles and their bindings, other namespaces), after clearing the finalizers of what is left in the namespace.
@@ -95,9 +95,10 @@ pub fn crds() -> Vec<Value> {
     ])
 }
 
-/// The CRDs a real API server gets: every upstream CRD (kcm, Flux, Sveltos), the host's
-/// AdapterPlugin CRD and the Argo CD test CRD. Without an upstream directory the stand-ins are
-/// used, with a note.
+/// The CRDs a real API server gets: every upstream CRD (kcm, Flux, Sveltos, Argo CD's
+/// Application, so that their real schemas validate what the host and the plugins write) and
+/// the host's AdapterPlugin CRD. Without an upstream directory the stand-ins are used, with a
+/// note.
 pub fn real_server_crds() -> Vec<Value> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let Some(upstream) = upstream_crds_dir() else {
@@ -111,9 +112,17 @@ pub fn real_server_crds() -> Vec<Value> {
         .collect();
     files.sort();
     files.push(dir.join("../../crds/adapterplugin.yaml"));
-    files.push(dir.join("fixtures/argocd-crds.yaml"));
-    read_crds(&files)
+    let crds = read_crds(&files);
+    assert!(
+        crds.iter().any(|crd| crd["metadata"]["name"] == ARGOCD_APPLICATION_CRD),
+        "{}: no CRD {ARGOCD_APPLICATION_CRD} (Argo CD's manifests/crds/application-crd.yaml)",
+        upstream.display()
+    );
+    crds
 }
+
+/// Argo CD's Application CRD, which the upstream directory must hold.
+const ARGOCD_APPLICATION_CRD: &str = "applications.argoproj.io";
 
 /// `KSM_E2E_UPSTREAM_CRDS` (which must exist), else `../shared/reference/crds` beside the
 /// workspace when it exists.

@@ -61,6 +61,19 @@ impl FluxState {
                 condition("Ready", "Unknown", "Progressing", "Running 'upgrade' action with timeout of 5m0s"),
             ],
         };
-        json!({"observedGeneration": generation, "conditions": conditions})
+        let mut status = json!({"observedGeneration": generation, "conditions": conditions});
+        if self == FluxState::Ready {
+            status["history"] = json!([release_snapshot("sha256:values-1")]);
+        }
+        status
     }
+}
+
+/// A HelmRelease `status.history` entry as helm-controller writes it, of a release whose values
+/// have the digest `config_digest`, last deployed now.
+pub fn release_snapshot(config_digest: &str) -> Value {
+    json!({"name": "release", "namespace": "default", "version": 1, "status": "deployed",
+           "chartName": "chart", "chartVersion": "1.0.0", "appVersion": "1.0.0",
+           "configDigest": config_digest, "digest": format!("sha256:release-of-{config_digest}"),
+           "firstDeployed": now(), "lastDeployed": now()})
 }

@@ -29,6 +29,8 @@ pub enum Kind {
     HelmRelease,
     /// `kustomize.toolkit.fluxcd.io/v1` Kustomization.
     Kustomization,
+    /// `source.toolkit.fluxcd.io/v1` HelmRepository.
+    HelmRepository,
     /// `argoproj.io/v1alpha1` Application.
     Application,
     /// `apps/v1` Deployment.
@@ -72,13 +74,14 @@ impl Kind {
     /// The kinds of children the Flux plugin creates.
     pub const CHILDREN: [Kind; 2] = [Kind::HelmRelease, Kind::Kustomization];
 
-    const ALL: [Kind; 23] = [
+    const ALL: [Kind; 24] = [
         Kind::ServiceSet,
         Kind::ServiceTemplate,
         Kind::StateManagementProvider,
         Kind::AdapterPlugin,
         Kind::HelmRelease,
         Kind::Kustomization,
+        Kind::HelmRepository,
         Kind::Application,
         Kind::Deployment,
         Kind::ConfigMap,
@@ -108,6 +111,7 @@ impl Kind {
             Kind::AdapterPlugin => ("ksm.k0rdent.mirantis.com", "v1alpha1", "AdapterPlugin", "adapterplugins", false),
             Kind::HelmRelease => ("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases", true),
             Kind::Kustomization => ("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations", true),
+            Kind::HelmRepository => ("source.toolkit.fluxcd.io", "v1", "HelmRepository", "helmrepositories", true),
             Kind::Application => ("argoproj.io", "v1alpha1", "Application", "applications", true),
             Kind::Deployment => ("apps", "v1", "Deployment", "deployments", true),
             Kind::ConfigMap => ("", "v1", "ConfigMap", "configmaps", true),

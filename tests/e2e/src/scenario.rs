@@ -283,7 +283,8 @@ impl Scenario {
         let kubeconfig = self.kubeconfig().to_str().expect("a UTF-8 path").to_string();
         let namespace = self.namespace().to_string();
         let output = tokio::task::spawn_blocking(move || {
-            let args = ["explain", &target, "--kubeconfig", &kubeconfig, "--adapter-namespace", &namespace];
+            let mut args = vec!["explain", &target, "--kubeconfig", &kubeconfig, "--adapter-namespace", &namespace];
+            args.extend(crate::adapter::OTHER_CLUSTERS);
             crate::adapter::run_command(&args)
         })
         .await

@@ -28,10 +28,9 @@ fn passes(wasm: &str, config: &str, extra_args: &[&str], fixtures: &[&str], at_l
 
 #[test]
 fn the_javascript_argocd_plugin_passes_the_conformance_suite() {
-    // The chart repositories' URLs, which ServiceTemplates only name: operator settings, as in
-    // the plugin's AdapterPlugin `spec.config`.
-    let config = r#"{"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent", "jetstack": "https://charts.jetstack.io"}}"#;
-    passes(env!("KSM_ARGOCD_WASM"), config, &[], &["argocd-js/testdata"], 100);
+    // No operator setting: the chart repositories' URLs come from the HelmRepositories the host
+    // hands the plugin (contract 0.2.0), among each case's objects.
+    passes(env!("KSM_ARGOCD_WASM"), "{}", &[], &["argocd-js/testdata"], 100);
 }
 
 /// Its status cases with ClusterSummaries (`testdata/status/<case>/`) check `reads`: the objects
@@ -40,6 +39,8 @@ fn the_javascript_argocd_plugin_passes_the_conformance_suite() {
 /// allows in the AdapterPlugin.
 #[test]
 fn the_python_sveltos_plugin_passes_the_conformance_suite() {
+    // A plugin of contract 0.1.0 is handed no sources: the chart repository's URL is an operator
+    // setting, as in the plugin's AdapterPlugin `spec.config`.
     let config = r#"{"helmRepositories": {"k0rdent-catalog": "https://charts.example.com/k0rdent"}}"#;
     let fixtures = ["sveltos-py/testdata", "sveltos-py/testdata/status"];
     passes(env!("KSM_SVELTOS_WASM"), config, &["--allowed-namespace", "mgmt"], &fixtures, 100);

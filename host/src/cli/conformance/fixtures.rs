@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail};
 use ksm_plugin_sdk::k0rdent;
+use ksm_plugin_sdk::sources::{self, SourceRef};
 use ksm_plugin_sdk::status_table::StatusCase;
 use serde::Deserialize;
 use serde_json::Value;
@@ -56,6 +57,11 @@ pub(super) struct TranslateCase {
 impl TranslateCase {
     pub(super) fn template(&self, name: &str) -> Option<Value> {
         self.templates.iter().find(|t| t["metadata"]["name"] == name).cloned()
+    }
+
+    /// The Flux source `source`, among the case's other objects (as plugins get it).
+    pub(super) fn source(&self, source: &SourceRef) -> Option<Value> {
+        sources::find(&self.observed, source)
     }
 
     /// The template of service `service`, by the ServiceSet's spec.

@@ -1,6 +1,6 @@
 //! `ksm-adapter plugin test`: its arguments, and the suite run over every case.
 
-use super::super::plugin_args::{LimitArgs, load};
+use super::super::plugin_args::{ConfigArgs, LimitArgs, load};
 use super::checks::{
     answer_size, check_invariants, check_metadata, check_names, compare, count, deterministic, find_observed, join,
     kib, list, missing_templates, names_field, objects_of, state_of, status_input, str_at, summary,
@@ -43,11 +43,8 @@ pub struct TestArgs {
     /// (then review the changes) instead of comparing.
     #[arg(long, requires = "fixtures")]
     pub(super) update: bool,
-    /// Default provider config (JSON) merged under every case's `spec.provider.config`, as an
-    /// AdapterPlugin's `spec.config` is: for plugins that need operator settings (e.g. the Argo
-    /// CD plugin's `helmRepositories`).
-    #[arg(long, value_name = "JSON", value_parser = parse_json)]
-    pub(super) config: Option<Value>,
+    #[command(flatten)]
+    pub(super) config: ConfigArgs,
     /// A namespace, besides the ServiceSet's own, the plugin's objects may be placed in, as an
     /// AdapterPlugin's `spec.allowedNamespaces` lists (e.g. `mgmt` for the Sveltos plugin's
     /// self-management Profiles, beside kcm's `SveltosCluster mgmt/mgmt`). Repeatable.
@@ -55,10 +52,6 @@ pub struct TestArgs {
     pub(super) allowed_namespaces: Vec<String>,
     #[command(flatten)]
     pub(super) limits: LimitArgs,
-}
-
-pub(super) fn parse_json(text: &str) -> Result<Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
 }
 
 /// Runs the suite and prints its report; fails (exit 1) when any check fails.
@@ -84,7 +77,7 @@ pub fn run(runtime: &Runtime, args: TestArgs) -> anyhow::Result<ExitCode> {
                 plugin.info().size,
                 plugin.info().sha256
             );
-            let mut serving = ServingPlugin { config: args.config.clone(), ..ServingPlugin::plain(plugin.clone()) };
+            let mut serving = args.config.serving(plugin.clone());
             serving.policy.allowed_namespaces = args.allowed_namespaces.clone();
             let suite = Suite { serving, plugin, limits, update: args.update };
             suite.check_plugin(&mut report);
@@ -174,7 +167,12 @@ impl Suite {
     /// Every check of one translate case.
     pub(super) fn check_translate(&self, report: &mut Report, name: &str, case: &TranslateCase) {
         let plugin = self.plugin.as_ref();
-        let input = match inputs::translate_input(&case.service_set, |t| case.template(t), SYSTEM_NAMESPACE) {
+        let input = match inputs::translate_input(
+            &case.service_set,
+            |t| case.template(t),
+            |s| case.source(s),
+            SYSTEM_NAMESPACE,
+        ) {
             Ok(input) => input,
             Err(e) => return report.push(name, "fixture", Err(format!("the ServiceSet spec does not parse: {e}"))),
         };
@@ -276,8 +274,14 @@ impl Suite {
             },
         );
         report.push(name, "kinds", self.declared_kinds(services));
-        let translated =
-            plan::translate(&self.serving, None, &case.service_set, |t| case.template(t), SYSTEM_NAMESPACE);
+        let translated = plan::translate(
+            &self.serving,
+            None,
+            &case.service_set,
+            |t| case.template(t),
+            |s| case.source(s),
+            SYSTEM_NAMESPACE,
+        );
         let translated = match translated {
             Ok(translated) => {
                 let refused: Vec<&str> = translated

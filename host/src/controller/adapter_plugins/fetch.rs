@@ -64,7 +64,10 @@ pub async fn fetch(
                 let unchanged = match source.pull_policy {
                     PullPolicy::IfNotPresent => true,
                     PullPolicy::Always => {
-                        oci::resolve(&source.url, &credentials).await.map_err(|e| e.to_string())? == pulled.digest
+                        oci::resolve(&source.url, &credentials, oci::RESOLVE_DEADLINE)
+                            .await
+                            .map_err(|e| e.to_string())?
+                            == pulled.digest
                     }
                 };
                 if unchanged && source.sha256.as_ref().is_none_or(|sha| *sha == previous.sha256) {

@@ -27,7 +27,7 @@ pub async fn verify(
         fetched.pulled.as_ref().ok_or_else(|| format!("AdapterPlugin {name:?}: no manifest digest to verify"))?;
     let keys = keys(client, namespace, verify).await?;
     let credentials = credentials(client, namespace, &source.url, source.pull_secret.as_deref()).await?;
-    match oci::verify(&source.url, &pulled.digest, &credentials, &keys).await {
+    match oci::verify(&source.url, &pulled.digest, &credentials, &keys, oci::SIGNATURES_DEADLINE).await {
         Ok(origin) => Ok(Some(origin)),
         Err(e) => Err(format!("AdapterPlugin {name:?}: {e}")),
     }

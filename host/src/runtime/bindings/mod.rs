@@ -5,7 +5,9 @@
 //!
 //! Adding a version: see ARCHITECTURE.md, "A new contract version".
 
+mod shared;
 mod since_v0_1_0;
+mod since_v0_2_0;
 mod versioned;
 
 pub use versioned::{CONTRACT_VERSIONS, PluginInstance, PluginPre, add_to_linker, export_of};

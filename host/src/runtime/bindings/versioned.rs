@@ -2,12 +2,13 @@
 
 use super::super::sandbox::CallState;
 use super::since_v0_1_0 as v0_1_0;
+use super::since_v0_2_0 as v0_2_0;
 use ksm_plugin_sdk::contract as c;
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
 
 /// The contract versions this host runs, oldest first; the last is the one the SDK builds.
-pub const CONTRACT_VERSIONS: &[&str] = &[v0_1_0::VERSION];
+pub const CONTRACT_VERSIONS: &[&str] = &[v0_1_0::VERSION, v0_2_0::VERSION];
 
 /// The interface a plugin of contract `version` exports.
 pub fn export_of(version: &str) -> String {
@@ -16,13 +17,16 @@ pub fn export_of(version: &str) -> String {
 
 /// Links the `host` interface of every supported version.
 pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    v0_1_0::add_to_linker(linker)
+    v0_1_0::add_to_linker(linker)?;
+    v0_2_0::add_to_linker(linker)
 }
 
 /// A linked component, by the contract version it implements.
 pub enum PluginPre {
     /// Contract 0.1.0.
     V0_1_0(v0_1_0::Pre),
+    /// Contract 0.2.0.
+    V0_2_0(v0_2_0::Pre),
 }
 
 impl PluginPre {
@@ -30,6 +34,7 @@ impl PluginPre {
     pub fn new(version: &str, pre: InstancePre<CallState>) -> wasmtime::Result<Self> {
         match version {
             v0_1_0::VERSION => Ok(Self::V0_1_0(v0_1_0::Pre::new(pre)?)),
+            v0_2_0::VERSION => Ok(Self::V0_2_0(v0_2_0::Pre::new(pre)?)),
             other => Err(wasmtime::format_err!("contract {other} is not supported")),
         }
     }
@@ -38,6 +43,7 @@ impl PluginPre {
     pub fn instantiate(&self, store: &mut Store<CallState>) -> wasmtime::Result<PluginInstance> {
         match self {
             Self::V0_1_0(pre) => pre.instantiate(store).map(PluginInstance::V0_1_0),
+            Self::V0_2_0(pre) => pre.instantiate(store).map(PluginInstance::V0_2_0),
         }
     }
 }
@@ -46,6 +52,8 @@ impl PluginPre {
 pub enum PluginInstance {
     /// Contract 0.1.0.
     V0_1_0(v0_1_0::Instance),
+    /// Contract 0.2.0.
+    V0_2_0(v0_2_0::Instance),
 }
 
 impl PluginInstance {
@@ -53,6 +61,7 @@ impl PluginInstance {
     pub fn metadata(&self, store: &mut Store<CallState>) -> wasmtime::Result<c::PluginMetadata> {
         match self {
             Self::V0_1_0(instance) => instance.metadata(store),
+            Self::V0_2_0(instance) => instance.metadata(store),
         }
     }
 
@@ -64,6 +73,7 @@ impl PluginInstance {
     ) -> wasmtime::Result<Result<(), Vec<c::ConfigError>>> {
         match self {
             Self::V0_1_0(instance) => instance.validate_config(store, config),
+            Self::V0_2_0(instance) => instance.validate_config(store, config),
         }
     }
 
@@ -75,6 +85,7 @@ impl PluginInstance {
     ) -> wasmtime::Result<Result<Vec<c::ServiceTranslation>, c::TranslateError>> {
         match self {
             Self::V0_1_0(instance) => instance.translate(store, input),
+            Self::V0_2_0(instance) => instance.translate(store, input),
         }
     }
 
@@ -86,6 +97,7 @@ impl PluginInstance {
     ) -> wasmtime::Result<Result<c::ServiceStatus, c::StatusError>> {
         match self {
             Self::V0_1_0(instance) => instance.map_status(store, input),
+            Self::V0_2_0(instance) => instance.map_status(store, input),
         }
     }
 }

@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use ksm_e2e::fixtures::{CERT_MANAGER_TEMPLATE, INGRESS_TEMPLATE, two_services};
-use ksm_e2e::flux::FluxState;
-use ksm_e2e::status::{condition_is, condition_message, service, service_state};
+use ksm_e2e::flux::{FluxState, release_snapshot};
+use ksm_e2e::status::{condition_is, condition_message, generation, service, service_state};
 use ksm_e2e::{Mode, STATUS_WAIT, Scenario};
 use serde_json::{Value, json};
 
@@ -94,6 +94,12 @@ async fn flux_status_mapping() {
     );
     assert_eq!(service(&ss, "cert-manager").unwrap()["version"], "v1.16.2", "the spec version");
     let untouched = service(&ss, "cert-manager").unwrap()["lastStateTransitionTime"].clone();
+    // kcm: a Deployed service always has a lastDeployedHash, a fingerprint of what Flux deployed.
+    let hash = |ss: &Value, name: &str| {
+        service(ss, name).unwrap()["lastDeployedHash"].as_str().unwrap_or_default().to_string()
+    };
+    let deployed = hash(&ss, "ingress-nginx");
+    assert!(deployed.len() == 64 && hash(&ss, "cert-manager").len() == 64, "{:#}", ss["status"]);
 
     for state in [FluxState::InstallFailed, FluxState::RetriesExceeded, FluxState::Reconciling] {
         t.set_flux("web", "ingress-nginx", state).await;
@@ -111,7 +117,20 @@ async fn flux_status_mapping() {
         assert!(condition_is(&ss, "ServicesInReadyState", "False", "ServicesNotReady"), "{:#}", ss["status"]);
         let cert_manager = service(&ss, "cert-manager").unwrap();
         assert_eq!(cert_manager["lastStateTransitionTime"], untouched, "changes only when the state changes");
+        assert_eq!(hash(&ss, "ingress-nginx"), deployed, "the last deployment, until the next one");
     }
+
+    // Flux upgrades the release with new values: a new deployment, a new fingerprint.
+    let r = t.child_ref("web", "ingress-nginx").await;
+    let mut upgraded = FluxState::Ready.helm_release_status(generation(&t.must_get(&r).await));
+    upgraded["history"] = json!([release_snapshot("sha256:values-2"), release_snapshot("sha256:values-1")]);
+    t.set_status(&r, upgraded).await;
+    let ss = t
+        .wait_object("ingress-nginx Deployed with a new lastDeployedHash", &t.service_set("web"), STATUS_WAIT, |ss| {
+            service_state(ss, "ingress-nginx") == Some("Deployed") && hash(ss, "ingress-nginx") != deployed
+        })
+        .await;
+    assert_eq!(hash(&ss, "ingress-nginx").len(), 64);
 }
 
 /// Whether service `name` shows what Flux `state` maps to (state, and failure reason if any).

@@ -84,6 +84,13 @@ async fn a_service_is_provisioning_while_its_workload_on_the_target_cluster_is_u
     let named = rules_condition["message"].as_str().unwrap();
     assert!(named.starts_with(&format!("{}/broken#0: healthy: ", t.namespace())), "{named}");
     assert!(!named.contains("defaults"), "the good rules are not named: {named}");
+    // `explain` reads the same rules and workloads and comes to the same verdict.
+    let explained = t.explain("web").await;
+    let explained_service = &explained["services"][0];
+    let (name, state) = (&explained_service["name"], &explained_service["state"]);
+    assert_eq!((name, state), (&json!("ingress-nginx"), &json!("Provisioning")), "{explained:#}");
+    assert_eq!(explained_service["health"], json!({"verdict": "Unhealthy", "why": [expected]}), "{explained:#}");
+    assert_eq!(explained["statusUpToDate"], true, "{explained:#}");
 
     // Scaled to zero, the Deployment controller reports it rolled out: the service is Deployed.
     remote
@@ -100,30 +107,41 @@ async fn a_service_is_provisioning_while_its_workload_on_the_target_cluster_is_u
     assert_eq!(ss["status"]["deployed"], true);
     let conditions = service(&ss, "ingress-nginx").unwrap().get("conditions").and_then(Value::as_array).cloned();
     assert!(conditions.unwrap_or_default().is_empty(), "no health condition is left: {ss:#}");
+    let explained = t.explain("web").await;
+    assert_eq!(explained["services"][0]["health"], json!({"verdict": "Healthy"}), "{explained:#}");
+    assert_eq!(explained["statusUpToDate"], true, "{explained:#}");
     drop(target);
 }
 
 /// Without the target's kubeconfig Secret the host cannot look: the service keeps Flux's
 /// Deployed and says why (this needs no second cluster and runs everywhere).
 #[tokio::test(flavor = "multi_thread")]
-async fn a_target_cluster_that_cannot_be_read_keeps_the_cd_tools_state_and_says_why() {
+async fn a_target_cluster_that_cannot_be_read_holds_a_new_deployment_and_says_why() {
     let t = Scenario::start_with("health-unread", Mode::Observe, &POLL).await;
     t.create(rules(t.namespace(), "defaults", "global", DEFAULT_RULES)).await;
     t.create_service_set("web", json!([ingress_service()])).await;
     t.wait_converged("web").await;
     t.set_flux("web", "ingress-nginx", FluxState::Ready).await;
     let ss = t
-        .wait_service_set("web", "ingress-nginx Deployed with ServiceHealth Unknown", |ss| {
+        .wait_service_set("web", "ingress-nginx with ServiceHealth Unknown", |ss| {
             service_condition(ss, "ingress-nginx", "ServiceHealth").is_some()
         })
         .await;
-    assert_eq!(service_state(&ss, "ingress-nginx"), Some("Deployed"));
+    // Flux calls it Deployed, but it was never verified: no lastDeployedHash yet.
+    assert_eq!(service_state(&ss, "ingress-nginx"), Some("Provisioning"), "{:#}", ss["status"]);
+    assert!(service(&ss, "ingress-nginx").unwrap().get("lastDeployedHash").is_none(), "{:#}", ss["status"]);
     let health = service_condition(&ss, "ingress-nginx", "ServiceHealth").unwrap();
     assert_eq!((&health["status"], &health["reason"]), (&json!("Unknown"), &json!("TargetClusterUnreadable")));
     let message = health["message"].as_str().unwrap();
     assert!(message.ends_with(&format!("Secret {}/web-kubeconfig not found", t.namespace())), "{message}");
     let rules_condition = condition(&ss, "ServiceSetHealthRules").expect("the rules condition");
     assert_eq!((&rules_condition["status"], &rules_condition["reason"]), (&json!("True"), &json!("AllRulesValid")));
+    let explained = t.explain("web").await;
+    let health = &explained["services"][0]["health"];
+    assert_eq!(health["verdict"], "Unknown", "{explained:#}");
+    let why = health["why"][0].as_str().unwrap_or_default();
+    assert!(why.ends_with(&format!("Secret {}/web-kubeconfig not found", t.namespace())), "{explained:#}");
+    assert_eq!(explained["statusUpToDate"], true, "{explained:#}");
 }
 
 /// Issue 36: a tenant's rule that would run for hours, `L.all(a, L.all(b, L.all(c, true)))` with
@@ -339,7 +357,7 @@ async fn misbehaving_target(test: &str, target: &FakeCluster, why: &str) {
             }
         })
         .await;
-    assert_eq!(service_state(&ss, "ingress-nginx"), Some("Deployed"), "the CD tool's state is kept");
+    assert_eq!(service_state(&ss, "ingress-nginx"), Some("Provisioning"), "a deployment not verified yet");
     let health = service_condition(&ss, "ingress-nginx", "ServiceHealth").unwrap();
     assert_eq!((&health["status"], &health["reason"]), (&json!("Unknown"), &json!("TargetClusterUnreadable")));
     let message = health["message"].as_str().unwrap();

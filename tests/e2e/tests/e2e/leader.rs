@@ -1,5 +1,6 @@
 //! Scenario 17: two replicas with `--leader-elect`: only the leader writes; when it stops
-//! (SIGTERM: it finishes, releases the Lease and exits), the standby takes over within seconds.
+//! (SIGTERM: it finishes, releases the Lease and exits 0), the standby takes over within seconds.
+//! A standby told to stop while it waits for the Lease exits 0 at once.
 
 use ksm_e2e::adapter::Adapter;
 use ksm_e2e::fixtures::two_services;
@@ -34,11 +35,8 @@ async fn only_the_leader_writes_and_the_standby_takes_over_when_it_stops() {
 
     let stopped = Instant::now();
     t.adapter().terminate();
-    wait_for("the leader to exit after SIGTERM", WAIT, async || match t.adapter().exited() {
-        Some(status) => Ok(status),
-        None => Err(serde_json::json!("running")),
-    })
-    .await;
+    let status = exit_of(t.adapter(), "the leader").await;
+    assert!(status.success(), "the leader exits 0 on SIGTERM: {status}");
     let leader_log = t.adapter().log_tail(20);
     assert!(leader_log.contains("released"), "the leader released its Lease:\n{leader_log}");
     wait_log(&standby, "acquired").await;
@@ -53,4 +51,23 @@ async fn only_the_leader_writes_and_the_standby_takes_over_when_it_stops() {
         if written > written_before { Ok(()) } else { Err(serde_json::json!(standby.log_tail(5))) }
     })
     .await;
+
+    // A third replica waits as a standby; SIGTERM ends its wait, as Kubernetes expects of a
+    // pod that is stopped: exit 0, well before the grace period.
+    let third = t.start_another_adapter(ELECT);
+    wait_log(&third, "waiting for leadership").await;
+    let stopped = Instant::now();
+    third.terminate();
+    let status = exit_of(&third, "the waiting standby").await;
+    assert!(status.success(), "a standby exits 0 on SIGTERM: {status}\n{}", third.log_tail(10));
+    assert!(stopped.elapsed() < Duration::from_secs(3), "the standby took {:?} to exit", stopped.elapsed());
+}
+
+/// Waits until `adapter` (`who`, in messages) exits; returns its exit status.
+async fn exit_of(adapter: &Adapter, who: &str) -> std::process::ExitStatus {
+    wait_for(&format!("{who} to exit after SIGTERM"), WAIT, async || match adapter.exited() {
+        Some(status) => Ok(status),
+        None => Err(serde_json::json!("running")),
+    })
+    .await
 }

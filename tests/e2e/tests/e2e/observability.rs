@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::plugins::{HOSTILE, hostile_provider, hostile_service_set, plugin_config_map};
-use ksm_e2e::adapter::http_get;
+use ksm_e2e::adapter::http_get_accepting;
 use ksm_e2e::fixtures::two_services;
 use ksm_e2e::flux::FluxState;
 use ksm_e2e::status::condition_is;
@@ -24,13 +24,18 @@ use serde_json::Value;
 /// sets these): expressions may match on them though `/metrics` does not carry them.
 const SCRAPE_LABELS: [&str; 7] = ["job", "instance", "namespace", "pod", "service", "endpoint", "container"];
 
+/// The Accept header of Prometheus's scrapes (2.42): the OpenMetrics text, which the host serves
+/// when asked, is what the rules and the dashboard are evaluated against.
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;\
+                                 q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
 /// Grafana's built-in interval variables, and a duration that stands for them in PromQL.
 const GRAFANA_INTERVALS: [&str; 3] = ["$__rate_interval", "$__interval", "$__range"];
 
 #[tokio::test(flavor = "multi_thread")]
 async fn alerts_and_dashboard_name_only_metrics_the_host_exposes() {
     let t = deployed("observability").await;
-    let (code, text) = http_get(&format!("{}/metrics", t.adapter().metrics_url())).await;
+    let (code, text) = http_get_accepting(&format!("{}/metrics", t.adapter().metrics_url()), PROMETHEUS_ACCEPT).await;
     assert_eq!(code, 200, "/metrics answered {code}: {text}");
     let exposed = Exposed::parse(&text);
 

@@ -323,8 +323,10 @@ async fn refused(t: &Scenario, suffix: &str, expected: &str) -> Value {
 /// signature of its manifest digest by one of them: signed by the key in a Secret of the
 /// host's namespace, it serves; signed by another key, unsigned, or carrying a signature copied
 /// from another digest, it is refused before compiling (`Verified=False`), naming the
-/// AdapterPlugin, the digest and what is missing; a serving unsigned version stops serving
-/// once its spec asks for a signature.
+/// AdapterPlugin, the digest and what is missing; a serving version stops serving once its spec
+/// asks for a signature it was not verified with: an unsigned one given `verify`, a signed one
+/// whose signer's key is dropped from `verify`. `explain` checks the same signature before it
+/// runs a plugin.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest() {
     use ksm_e2e::adapter::run_command;
@@ -379,6 +381,10 @@ async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest
     t.create(smp(&name)).await;
     hostile_service_set(&t, &name, "signed-honest").await;
     wait_hostile_child(&t, "signed-honest").await;
+    let explained = t.explain("signed-honest").await;
+    assert_eq!(explained["plugin"]["servedBy"], name.as_str(), "{explained:#}");
+    let signature = explained["plugin"]["signature"].as_str().unwrap_or_default();
+    assert!(signature.starts_with("verified with spec.source.oci.verify.keys[0].secretKeyRef"), "{explained:#}");
 
     let other = json!({"keys": [{"publicKey": other_pub}]});
     t.create(plugin("other", &signed, Some(&other)).1).await;
@@ -400,15 +406,46 @@ async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest
     t.merge_patch(&adapter_plugin(&name), json!({"spec": {"source": {"oci": {"verify": team}}}})).await;
     let status = refused(&t, "unsigned", "no signature").await;
     let digest = unsigned.split_once('@').unwrap().1;
-    assert!(status["error"].as_str().unwrap().contains(&format!("sha256-{}.sig", &digest[7..])), "{status:#}");
+    assert!(status["error"].as_str().unwrap().contains(&tag_of(digest)), "{status:#}");
     assert!(status.get("sha256").is_none(), "the unsigned version no longer serves: {status:#}");
+    // `explain` neither runs the unsigned plugin nor calls it serving: it says why.
+    t.create(smp(&name)).await;
+    hostile_service_set(&t, &name, "unsigned-honest").await;
+    let explained = t.explain("unsigned-honest").await;
+    assert!(explained["plugin"].get("servedBy").is_none(), "{explained:#}");
+    let problem = explained["plugin"]["problem"].as_str().unwrap_or_default();
+    assert!(problem.contains(&format!("not verified: AdapterPlugin \"{name}\"")), "{explained:#}");
+    assert!(problem.contains(&format!("no signature: the repository has no tag {}", tag_of(digest))), "{explained:#}");
 
     // The signed plugin's signature, copied to the unsigned one's tag: signs another digest.
     let signed_digest = signed.split_once('@').unwrap().1;
-    let tag = |digest: &str| format!("sha256-{}.sig", &digest[7..]);
-    registry.copy_manifest("ksm/hostile", &tag(signed_digest), &tag(digest));
+    registry.copy_manifest("ksm/hostile", &tag_of(signed_digest), &tag_of(digest));
     t.create(plugin("copied", &unsigned, Some(&team)).1).await;
     refused(&t, "copied", &format!("for {signed_digest}, another artifact")).await;
+
+    // The signer's key dropped from `verify` (another key stays): the serving version, verified
+    // under the old list, stops serving, and so does its ServiceSet's service.
+    let team_name = format!("{}-team", t.namespace());
+    let both = json!({"keys": [team["keys"][0], other["keys"][0]]});
+    t.merge_patch(&adapter_plugin(&team_name), json!({"spec": {"source": {"oci": {"verify": both}}}})).await;
+    wait_plugin(&t, &team_name, "still ready under both keys", |p| {
+        p["status"]["observedGeneration"] == 2 && p["status"]["ready"] == true
+    })
+    .await;
+    t.merge_patch(&adapter_plugin(&team_name), json!({"spec": {"source": {"oci": {"verify": other}}}})).await;
+    let status = refused(&t, "team", "signed by another key").await;
+    assert_eq!(status["observedGeneration"], 3, "{status:#}");
+    assert!(status.get("sha256").is_none(), "the version verified with the dropped key no longer serves: {status:#}");
+    assert!(!status["error"].as_str().unwrap().contains("keeps serving"), "{status:#}");
+    t.wait_service_set("signed-honest", "not served: its plugin stopped", |ss| {
+        condition_is(ss, "ServicesTranslated", "False", "PluginNotReady")
+    })
+    .await;
+}
+
+/// The tag of the cosign signature of manifest `digest` (`sha256:<hex>`).
+fn tag_of(digest: &str) -> String {
+    format!("sha256-{}.sig", &digest[7..])
 }
 
 /// Flux's CRDs as an SMP's provisionerCRDs.

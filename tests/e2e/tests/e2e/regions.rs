@@ -135,6 +135,15 @@ async fn a_regional_service_sets_helm_release_lives_on_the_region_and_its_status
         })
         .await;
     assert_eq!(ss["status"]["deployed"], true);
+    // `explain` reads the children where they are, through the Region's kubeconfig Secret.
+    let explained = t.explain("web").await;
+    assert_eq!(explained["region"]["name"], region_name.as_str(), "{explained:#}");
+    assert_eq!(explained["region"]["kubeconfig"], format!("Secret {ns}/eu-mgmt-kubeconfig key value"), "{explained:#}");
+    let service = &explained["services"][0];
+    assert_eq!(service["state"], "Deployed", "{explained:#}");
+    let child = format!("HelmRelease {ns}/{}", release["metadata"]["name"].as_str().unwrap());
+    assert_eq!(service["children"], json!([{"object": child, "state": "applied, up to date"}]), "{explained:#}");
+    assert_eq!(explained["statusUpToDate"], true, "{explained:#}");
 
     // An ownerReference names an object of one cluster: the region has no ServiceSet of that
     // uid, and its garbage collector would delete the HelmReleases (and the host create them
@@ -308,6 +317,13 @@ async fn a_regional_services_health_is_read_through_the_kubeconfig_on_the_region
         health["message"].as_str().unwrap().starts_with("Deployment ingress-nginx/ingress-nginx-controller: 0/1"),
         "{health:#}"
     );
+    // `explain` comes to the same verdict through the same two kubeconfigs.
+    let explained = t.explain("web").await;
+    assert_eq!(explained["region"]["name"], region_name.as_str(), "{explained:#}");
+    let service = &explained["services"][0];
+    assert_eq!(service["state"], "Provisioning", "{explained:#}");
+    assert_eq!(service["health"], json!({"verdict": "Unhealthy", "why": [health["message"]]}), "{explained:#}");
+    assert_eq!(explained["statusUpToDate"], true, "{explained:#}");
     drop((region, target));
 }
 

@@ -18,7 +18,10 @@
 //!   hold on a real API server);
 //! - `count`: a ConfigMap whose `data.calls` counts the `translate` calls this instance served
 //!   (state kept between calls: what the host's sessions must confine to one ServiceSet);
+//! - `sources`: a ConfigMap whose `data.sources` lists the sources it was handed (contract 0.2.0);
 //! - anything else: one ConfigMap per service, like an honest plugin.
+//!
+//! `map-status` says Deployed, fingerprinted by how many objects it was shown.
 
 use ksm_plugin_sdk::contract::*;
 use serde_json::{Value, json};
@@ -78,6 +81,12 @@ impl PluginApi for Hostile {
             "owner-refs" => vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name,
                 "ownerReferences": [{"apiVersion": "v1", "kind": "Namespace", "name": "kube-system", "uid": "x"}]}}).to_string()],
             "bad-json" => vec!["{\"apiVersion\": ".to_string()],
+            "sources" => {
+                let handed: Vec<String> =
+                    input.sources.iter().map(|s| format!("{} {}/{}", s.kind, s.namespace, s.name)).collect();
+                vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                    "data": {"sources": handed.join(", ")}}).to_string()]
+            }
             "count" => vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
                 "data": {"calls": calls.to_string()}}).to_string()],
             _ => vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).to_string()],
@@ -85,12 +94,13 @@ impl PluginApi for Hostile {
         Ok(vec![ServiceTranslation { service: name, outcome: Ok(objects), claims: vec![] }])
     }
 
-    fn map_status(_input: StatusInput) -> Result<ServiceStatus, StatusError> {
+    fn map_status(input: StatusInput) -> Result<ServiceStatus, StatusError> {
         Ok(ServiceStatus {
             state: ServiceState::Deployed,
             service_type: ServiceType::Resource,
             version: None,
             failure_message: None,
+            deployed_hash: Some(format!("{} objects", input.observed.len())),
         })
     }
 }

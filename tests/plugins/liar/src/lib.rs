@@ -50,6 +50,7 @@ impl PluginApi for Liar {
             service_type: ServiceType::Resource,
             version: None,
             failure_message: None,
+            deployed_hash: None,
         })
     }
 }

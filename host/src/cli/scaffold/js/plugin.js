@@ -2,12 +2,12 @@
 // ConfigMap (in the ServiceSet's namespace) carrying the service's values; its state is
 // Deployed once the ConfigMap exists. Replace the ConfigMap with your CD tool's objects.
 //
-// The contract (wit/since_v0.1.0/adapter.wit, ksm:adapter/plugin@0.1.0): `metadata` is constant,
+// The contract (wit/since_v0.2.0/adapter.wit, ksm:adapter/plugin@0.2.0): `metadata` is constant,
 // `validateConfig` rejects unknown fields, `translate` answers for every service in spec order
 // (one bad service never fails the others) and is deterministic, `mapStatus` is Deployed only
 // when everything exists. Objects cross the boundary as JSON text.
 
-const CONTRACT_VERSION = "0.1.0";
+const CONTRACT_VERSION = "0.2.0";
 const DEFAULT_VALUES_KEY = "values.yaml";
 const MAX_NAME = 63;
 

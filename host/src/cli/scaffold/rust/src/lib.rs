@@ -172,6 +172,9 @@ impl PluginApi for Plugin {
             service_type,
             version,
             failure_message: None,
+            // What your CD tool records as deployed (a revision, a digest), when Deployed; the
+            // host fingerprints what it applied when you give none.
+            deployed_hash: None,
         })
     }
 }
@@ -252,6 +255,7 @@ mod tests {
                 name: "web-1-0-0".into(),
                 object: template.map(|t| t.to_string()),
             }],
+            sources: vec![],
             target: Target::SelfManagement,
             system_namespace: "kcm-system".into(),
         }
