@@ -11,8 +11,9 @@ is `helm lint` and `helm template`, not an imitation. What it checks:
   probes, identity, image, resources, log format, cache volume and the addresses of other
   clusters it allows; the ServiceAccount and the
   bindings; RBAC without wildcards, with leases only in the release namespace and secrets
-  cluster-wide (get) only for health verification or regions; the default health-rule
-  ConfigMap; the StateManagementProvider and AdapterPlugins (fields and a structural check
+  cluster-wide (get) only for health verification or regions, and `list` on exactly the kinds
+  of the default health rules (kcm's six) only for health verification; the default health-rule
+  ConfigMap (kcm's six kinds); the StateManagementProvider and AdapterPlugins (fields and a structural check
   against the CRDs' schemas); Service (selecting every shard's pods), ServiceMonitor, replicas;
 - sharding: one shard renders no sharding flag; N shards render N Deployments of one adapter
   identity with distinct Leases, and --shard-selector label selectors that (evaluated here on
@@ -79,6 +80,13 @@ CRD_COPIES = [
 ]
 
 RULES = CHART / "files" / "prometheus-rules.yaml"
+HEALTH_RULES = CHART / "files" / "health-rules.yaml"
+# kcm 1.12's default health rules cover exactly these kinds (group, kind, plural), and its
+# ClusterRole grants read on exactly them: so do the chart's defaults and ClusterRole.
+HEALTH_KINDS = [
+    ("apps", "Deployment", "deployments"), ("apps", "StatefulSet", "statefulsets"), ("apps", "DaemonSet", "daemonsets"),
+    ("", "Pod", "pods"), ("", "PersistentVolumeClaim", "persistentvolumeclaims"), ("", "PersistentVolume", "persistentvolumes"),
+]
 # Values rendered with sharding (and manage mode: one shard writes SMP status), also the shards
 # tests/e2e starts from --rbac-out's file.
 SHARDED = {"sharding": {"shards": 3}, "adapter": {"mode": "manage"}}
@@ -547,6 +555,17 @@ def check_rbac(documents, sa_name: str, merged: dict[str, Any], label: str) -> N
     F.check(("secrets" in cluster_resources) == verifying, f"{label}: secrets granted cluster-wide={'secrets' in cluster_resources} with healthVerification.enabled or regions.enabled={verifying}")
     cluster_secrets = [rule for rule in rules_of(documents, "ClusterRole") if "secrets" in rule.get("resources", [])]
     F.check(all(rule.get("verbs") == ["get"] for rule in cluster_secrets), f"{label}: secrets need only get: {cluster_secrets}")
+    # Health on the management cluster: `list` on exactly the default rules' kinds (kcm's six),
+    # only with health verification; besides, only `get` on Deployments (an SMP's workloads).
+    workloads = {(g, r) for g, _, r in HEALTH_KINDS}
+    extra = merged["rbac"].get("extraRules") or []
+    granted = {(g, r, v) for rule in rules_of(documents, "ClusterRole") if rule not in extra
+               for g in rule.get("apiGroups", []) for r in rule.get("resources", []) for v in rule.get("verbs", [])}
+    expected = {("apps", "deployments", "get")}
+    if merged["healthVerification"]["enabled"]:
+        expected |= {(g, r, "list") for g, r in workloads}
+    on_workloads = {(g, r, v) for g, r, v in granted if (g, r) in workloads}
+    F.check(on_workloads == expected, f"{label}: granted on workloads {sorted(on_workloads)}, expected {sorted(expected)}")
     namespace_resources = {r for rule in rules_of(documents, "Role") for r in rule.get("resources") or []}
     F.check({"secrets", "leases"} <= namespace_resources, f"{label}: the Role lacks secrets or leases: {namespace_resources}")
     secrets = [rule for rule in rules_of(documents, "Role") if "secrets" in rule.get("resources", [])]
@@ -578,8 +597,9 @@ def check_health_rules(documents, deployments: list[dict[str, Any]], merged: dic
         F.check(meta["labels"]["k0rdent.mirantis.com/health-rule-target"] == "global", f"{label}: default health rules not global: {meta}")
         F.check(meta.get("namespace") == merged["adapter"]["systemNamespace"], f"{label}: default health rules not in the system namespace: {meta}")
         rules = yaml.safe_load(cm.get("data", {}).get("rules", ""))
-        kinds = [rule.get("kind") for rule in rules or []]
-        F.check(kinds == ["Deployment", "StatefulSet", "DaemonSet", "Pod", "Job"], f"{label}: default health rules for {kinds}")
+        kinds = [(rule.get("group"), rule.get("kind")) for rule in rules or []]
+        F.check(kinds == [(g, k) for g, k, _ in HEALTH_KINDS], f"{label}: default health rules for {kinds}")
+        F.check(rules == yaml.safe_load(HEALTH_RULES.read_text()), f"{label}: the default health rules are not {rel(HEALTH_RULES)}")
     for deployment in deployments:
         args = container(deployment).get("args") or []
         for flag, value in (("--health-poll-seconds", verification["pollSeconds"]), ("--max-target-clusters", verification["maxTargetClusters"])):

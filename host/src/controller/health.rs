@@ -3,20 +3,20 @@
 //! labelled ones), and each checked service's workloads on its target cluster, read through the
 //! ServiceSet's kubeconfig Secret (`<cluster>-kubeconfig`, key `value`, as kcm; on the regional
 //! cluster for a ServiceSet served through a region) or, for self-management, on the management
-//! cluster.
+//! cluster, where a tenant's rules list only in the tenant's namespace.
 
 use super::clusters::{Cluster, Clusters};
 use crate::conditions;
 use crate::health::DISCOVERY_LABELS;
 use crate::health::rule_set::{self, RuleSet};
+use crate::health::target;
 use crate::health::verdict::{self, Found, Health, Observation, RULES_CONDITION};
-use crate::k0rdent::{NamespacedName, ServiceSet, ServiceSetStatus};
+use crate::k0rdent::{ServiceSet, ServiceSetStatus};
 use crate::plan::route::KUBECONFIG_KEY;
 use crate::plugin::call_blocking;
 use crate::rules::RuleCache;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,8 +42,9 @@ pub struct HealthCheck {
 impl HealthCheck {
     /// Applies the health verdict to `status` (the status this round is about to write for
     /// `service_set`, whose children live on `home`): `ServiceSetHealthRules` when any rule
-    /// ConfigMap applies (naming the rules that did not load or exceed their budget), and each
-    /// checked service demoted while unhealthy. True when a service should be looked at again
+    /// ConfigMap applies (naming the rules that did not load, exceed their budget or, confined
+    /// to a tenant's namespace, do not apply to a service), and each checked service demoted
+    /// while unhealthy. True when a service should be looked at again
     /// soon (it is unhealthy, or its target could not be read): no watch tells when a workload on
     /// another cluster recovers. Loading and running the rules happens on blocking threads.
     pub async fn verify(
@@ -75,7 +76,8 @@ impl HealthCheck {
             return verdicts;
         }
         let cel = self.cel.clone();
-        let rules = Arc::new(call_blocking(move || rule_set::load(&applying, &cel)).await);
+        let tenant = target::tenant(service_set, &self.system_namespace).map(str::to_string);
+        let rules = Arc::new(call_blocking(move || rule_set::load(&applying, tenant.as_deref(), &cel)).await);
         let generation = service_set.metadata.generation;
         let checked: Vec<(String, String)> = status
             .services
@@ -84,6 +86,7 @@ impl HealthCheck {
             .map(|s| (s.name.clone(), s.namespace.clone()))
             .collect();
         let mut errors = rules.errors.clone();
+        errors.extend(rules.unjudged(&checked));
         if !checked.is_empty() && !rules.kinds.is_empty() {
             let observations = self.look(service_set, home, &rules, &checked).await;
             let observations: BTreeMap<_, _> = checked.into_iter().zip(observations).collect();
@@ -107,7 +110,7 @@ impl HealthCheck {
         rules: &RuleSet,
         checked: &[(String, String)],
     ) -> Vec<Observation> {
-        let secret = target_secret(service_set);
+        let secret = target::kubeconfig_secret(service_set);
         let mut observations = Vec::with_capacity(checked.len());
         let looking = async {
             let cluster = match &secret {
@@ -131,16 +134,6 @@ impl HealthCheck {
         }
         observations
     }
-}
-
-/// The kubeconfig Secret of the cluster `service_set`'s services go to; `None` for the
-/// management cluster (self-management).
-fn target_secret(service_set: &ServiceSet) -> Option<NamespacedName> {
-    let spec = &service_set.spec;
-    let remote = !spec.provider.self_management && !spec.cluster.is_empty();
-    remote.then(|| {
-        NamespacedName::new(service_set.namespace().unwrap_or_default(), format!("{}-kubeconfig", spec.cluster))
-    })
 }
 
 /// The health verdicts on one ServiceSet's services.
@@ -171,12 +164,12 @@ impl Verdicts {
     }
 }
 
-/// The objects of every kind `rules` name that carry any of the [`DISCOVERY_LABELS`] with the
-/// service's name, in its namespace (or anywhere, for a cluster-scoped kind).
+/// The objects of every kind `rules` list for the service ([`RuleSet::listing`]) that carry any
+/// of the [`DISCOVERY_LABELS`] with the service's name, in its namespace (or anywhere, for a
+/// cluster-scoped kind).
 async fn observe(cluster: &Cluster, rules: &RuleSet, name: &str, namespace: &str) -> Observation {
     let mut found = Vec::new();
-    for (kind, kind_rules) in &rules.kinds {
-        let rule = &kind_rules[0];
+    for (kind, rule) in rules.listing(namespace) {
         let mut objects = Vec::new();
         for label in DISCOVERY_LABELS {
             match cluster.list(kind, &rule.version, rule.scope, namespace, (label, name)).await {
@@ -227,7 +220,7 @@ mod tests {
             "data": {"rules": "- {group: apps, version: v1, kind: Deployment, scope: Namespaced, healthy: 'true'}"},
         }))
         .unwrap()];
-        let rules = rule_set::load(&rules.iter().collect::<Vec<_>>(), &check.cel);
+        let rules = rule_set::load(&rules.iter().collect::<Vec<_>>(), None, &check.cel);
         assert!(rules.kinds.contains_key(&deployments), "{:?}", rules.errors);
         let checked = [("a".to_string(), "team".to_string()), ("b".to_string(), "team".to_string())];
         let start = tokio::time::Instant::now();

@@ -1,6 +1,12 @@
 //! Health rules from ConfigMaps: which ConfigMaps apply to a ServiceSet (kcm's three tiers, all
 //! additive) and the rules they hold, each checked and compiled on its own so that a broken one
 //! is named by its source and never breaks the others.
+//!
+//! On the management cluster the host reads with its own broad RBAC, so a tenant's rules (from
+//! the ServiceSet's namespace, when that is not the system namespace) are *confined* to that
+//! namespace: they judge only its objects, so their `message` can carry nothing of an object the
+//! tenant could not read itself; one with `scope: Cluster`, or for a service in another
+//! namespace, is not applied and is named.
 
 use super::{DATA_KEY, GLOBAL, TARGET_LABEL};
 use crate::k0rdent::ServiceSet;
@@ -16,7 +22,7 @@ use std::ops::Deref;
 pub const MAX_KINDS: usize = 16;
 /// The most bytes of rules one ConfigMap may hold: parsed on every check of every ServiceSet it
 /// applies to, and far more than the rules of every workload kind need (the chart's defaults
-/// for five kinds take 2.4 KiB).
+/// for kcm's six kinds take 5 KiB).
 pub const MAX_CONFIG_MAP_BYTES: usize = 64 * 1024;
 /// The most rules one ConfigMap may hold: every object of a kind is run against all of its rules.
 pub const MAX_CONFIG_MAP_RULES: usize = 64;
@@ -53,6 +59,16 @@ pub struct Rule {
     pub message: String,
     /// Where it came from: `<namespace>/<configmap>#<index>`.
     pub source: String,
+    /// The one namespace whose objects it may judge (a tenant's rule on the management
+    /// cluster); `None`: whatever its kind's listing finds.
+    pub confined_to: Option<String>,
+}
+
+impl Rule {
+    /// Whether the rule may judge an object in `namespace` (`None`: a cluster-scoped object).
+    pub fn judges(&self, namespace: Option<&str>) -> bool {
+        self.confined_to.as_deref().is_none_or(|confined| Some(confined) == namespace)
+    }
 }
 
 /// A ConfigMap or rule the host could not use.
@@ -78,6 +94,41 @@ pub struct RuleSet {
     pub kinds: BTreeMap<GroupKind, Vec<Rule>>,
     /// The ConfigMaps and rules left out, and why.
     pub errors: Vec<LoadError>,
+}
+
+impl RuleSet {
+    /// The kinds to list for a service in `namespace`, each with the first rule that may judge
+    /// its objects there: its version and scope say where to list. A kind whose rules are all
+    /// confined to another namespace is not listed at all.
+    pub fn listing<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = (&'a GroupKind, &'a Rule)> + 'a {
+        self.kinds
+            .iter()
+            .filter_map(move |(kind, rules)| Some((kind, rules.iter().find(|r| r.judges(Some(namespace)))?)))
+    }
+
+    /// The confined rules that judge none of `services` (name, namespace) in another namespace,
+    /// each named once with those services.
+    pub fn unjudged(&self, services: &[(String, String)]) -> Vec<LoadError> {
+        let confined = self.kinds.values().flatten().filter_map(|rule| Some((rule, rule.confined_to.as_deref()?)));
+        confined
+            .filter_map(|(rule, namespace)| {
+                let elsewhere: Vec<String> = services
+                    .iter()
+                    .filter(|(_, service_namespace)| service_namespace != namespace)
+                    .map(|(name, service_namespace)| format!("service {name} in {service_namespace}"))
+                    .collect();
+                (!elsewhere.is_empty()).then(|| LoadError {
+                    source: rule.source.clone(),
+                    message: format!("{}; not applied to {}", confinement(namespace), elsewhere.join(", ")),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Why a rule confined to `namespace` does not apply somewhere.
+fn confinement(namespace: &str) -> String {
+    format!("on the management cluster a rule from namespace {namespace} judges only objects in {namespace}")
 }
 
 /// One rule as written in a ConfigMap.
@@ -137,15 +188,14 @@ fn owner_name(service_set: &ServiceSet) -> Option<&str> {
 /// The rules `config_maps` hold, each checked (kind, version, scope, `healthy` required) and its
 /// CEL compiled; whatever fails is left out and named in [`RuleSet::errors`]. Kinds beyond
 /// [`MAX_KINDS`] are left out too, and ConfigMaps beyond [`MAX_CONFIG_MAP_BYTES`] or
-/// [`MAX_CONFIG_MAP_RULES`] whole.
-pub fn load<C: Deref<Target = ConfigMap>>(config_maps: &[C], cel: &RuleCache) -> RuleSet {
+/// [`MAX_CONFIG_MAP_RULES`] whole. The rules of ConfigMaps in `tenant` (see
+/// [`super::target::tenant`]) are confined to it, and those of scope `Cluster` left out.
+pub fn load<C: Deref<Target = ConfigMap>>(config_maps: &[C], tenant: Option<&str>, cel: &RuleCache) -> RuleSet {
     let mut set = RuleSet::default();
     for config_map in config_maps {
-        let name = format!(
-            "{}/{}",
-            config_map.metadata.namespace.as_deref().unwrap_or_default(),
-            config_map.metadata.name.as_deref().unwrap_or_default()
-        );
+        let namespace = config_map.metadata.namespace.as_deref().unwrap_or_default();
+        let name = format!("{namespace}/{}", config_map.metadata.name.as_deref().unwrap_or_default());
+        let confined_to = tenant.filter(|tenant| *tenant == namespace);
         let text = config_map.data.as_ref().and_then(|data| data.get(DATA_KEY)).map(String::as_str).unwrap_or("");
         if text.trim().is_empty() {
             continue;
@@ -159,7 +209,7 @@ pub fn load<C: Deref<Target = ConfigMap>>(config_maps: &[C], cel: &RuleCache) ->
         };
         for (index, doc) in docs.into_iter().enumerate() {
             let source = format!("{name}#{index}");
-            match rule(doc, source.clone(), cel) {
+            match rule(doc, source.clone(), confined_to, cel) {
                 Ok((kind, rule)) => add(&mut set, kind, rule),
                 Err(message) => set.errors.push(LoadError { source, message }),
             }
@@ -193,8 +243,9 @@ fn add(set: &mut RuleSet, kind: GroupKind, rule: Rule) {
     set.kinds.entry(kind).or_default().push(rule);
 }
 
-/// One rule document, checked and compiled.
-fn rule(doc: Value, source: String, cel: &RuleCache) -> Result<(GroupKind, Rule), String> {
+/// One rule document, checked and compiled; confined to `confined_to`, where one of scope
+/// `Cluster` is refused.
+fn rule(doc: Value, source: String, confined_to: Option<&str>, cel: &RuleCache) -> Result<(GroupKind, Rule), String> {
     let doc: RuleDoc = serde_json::from_value(doc).map_err(|e| format!("not a rule: {e}"))?;
     if doc.kind.is_empty() || doc.version.is_empty() {
         return Err("kind and version are required".into());
@@ -204,13 +255,17 @@ fn rule(doc: Value, source: String, cel: &RuleCache) -> Result<(GroupKind, Rule)
         "Cluster" => Scope::Cluster,
         other => return Err(format!("scope must be \"Namespaced\" or \"Cluster\", got {other:?}")),
     };
+    if let (Scope::Cluster, Some(namespace)) = (scope, confined_to) {
+        return Err(format!("scope Cluster: {}; not applied", confinement(namespace)));
+    }
     if doc.healthy.trim().is_empty() {
         return Err("healthy is required".into());
     }
     cel.check(&doc.healthy).map_err(|e| format!("healthy: {e}"))?;
     cel.check(&doc.message).map_err(|e| format!("message: {e}"))?;
     let kind = GroupKind { group: doc.group, kind: doc.kind };
-    Ok((kind, Rule { version: doc.version, scope, healthy: doc.healthy, message: doc.message, source }))
+    let confined_to = confined_to.map(str::to_string);
+    Ok((kind, Rule { version: doc.version, scope, healthy: doc.healthy, message: doc.message, source, confined_to }))
 }
 
 #[cfg(test)]
@@ -289,12 +344,66 @@ mod tests {
     fn rules_load_by_kind_with_their_source() {
         let cms =
             [config_map("kcm-system", "defaults", GLOBAL, DEPLOYMENT), config_map("team", "t", GLOBAL, DEPLOYMENT)];
-        let set = load(&cms.iter().collect::<Vec<_>>(), &RuleCache::new());
+        let set = load(&cms.iter().collect::<Vec<_>>(), None, &RuleCache::new());
         assert_eq!(set.errors, []);
         let kind = GroupKind { group: "apps".into(), kind: "Deployment".into() };
         let rules = &set.kinds[&kind];
         assert_eq!(rules.iter().map(|r| r.source.as_str()).collect::<Vec<_>>(), ["kcm-system/defaults#0", "team/t#0"]);
         assert_eq!((rules[0].version.as_str(), rules[0].scope), ("v1", Scope::Namespaced));
+    }
+
+    #[test]
+    fn a_tenants_rules_are_confined_to_its_namespace_and_named_where_they_do_not_apply() {
+        let secrets = r#"
+- {group: "", version: v1, kind: Secret, scope: Cluster, healthy: "false", message: "obj.data.token"}
+- {group: "", version: v1, kind: Secret, scope: Namespaced, healthy: "false", message: "obj.data.token"}
+- {group: "", version: v1, kind: PersistentVolume, scope: Namespaced, healthy: "false"}
+"#;
+        let volumes = "- {group: '', version: v1, kind: PersistentVolume, scope: Cluster, healthy: 'true'}";
+        let cms = [config_map("kcm-system", "defaults", GLOBAL, volumes), config_map("team", "t", GLOBAL, secrets)];
+        let set = load(&cms.iter().collect::<Vec<_>>(), Some("team"), &RuleCache::new());
+        let messages: Vec<String> = set.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            ["team/t#0: scope Cluster: on the management cluster a rule from namespace team judges only objects in \
+              team; not applied"]
+        );
+        let secret = GroupKind { group: String::new(), kind: "Secret".into() };
+        let volume = GroupKind { group: String::new(), kind: "PersistentVolume".into() };
+        assert_eq!(set.kinds[&secret][0].confined_to.as_deref(), Some("team"));
+        let volumes: Vec<(&str, Option<&str>)> =
+            set.kinds[&volume].iter().map(|r| (r.source.as_str(), r.confined_to.as_deref())).collect();
+        assert_eq!(volumes, [("kcm-system/defaults#0", None), ("team/t#2", Some("team"))], "the operator's is not");
+
+        let listed = |namespace| -> Vec<(String, String)> {
+            set.listing(namespace).map(|(kind, rule)| (kind.kind.clone(), rule.source.clone())).collect()
+        };
+        assert_eq!(
+            listed("team"),
+            [("PersistentVolume".into(), "kcm-system/defaults#0".into()), ("Secret".into(), "team/t#1".into())]
+        );
+        assert_eq!(
+            listed("kube-system"),
+            [("PersistentVolume".into(), "kcm-system/defaults#0".into())],
+            "the tenant's Secrets are not listed in another namespace"
+        );
+
+        let services = [("web".to_string(), "team".to_string()), ("db".to_string(), "kube-system".to_string())];
+        let unjudged: Vec<String> = set.unjudged(&services).iter().map(ToString::to_string).collect();
+        let why = "on the management cluster a rule from namespace team judges only objects in team";
+        assert_eq!(
+            unjudged,
+            [
+                format!("team/t#2: {why}; not applied to service db in kube-system"),
+                format!("team/t#1: {why}; not applied to service db in kube-system"),
+            ]
+        );
+        assert_eq!(set.unjudged(&services[..1]), [], "every service is in the tenant's namespace");
+
+        let unconfined = load(&cms.iter().collect::<Vec<_>>(), None, &RuleCache::new());
+        assert_eq!(unconfined.errors, [], "on another cluster a tenant's rule of scope Cluster applies");
+        assert!(unconfined.kinds.values().flatten().all(|rule| rule.confined_to.is_none()));
+        assert_eq!(unconfined.unjudged(&services), []);
     }
 
     #[test]
@@ -314,7 +423,7 @@ mod tests {
             config_map("team", "c-good", GLOBAL, DEPLOYMENT),
             config_map("team", "d-empty", GLOBAL, "  \n"),
         ];
-        let set = load(&cms.iter().collect::<Vec<_>>(), &RuleCache::new());
+        let set = load(&cms.iter().collect::<Vec<_>>(), None, &RuleCache::new());
         let sources: Vec<&str> = set.errors.iter().map(|e| e.source.as_str()).collect();
         assert_eq!(
             sources,
@@ -349,7 +458,7 @@ mod tests {
             config_map("team", "b-many", GLOBAL, &rule.repeat(MAX_CONFIG_MAP_RULES + 1)),
             config_map("team", "c-at-the-caps", GLOBAL, &rule.repeat(MAX_CONFIG_MAP_RULES)),
         ];
-        let set = load(&cms.iter().collect::<Vec<_>>(), &RuleCache::new());
+        let set = load(&cms.iter().collect::<Vec<_>>(), None, &RuleCache::new());
         let messages: Vec<String> = set.errors.iter().map(ToString::to_string).collect();
         assert_eq!(messages.len(), 2, "{messages:?}");
         let size = rule.len() + padding.len();
@@ -369,7 +478,7 @@ mod tests {
             .map(|i| format!("- {{group: example.com, version: v1, kind: K{i:02}, scope: Cluster, healthy: 'true'}}\n"))
             .collect();
         let cm = config_map("team", "many", GLOBAL, &rules);
-        let set = load(&[&cm], &RuleCache::new());
+        let set = load(&[&cm], None, &RuleCache::new());
         assert_eq!(set.kinds.len(), MAX_KINDS);
         assert_eq!(set.errors.len(), 2);
         assert!(set.errors[0].message.contains("more than 16 kinds"), "{}", set.errors[0]);

@@ -5,7 +5,7 @@
 //! Deployed (kcm 1.12); so does a target cluster the host cannot read, with condition
 //! `ServiceHealth=Unknown` saying why.
 
-use super::rule_set::{GroupKind, LoadError, RuleSet};
+use super::rule_set::{GroupKind, LoadError, Rule, RuleSet};
 use crate::conditions::{self, Status};
 use crate::k0rdent::{ServiceSetStatus, ServiceState, ServiceType, State};
 use crate::plan::status::set_services;
@@ -71,7 +71,9 @@ pub fn checked(service: &ServiceState) -> bool {
 }
 
 /// The verdict on what was observed of one service, and the rules over their budget (each
-/// named once, by its source). An object being deleted counts as healthy (a rollout's
+/// named once, by its source). An object is judged only by the rules that may judge its
+/// namespace ([`Rule::judges`]): a confined rule never sees, so its message never carries,
+/// another namespace's object. An object being deleted counts as healthy (a rollout's
 /// terminating pods are not a failure); a rule that fails to evaluate on an object, or exceeds
 /// its budget, makes it unhealthy, with the error as the reason (its health could not be shown).
 pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &Time) -> (Health, Vec<LoadError>) {
@@ -83,18 +85,20 @@ pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &
     let mut over_budget: BTreeMap<&str, String> = BTreeMap::new();
     for Found { kind, objects } in found {
         let Some(kind_rules) = rules.kinds.get(kind) else { continue };
-        let healthy: Vec<&str> = kind_rules.iter().map(|rule| rule.healthy.as_str()).collect();
-        let texts: Vec<&str> =
-            kind_rules.iter().flat_map(|rule| [rule.healthy.as_str(), rule.message.as_str()]).collect();
         let mut seen = BTreeSet::new();
         for object in objects {
             let reference = reference(object);
             if !seen.insert(reference.clone()) || object.pointer("/metadata/deletionTimestamp").is_some() {
                 continue;
             }
+            let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str);
+            let judging: Vec<&Rule> = kind_rules.iter().filter(|rule| rule.judges(namespace)).collect();
+            let healthy: Vec<&str> = judging.iter().map(|rule| rule.healthy.as_str()).collect();
+            let texts: Vec<&str> =
+                judging.iter().flat_map(|rule| [rule.healthy.as_str(), rule.message.as_str()]).collect();
             let bound = cel.bind(&texts, &[("obj", object)]);
             let Some((i, error)) = bound.first_failing(&healthy) else { continue };
-            let rule = &kind_rules[i];
+            let rule = judging[i];
             let reason = match error {
                 Some(e) => {
                     if matches!(e, RuleError::OverBudget { .. }) {
@@ -259,7 +263,7 @@ pub fn rules_condition(errors: &[LoadError], generation: Option<i64>, now: &Time
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::rule_set::{Rule, Scope};
+    use crate::health::rule_set::Scope;
     use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
@@ -278,6 +282,7 @@ mod tests {
             healthy: healthy.into(),
             message: message.into(),
             source: source.into(),
+            confined_to: None,
         };
         let mut set = RuleSet::default();
         set.kinds.insert(
@@ -427,6 +432,49 @@ mod tests {
     }
 
     #[test]
+    fn a_confined_rule_judges_only_the_objects_of_its_namespace_and_exports_nothing_else() {
+        let (cel, now) = (RuleCache::new(), at(100));
+        let secrets = GroupKind { group: String::new(), kind: "Secret".into() };
+        let mut set = RuleSet::default();
+        let exporting = Rule {
+            version: "v1".into(),
+            scope: Scope::Namespaced,
+            healthy: "false".into(),
+            message: "'token ' + obj.data.token".into(),
+            source: "team/tenant#0".into(),
+            confined_to: Some("team".into()),
+        };
+        set.kinds.insert(secrets.clone(), vec![exporting]);
+        let secret = |namespace: Option<&str>, token: &str| {
+            let mut secret = json!({"metadata": {"name": "s"}, "data": {"token": token}});
+            if let Some(namespace) = namespace {
+                secret["metadata"]["namespace"] = json!(namespace);
+            }
+            secret
+        };
+        let observed = |objects| Observation::Found(vec![Found { kind: secrets.clone(), objects }]);
+        let elsewhere = observed(vec![secret(Some("kube-system"), "c2VjcmV0"), secret(None, "c2VjcmV0")]);
+        assert_eq!(
+            judge(&set, &elsewhere, &cel, &now),
+            (Health::Healthy, Vec::new()),
+            "another namespace's and a cluster-scoped object are not the tenant's to judge"
+        );
+        let conditions = unhealthy(judge(&set, &observed(vec![secret(Some("team"), "b3du")]), &cel, &now).0);
+        assert_eq!(conditions[0].message, "Secret team/s: token b3du (rule team/tenant#0)", "its own namespace's");
+
+        let mut beside = rules();
+        beside.kinds.get_mut(&deployment_kind()).unwrap()[1].confined_to = Some("team".into());
+        let mut marked = deployment("web", 1, 1);
+        marked["metadata"]["annotations"] = json!({"broken": "yes"});
+        assert_eq!(judge(&beside, &found(vec![marked]), &cel, &now).0, Health::Healthy, "apps is not team");
+        let conditions = unhealthy(judge(&beside, &found(vec![deployment("web", 0, 1)]), &cel, &now).0);
+        assert_eq!(
+            conditions[0].message, "Deployment apps/web: available 0/1 (rule kcm-system/defaults#0)",
+            "the operator's rule beside it still judges every namespace"
+        );
+    }
+
+    #[test]
     fn an_unreadable_target_is_unknown() {
         let health = judge(
             &rules(),
@@ -573,73 +621,5 @@ mod tests {
             (0..12).map(|i| LoadError { source: format!("team/cm#{i}"), message: "bad".into() }).collect();
         let listed = rules_condition(&many, None, &at(1)).message;
         assert!(listed.contains("team/cm#9: bad; …and 2 more") && !listed.contains("cm#10"), "{listed}");
-    }
-
-    /// The chart's default rules, as the chart ships them.
-    fn default_rules() -> RuleSet {
-        let text = include_str!("../../../deploy/chart/files/health-rules.yaml");
-        let config_map: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(
-            json!({"metadata": {"namespace": "kcm-system", "name": "defaults"}, "data": {"rules": text}}),
-        )
-        .unwrap();
-        let set = crate::health::rule_set::load(&[&config_map], &RuleCache::new());
-        assert_eq!(set.errors, []);
-        set
-    }
-
-    fn judged(kind: (&str, &str), object: Value) -> Result<(), String> {
-        let mut object = object;
-        object["metadata"] = json!({"namespace": "apps", "name": "x", "generation": 2});
-        let kind = GroupKind { group: kind.0.into(), kind: kind.1.into() };
-        let observation = Observation::Found(vec![Found { kind, objects: vec![object] }]);
-        match judge(&default_rules(), &observation, &RuleCache::new(), &at(1)).0 {
-            Health::Healthy => Ok(()),
-            Health::Unhealthy(conditions) => Err(conditions[0].message.clone()),
-            Health::Unknown(why) => panic!("{why}"),
-        }
-    }
-
-    #[test]
-    fn the_charts_default_rules_judge_each_workload_kind() {
-        let deployment = |available: Option<i64>, observed: i64| {
-            let mut status = json!({"observedGeneration": observed, "updatedReplicas": 2});
-            if let Some(a) = available {
-                status["availableReplicas"] = json!(a);
-            }
-            json!({"spec": {"replicas": 2}, "status": status})
-        };
-        assert_eq!(judged(("apps", "Deployment"), deployment(Some(2), 2)), Ok(()));
-        let message = judged(("apps", "Deployment"), deployment(None, 2)).unwrap_err();
-        assert!(
-            message.starts_with("Deployment apps/x: 0/2 replicas available (rule kcm-system/defaults#0)"),
-            "{message}"
-        );
-        assert!(judged(("apps", "Deployment"), deployment(Some(2), 1)).is_err(), "a rollout not yet observed");
-        let scaled_to_zero = json!({"spec": {"replicas": 0}, "status": {"observedGeneration": 2}});
-        assert_eq!(judged(("apps", "Deployment"), scaled_to_zero), Ok(()));
-
-        let sts =
-            |ready: i64| json!({"spec": {"replicas": 3}, "status": {"observedGeneration": 2, "readyReplicas": ready}});
-        assert_eq!(judged(("apps", "StatefulSet"), sts(3)), Ok(()));
-        assert!(judged(("apps", "StatefulSet"), sts(1)).unwrap_err().contains("1/3 replicas ready"));
-
-        let ds = |ready: i64| json!({"status": {"observedGeneration": 2, "desiredNumberScheduled": 4, "numberReady": ready}});
-        assert_eq!(judged(("apps", "DaemonSet"), ds(4)), Ok(()));
-        assert!(judged(("apps", "DaemonSet"), ds(3)).unwrap_err().contains("3/4 pods ready"));
-
-        let pod = |phase: &str, ready: &str| json!({"status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}]}});
-        assert_eq!(judged(("", "Pod"), pod("Running", "True")), Ok(()));
-        assert_eq!(judged(("", "Pod"), pod("Succeeded", "False")), Ok(()));
-        assert!(judged(("", "Pod"), pod("Running", "False")).unwrap_err().contains("phase Running, not ready"));
-        assert!(judged(("", "Pod"), pod("Pending", "False")).is_err());
-
-        let job = |failed: &str| json!({"status": {"conditions": [{"type": "Failed", "status": failed, "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}});
-        assert_eq!(judged(("batch", "Job"), json!({"status": {}})), Ok(()));
-        assert_eq!(judged(("batch", "Job"), job("False")), Ok(()));
-        assert!(
-            judged(("batch", "Job"), job("True"))
-                .unwrap_err()
-                .contains("failed: Job has reached the specified backoff limit")
-        );
     }
 }

@@ -86,6 +86,12 @@ impl Kinds {
             builtin("", "v1", "events", "Event", true, false),
             builtin("events.k8s.io", "v1", "events", "Event", true, false),
             builtin("apps", "v1", "deployments", "Deployment", true, true),
+            // The workloads service health reads (the chart's default rules).
+            builtin("apps", "v1", "statefulsets", "StatefulSet", true, true),
+            builtin("apps", "v1", "daemonsets", "DaemonSet", true, true),
+            builtin("", "v1", "pods", "Pod", true, true),
+            builtin("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, true),
+            builtin("", "v1", "persistentvolumes", "PersistentVolume", false, true),
             builtin("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, true),
             builtin("coordination.k8s.io", "v1", "leases", "Lease", true, false),
             ssar,

@@ -31,7 +31,8 @@
 //!   allowed; SelfSubjectAccessReview answers `allowed: true` unless [`TestApiServer::deny`] was called for its
 //!   exact verb, group and resource). No admission, no webhooks, no rate limiting (except [`TestApiServer::fail_next`]).
 //! - **Kinds**: only installed CRDs and the built-ins Namespace, ConfigMap, Secret, Event (core and
-//!   `events.k8s.io/v1`, stored separately), `apps/v1` Deployment, CustomResourceDefinition, `coordination.k8s.io/v1`
+//!   `events.k8s.io/v1`, stored separately), `apps/v1` Deployment, StatefulSet and DaemonSet, Pod,
+//!   PersistentVolumeClaim, PersistentVolume, CustomResourceDefinition, `coordination.k8s.io/v1`
 //!   Lease and SelfSubjectAccessReview (create only, not stored). Nothing acts on objects: no controllers (a
 //!   Deployment never gets pods or status), no namespace lifecycle (deleting a Namespace does not delete its
 //!   contents), and creating in a namespace that does not exist succeeds.

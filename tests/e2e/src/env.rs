@@ -9,7 +9,7 @@
 //! AdapterPlugin CRD comes from this repository. They are installed with server-side apply (field manager
 //! `ksm-e2e`) unless the cluster already has them from someone else (kcm, Flux). Dropping the
 //! [`Env`] deletes the namespace and the cluster-scoped objects the test labelled with it (SMPs,
-//! AdapterPlugins, ClusterRoles and their bindings), after clearing the finalizers of what is left in the namespace.
+//! AdapterPlugins, ClusterRoles and their bindings, other namespaces), after clearing the finalizers of what is left in the namespace.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -362,9 +362,18 @@ async fn clean_up_cluster(kubeconfig: &Path, namespace: &str) {
     }
     objects.delete(&ObjRef::cluster(Kind::Namespace, namespace)).await;
     let labelled = format!("{TEST_NAMESPACE_LABEL}={namespace}");
-    for kind in [Kind::StateManagementProvider, Kind::AdapterPlugin, Kind::ClusterRoleBinding, Kind::ClusterRole] {
+    let cluster_scoped = [
+        Kind::StateManagementProvider,
+        Kind::AdapterPlugin,
+        Kind::ClusterRoleBinding,
+        Kind::ClusterRole,
+        Kind::Namespace,
+    ];
+    for kind in cluster_scoped {
         for object in objects.list(kind, "", &labelled).await {
-            objects.delete(&ObjRef::of(&object)).await;
+            // By the kind listed: a real API server's list items of built-in kinds have none.
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            objects.delete(&ObjRef::cluster(kind, name)).await;
         }
     }
 }

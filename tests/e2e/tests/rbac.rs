@@ -3,7 +3,8 @@
 //! The chart's rules come from `.ci/helm-check.py --rbac-out` (Helm itself renders the chart):
 //! `target/chart-rbac.json`, written by `.ci/run`, or rendered here when that file is missing or
 //! older than the chart. The real `ksm-adapter run` then serves a scenario — plugins from a
-//! ConfigMap and from OCI with a pull Secret (both failing to fetch), deploy, Flux status, an
+//! ConfigMap and from OCI with a pull Secret (both failing to fetch), deploy to the management
+//! cluster (self-management), Flux status, the services' health by the chart's default rules, an
 //! unready provider (observe mode) or the host's own SMP status (manage mode), a removed service,
 //! deletion — as its ServiceAccount:
 //!
@@ -254,7 +255,13 @@ async fn run_scenario(test: &str, rules: &ChartRules, mode: Mode) -> Option<Obse
         }
         None => service_account_kubeconfig(&env, rules).await,
     };
-    let adapter = Adapter::start_as(&env, &kubeconfig, mode, &[]);
+    // The test's namespace is the system namespace, where the chart puts its default health rules.
+    let adapter = Adapter::start_as(&env, &kubeconfig, mode, &["--system-namespace", &ns]);
+    env.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "ksm-adapter-health-rules", "namespace": ns,
+                                   "labels": {"k0rdent.mirantis.com/health-rule-target": "global"}},
+                      "data": {"rules": chart::file("health-rules.yaml")}}))
+        .await;
     let t = Waits { env: &env, adapter: &adapter };
 
     // Plugins from the other sources, for providers no ServiceSet names: the host reads the
@@ -278,9 +285,11 @@ async fn run_scenario(test: &str, rules: &ChartRules, mode: Mode) -> Option<Obse
         t.object("SMP ready, written by the host", &smp, |smp| smp["status"]["ready"] == true).await;
     }
 
-    // Deploy: the host's finalizer, children applied, status written.
+    // Deploy to the management cluster: the host's finalizer, children applied, status written.
     let ss = ObjRef::new(Kind::ServiceSet, &ns, "web");
-    env.create(fixtures::service_set(&ns, "web", &smp_name, two_services())).await;
+    let mut web = fixtures::service_set(&ns, "web", &smp_name, two_services());
+    (web["spec"]["cluster"], web["spec"]["provider"]["selfManagement"]) = (json!(""), json!(true));
+    env.create(web).await;
     t.object("host finalizer, translated", &ss, |ss| {
         has_finalizer(ss, &host_finalizer(&ns, ADAPTER_NAME))
             && condition_is(ss, "ServicesTranslated", "True", "Succeeded")
@@ -288,15 +297,25 @@ async fn run_scenario(test: &str, rules: &ChartRules, mode: Mode) -> Option<Obse
     .await;
     let children = t.children("web", 2).await;
 
-    // Status: Flux reports Ready, the services turn Deployed.
+    // Status: Flux reports Ready, the services turn Deployed, and their workloads on the
+    // management cluster are listed by the default rules' kinds (none found: healthy). A list
+    // the rules forbid would leave the target unreadable, in condition ServiceHealth.
     for child in &children {
         let r = ObjRef::of(child);
         env.set_status(&r, FluxState::Ready.helm_release_status(generation(child))).await;
     }
-    t.object("both services Deployed", &ss, |ss| {
-        ["ingress-nginx", "cert-manager"].iter().all(|s| service_state(ss, s) == Some("Deployed"))
-    })
-    .await;
+    let deployed = t
+        .object("both services Deployed, their health checked", &ss, |ss| {
+            ["ingress-nginx", "cert-manager"].iter().all(|s| service_state(ss, s) == Some("Deployed"))
+                && condition_is(ss, "ServiceSetHealthRules", "True", "AllRulesValid")
+        })
+        .await;
+    for service in deployed["status"]["services"].as_array().into_iter().flatten() {
+        let conditions = service["conditions"].as_array().into_iter().flatten();
+        let health: Vec<&Value> =
+            conditions.filter(|c| c["type"].as_str().is_some_and(|t| t.starts_with("ServiceHealth"))).collect();
+        assert!(health.is_empty(), "the workloads of {} were not read: {health:#?}", service["name"]);
+    }
 
     // The adapter Deployment turns unavailable. In observe mode kcm reports the SMP not ready
     // and the host explains why (it reads the workloads, the CRDs and its own permissions); in

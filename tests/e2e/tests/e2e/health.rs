@@ -11,7 +11,7 @@ use ksm_e2e::fixtures::{cert_manager_service, ingress_service, workload};
 use ksm_e2e::flux::FluxState;
 use ksm_e2e::objects::Objects;
 use ksm_e2e::status::{condition_message, service, service_state};
-use ksm_e2e::{Kind, Mode, ObjRef, Scenario};
+use ksm_e2e::{Kind, Mode, ObjRef, Scenario, TEST_NAMESPACE_LABEL};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -70,7 +70,7 @@ async fn a_service_is_provisioning_while_its_workload_on_the_target_cluster_is_u
     assert_eq!((&health["status"], &health["reason"]), (&json!("False"), &json!("DeploymentUnhealthy")), "{health:#}");
     let message = health["message"].as_str().unwrap();
     let expected = format!(
-        "Deployment ingress-nginx/ingress-nginx-controller: 0/1 replicas available (rule {}/defaults#0)",
+        "Deployment ingress-nginx/ingress-nginx-controller: 0/1 replicas ready, 0 updated (rule {}/defaults#0)",
         t.namespace()
     );
     assert_eq!(message, expected);
@@ -92,7 +92,7 @@ async fn a_service_is_provisioning_while_its_workload_on_the_target_cluster_is_u
     assert_eq!(explained_service["health"], json!({"verdict": "Unhealthy", "why": [expected]}), "{explained:#}");
     assert_eq!(explained["statusUpToDate"], true, "{explained:#}");
 
-    // Scaled to zero, the Deployment controller reports it available: the service is Deployed.
+    // Scaled to zero, the Deployment controller reports it rolled out: the service is Deployed.
     remote
         .merge_patch(
             &ObjRef::new(Kind::Deployment, "ingress-nginx", "ingress-nginx-controller"),
@@ -221,6 +221,87 @@ async fn a_tenants_rule_too_costly_to_run_fails_alone_and_the_host_keeps_serving
         assert!(matches!(answer, Ok(200)), "/healthz answered {answer:?} after {took:?}: {answers:?}");
     }
     assert!(t.adapter_running(), "{}", t.adapter().failure_context());
+}
+
+/// Issue 36: on the management cluster a tenant's rules (from the ServiceSet's namespace) judge
+/// only the objects of that namespace. A self-management ServiceSet in the tenant's namespace
+/// has a service there and one in another namespace; the tenant's rules try to read a Secret of
+/// the other namespace, by `scope: Cluster` and by judging the service there. Neither rule
+/// reaches it: the first is not applied, the second judges only the tenant's own Secret, both
+/// are named in `ServiceSetHealthRules` saying why, and nothing of the other Secret is in the
+/// status. Runs on either backend: the management cluster is the test's API server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenants_rules_on_the_management_cluster_judge_only_its_own_namespace() {
+    let t = Scenario::start_with("health-tenant", Mode::Observe, &POLL).await;
+    let ns = t.namespace().to_string();
+    let other = format!("{ns}-other");
+    t.create(json!({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": other, "labels": {TEST_NAMESPACE_LABEL: ns}}}))
+        .await;
+    let secret = |namespace: &str, name: &str, labels: Value, token: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace, "labels": labels},
+               "data": {"token": base64_of(token)}})
+    };
+    const LOOT: &str = "not-the-tenants-to-read";
+    t.create(secret(&ns, "own", json!({"app": "mine"}), "the-tenants-own")).await;
+    t.create(secret(&other, "loot", json!({"app": "mine", "release": "theirs"}), LOOT)).await;
+    let rule = |scope: &str, message: &str| {
+        json!([{"group": "", "version": "v1", "kind": "Secret", "scope": scope, "healthy": "false", "message": message}])
+            .to_string()
+    };
+    let everywhere = rule("Cluster", "'found ' + obj.metadata.name + ': ' + obj.data.token");
+    let here = rule("Namespaced", "'read ' + obj.metadata.name + ': ' + obj.data.token");
+    t.create(rules(&ns, "a-everywhere", "global", &everywhere)).await;
+    t.create(rules(&ns, "b-namespaced", "global", &here)).await;
+
+    let service = |name: &str, namespace: &str| {
+        let mut service = ingress_service();
+        (service["name"], service["namespace"]) = (json!(name), json!(namespace));
+        service
+    };
+    let mut object = t.service_set_object("tenant", json!([service("mine", &ns), service("theirs", &other)]));
+    object["spec"]["cluster"] = json!("");
+    object["spec"]["provider"]["selfManagement"] = json!(true);
+    t.create(object).await;
+    t.wait_converged("tenant").await;
+    for name in ["mine", "theirs"] {
+        t.set_flux("tenant", name, FluxState::Ready).await;
+    }
+    let (everywhere, here) = (format!("{ns}/a-everywhere#0"), format!("{ns}/b-namespaced#0"));
+    let ss = t
+        .wait_service_set("tenant", "both rules named, mine held by its own Secret", |ss| {
+            let named = condition(ss, "ServiceSetHealthRules")
+                .and_then(|c| c["message"].as_str())
+                .is_some_and(|m| m.contains(&everywhere) && m.contains(&here));
+            named && service_condition(ss, "mine", "ServiceHealthSecret").is_some()
+        })
+        .await;
+    let rules_condition = condition(&ss, "ServiceSetHealthRules").unwrap();
+    assert_eq!(
+        (&rules_condition["status"], &rules_condition["reason"]),
+        (&json!("False"), &json!("HealthRuleInvalid"))
+    );
+    let named = rules_condition["message"].as_str().unwrap();
+    let expected = format!(
+        "{everywhere}: scope Cluster: on the management cluster a rule from namespace {ns} judges only objects \
+         in {ns}; not applied; {here}: on the management cluster a rule from namespace {ns} judges only objects \
+         in {ns}; not applied to service theirs in {other}"
+    );
+    assert_eq!(named, expected);
+    let health = service_condition(&ss, "mine", "ServiceHealthSecret").unwrap();
+    let own = base64_of("the-tenants-own");
+    assert_eq!(health["message"], format!("Secret {ns}/own: read own: {own} (rule {here})"), "{health:#}");
+    assert_eq!(service_state(&ss, "mine"), Some("Provisioning"));
+    assert_eq!(service_state(&ss, "theirs"), Some("Deployed"), "no rule of the tenant judges it: {ss:#}");
+    let status = ss["status"].to_string();
+    for leak in [LOOT.to_string(), base64_of(LOOT), "loot".to_string()] {
+        assert!(!status.contains(&leak), "the other namespace's Secret reached the status ({leak}): {status}");
+    }
+}
+
+/// `text` as a Secret's `data` holds it.
+fn base64_of(text: &str) -> String {
+    serde_json::to_value(ByteString(text.as_bytes().to_vec())).unwrap().as_str().unwrap().to_string()
 }
 
 /// A target that trickles its answers a byte a second: the look at it ends at the deadline of
