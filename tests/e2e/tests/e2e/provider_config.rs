@@ -4,16 +4,21 @@
 //! the plugin's golden cases.
 
 use ksm_e2e::fixtures::flux_golden_case;
+use ksm_e2e::objects::Kind;
 use ksm_e2e::status::{condition_is, condition_message, service, service_state};
 use ksm_e2e::{Mode, Scenario};
 use serde_json::json;
 
-/// Creates the ServiceTemplates of the Flux golden `case` and, as ServiceSet `name`, its
+/// Creates the ServiceTemplates of the Flux golden `case` the scenario does not hold yet (it
+/// starts with the standard ones, which the golden cases share) and, as ServiceSet `name`, its
 /// services with its provider config.
 async fn create_golden_case(t: &Scenario, case: &str, name: &str) {
     let (templates, golden) = flux_golden_case(case, t.namespace());
     for template in templates {
-        t.create(template).await;
+        let name = template["metadata"]["name"].as_str().expect("a template's name");
+        if t.get(&t.obj(Kind::ServiceTemplate, name)).await.is_none() {
+            t.create(template).await;
+        }
     }
     let mut service_set = t.service_set_object(name, golden["spec"]["services"].clone());
     service_set["spec"]["provider"]["config"] = golden["spec"]["provider"]["config"].clone();

@@ -105,7 +105,8 @@ async fn a_sveltos_plugin_in_python_serves_beside_argocd_and_flux() {
     upgraded["helmReleaseSummaries"][0]["valuesHash"] = json!("bmV3IHZhbHVlcw==");
     t.set_status(&summary_ref, upgraded).await;
     t.wait_service_set("edge", "a new lastDeployedHash", |ss| {
-        service_state(ss, "ingress-nginx") == Some("Deployed") && !["", &deployed].contains(&last_deployed_hash(ss).as_str())
+        service_state(ss, "ingress-nginx") == Some("Deployed")
+            && !["", &deployed].contains(&last_deployed_hash(ss).as_str())
     })
     .await;
 
@@ -134,5 +135,7 @@ async fn a_sveltos_plugin_in_python_serves_beside_argocd_and_flux() {
 
 /// The `lastDeployedHash` of service ingress-nginx, empty when it has none.
 fn last_deployed_hash(service_set: &Value) -> String {
-    service(service_set, "ingress-nginx").and_then(|s| s["lastDeployedHash"].as_str().map(String::from)).unwrap_or_default()
+    service(service_set, "ingress-nginx")
+        .and_then(|s| s["lastDeployedHash"].as_str().map(String::from))
+        .unwrap_or_default()
 }
