@@ -51,8 +51,11 @@ async fn the_scale_benchmark_runs_at_a_small_size() {
     assert!(ours.verb("patch") >= n * 3, "every HelmRelease was applied: {:?}", ours.requests);
     // One status write per new ServiceSet when Flux is quick (the status waits for the applied
     // children to come back); a slow spell makes some write `Provisioning` first, and a real API
-    // server answers some writes with 409 Conflict. Two rounds each (the former behaviour) fail.
-    let bound = if Backend::selected() == Backend::Envtest { 2 * n } else { n * 3 / 2 };
+    // server answers some writes with 409 Conflict. On the simulator two rounds each (the former
+    // behaviour) fail. On a real API server on a busy machine nearly every ServiceSet may show
+    // `Provisioning` before `Deployed` (two writes a user sees) plus a few conflicts; a third write
+    // per ServiceSet fails.
+    let bound = if Backend::selected() == Backend::Envtest { n * 5 / 2 } else { n * 3 / 2 };
     assert!(ours.verb("update") < bound, "about one status write per ServiceSet: {:?}", ours.requests);
     assert!(ours.peak_rss_kib > 0);
     let restart = ours.restart.as_ref().expect("the restart was measured");
