@@ -74,8 +74,9 @@ pub struct ServiceSetSpec {
 
 /// `ServiceSet.spec.provider`: the plugin SDK's
 /// [`ProviderSpec`](ksm_plugin_sdk::k0rdent::ProviderSpec) with `config` kept as text. The host
-/// caches every ServiceSet it serves, and a small config as `Value` maps took ~1.5 KB of each
-/// (docs/performance.md); plugins still read it as `Value`, from the JSON the host hands them.
+/// caches every ServiceSet it serves, and even a small config as `Value` maps was a large part
+/// of each (docs/performance.md); plugins still read it as `Value`, from the JSON the host
+/// hands them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderSpec {
@@ -98,8 +99,8 @@ impl ProviderSpec {
     }
 }
 
-/// A JSON value kept as its compact text: a few bytes where `Value` maps take a B-tree node
-/// (~0.6 KB) each. It reads and writes as the JSON it holds.
+/// A JSON value kept as its compact text: a few bytes where `Value` maps take a whole B-tree
+/// node each, however few their entries. It reads and writes as the JSON it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JsonText(Box<str>);
 

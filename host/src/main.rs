@@ -13,8 +13,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// jemalloc's options, read once at its start (the `malloc_conf` of its manual, under the
 /// `_rjem_` prefix tikv-jemalloc-sys builds it with). Two arenas instead of four per CPU: each
 /// arena keeps its own partly used pages, and a controller's allocations are not contended
-/// enough to need more (peak RSS at 10,000 x 3: ~5 MiB less, CPU the same within noise;
-/// docs/performance.md). `_RJEM_MALLOC_CONF` in the environment still overrides it.
+/// enough to need more (a lower peak RSS at the same CPU: docs/performance.md).
+/// `_RJEM_MALLOC_CONF` in the environment still overrides it.
 #[unsafe(export_name = "_rjem_malloc_conf")]
 static MALLOC_CONF: MallocConf = MallocConf(c"narenas:2".as_ptr());
 

@@ -2,8 +2,8 @@
 //! the same shape, with a status or without.
 //!
 //! The objects of one kind differ in little but names, generations and times, so a sibling's
-//! text is the best dictionary there is: a 1.6 KB HelmRelease with its own names and uid packs
-//! to ~110 bytes against one with a status like its own, ~225 against one without, ~550
+//! text is the best dictionary there is: a HelmRelease with its own names and uid packs
+//! smallest against one with a status like its own, less well against one without, and worst
 //! without a dictionary (docs/performance.md). Objects come in two shapes, before their
 //! controller's first status and after, and the first texts of a kind are mostly of the first
 //! shape (the host's own applies, ServiceSets before the host writes their status) while the
@@ -122,7 +122,7 @@ mod tests {
     }
 
     /// A kind's first texts are the host's applies, without a status; the kind then lives with
-    /// one. Packed against the first text, a released HelmRelease took twice the bytes.
+    /// one. Packed against the first text, a released HelmRelease took many more bytes.
     #[test]
     fn texts_with_a_status_pack_against_the_first_with_one_though_the_first_had_none() {
         let mut packer = Packer::new();

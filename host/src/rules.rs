@@ -29,12 +29,12 @@ use lru::Lru;
 use serde_json::Value;
 
 /// The most a rule's estimated cost may be, by default: Kubernetes' per-expression runtime limit
-/// for CRD validation rules and admission policies (`PerCallLimit`). Measured on this host's
-/// CEL interpreter (a release build), a million units take at most about 60 ms (nested loops,
-/// `split`); most shapes take far less.
+/// for CRD validation rules and admission policies (`PerCallLimit`). On this host's CEL
+/// interpreter the costliest shapes at that limit (nested loops, `split`) still end far within
+/// [`DEFAULT_DEADLINE`] (docs/performance.md); most shapes take far less.
 pub const DEFAULT_COST_LIMIT: u64 = 1_000_000;
-/// How long an evaluation may run by default before it is given up on: ten times what the cost
-/// limit allows, and the time limit of a plugin call.
+/// How long an evaluation may run by default before it is given up on: an order of magnitude
+/// above what the cost limit allows, and the time limit of a plugin call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(1);
 /// Compiled rules kept, least recently used dropped first: far more than the host's own and the
 /// operators' rules together.
@@ -237,10 +237,10 @@ impl RuleCache {
     /// A context over the standard environment with `variables` bound, each converted to CEL
     /// only as far as `rules` read it: a variable no rule names is left out, and one whose
     /// fields they only select is converted only at those fields. Converting a whole
-    /// ServiceSet that no rule reads was a tenth of the host's CPU, and whole HelmReleases for
-    /// the built-in Flux rules, which read two fields, 4.4% (docs/performance.md). A rule that
-    /// does not compile reads nothing: it fails to run whatever is bound. Also the sizes inside
-    /// what is bound, by variable.
+    /// ServiceSet that no rule reads, and whole HelmReleases with their values for the built-in
+    /// Flux rules, which read two fields, was a share of the host's CPU worth removing
+    /// (docs/performance.md). A rule that does not compile reads nothing: it fails to run
+    /// whatever is bound. Also the sizes inside what is bound, by variable.
     fn context(
         &self,
         rules: &[Option<Compiled>],

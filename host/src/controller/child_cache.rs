@@ -31,8 +31,8 @@ struct Cached {
 /// The cached children of every kind, by ServiceSet, and each child's ServiceSet. A child's
 /// entry lives in its ServiceSet's sorted `Vec` (a ServiceSet has a few children), so the map
 /// over every child holds two pointers per child; the reference and the ServiceSet's name are
-/// each stored once and shared (at 10,000 × 3 this took the cache's own tables from ~14 MB to
-/// ~8 MB: docs/performance.md).
+/// each stored once and shared: the cache holds an entry for every child the host serves, so
+/// its own tables, more than the packed texts, set its memory (docs/performance.md).
 #[derive(Default)]
 pub struct ChildCache {
     /// The ServiceSet of each child.

@@ -90,8 +90,8 @@ impl Reads {
 
 /// How long what a kubeconfig Secret read said stands: its client is used, or its absence
 /// reported, without reading it again. A health check every few seconds (while a service is
-/// unhealthy) and every round of a regional ServiceSet would otherwise read it each time (2.76
-/// reads per ServiceSet on envtest at 1,000 x 3); a change is seen within this time.
+/// unhealthy) and every round of a regional ServiceSet would otherwise read it each time, more
+/// often than a ServiceSet's own requests; a change is seen within this time.
 pub(super) const SECRET_FRESH: Duration = Duration::from_secs(30);
 
 /// The clients of other clusters.

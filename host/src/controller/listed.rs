@@ -1,6 +1,6 @@
 //! The objects a (re)list of one kind returned, so that at its end a cache forgets the objects it
 //! holds that the list no longer does. Each reference is remembered by a keyed hash: a set of
-//! whole references held ~9 MB while 30,000 HelmReleases relisted, most of a restart's peak
+//! whole references, held until a relist of every child ends, was most of a restart's peak
 //! above the caches themselves (docs/performance.md). Two references with the same hash would
 //! keep one gone object cached: with random SipHash keys per list, a chance of ~2^-64 per pair.
 

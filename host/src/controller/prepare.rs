@@ -43,7 +43,8 @@ pub async fn prepare(
     };
     futures::future::join(load, futures::future::join_all(listed.into_iter().map(wait_listed))).await;
     // Each ServiceSet is unpacked only while its batch translates it: all of them unpacked at
-    // once took ~24 MiB at 10,000, the adapter's peak RSS (docs/performance.md).
+    // once, in proportion to the ServiceSets served, set the adapter's peak RSS
+    // (docs/performance.md).
     let listed: Vec<Arc<CachedServiceSet>> = ctx
         .caches
         .service_sets

@@ -1,9 +1,9 @@
 //! ServiceSets as the controller's cache keeps them: each packed (zstd against the first
 //! ServiceSet seen of its shape, with a status or without, as the child cache packs children),
 //! beside the few fields read without unpacking it: what names it, what the triggers match on
-//! and what the metrics count. A typed ServiceSet held ~3.8 KB at 10,000 × 3, most of it small
-//! strings, conditions and a one-label map (docs/performance.md); a reconcile unpacks its own
-//! ServiceSet once.
+//! and what the metrics count. A typed ServiceSet is mostly small strings, conditions and a
+//! one-label map, each an allocation of its own: far more memory than its packed text
+//! (docs/performance.md); a reconcile unpacks its own ServiceSet once.
 //!
 //! The watch decodes straight into [`CachedServiceSet`] (its `Deserialize` packs), so no typed
 //! copy outlives the event. The packer is the process's one: the dictionaries must be those a

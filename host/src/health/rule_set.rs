@@ -22,7 +22,7 @@ use std::ops::Deref;
 pub const MAX_KINDS: usize = 16;
 /// The most bytes of rules one ConfigMap may hold: parsed on every check of every ServiceSet it
 /// applies to, and far more than the rules of every workload kind need (the chart's defaults
-/// for kcm's six kinds take 5 KiB).
+/// for kcm's six kinds take a small part of it).
 pub const MAX_CONFIG_MAP_BYTES: usize = 64 * 1024;
 /// The most rules one ConfigMap may hold: every object of a kind is run against all of its rules.
 pub const MAX_CONFIG_MAP_RULES: usize = 64;

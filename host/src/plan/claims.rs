@@ -115,7 +115,7 @@ struct Holder {
     service: Box<str>,
 }
 
-/// A claim as the index keeps it: its four strings in one allocation (the index holds ~3
+/// A claim as the index keeps it: its four strings in one allocation (the index holds a few
 /// claims per ServiceSet, for every ServiceSet: a [`Claim`] takes five), ordered as [`Claim`].
 #[derive(Debug, PartialEq, Eq)]
 struct StoredClaim {
@@ -176,7 +176,7 @@ fn winner(holders: &[Holder]) -> &Holder {
 }
 
 /// Every claim of the ServiceSets the host serves, and who holds it. Each claim is stored once
-/// and shared by both maps (the index holds ~3 claims per ServiceSet, for every ServiceSet).
+/// and shared by both maps (the index holds a few claims per ServiceSet, for every ServiceSet).
 /// A claim has one holder but in a conflict, and a ServiceSet a few claims: small sorted `Vec`s
 /// rather than sets, which take a B-tree node each.
 #[derive(Debug, Default)]

@@ -7,9 +7,8 @@
 //! new input.
 //!
 //! Each is kept as JSON text packed against the first kept ([`crate::packed`]): the
-//! translations of one plugin differ in little but names, so one packs to a few dozen bytes (a
-//! 650-byte translation of one HelmRelease to 26), and the memo can hold one per ServiceSet
-//! for less than 1,024 unpacked texts took.
+//! translations of one plugin differ in little but names, so one packs to a few dozen bytes,
+//! and the memo can hold one per ServiceSet for less than [`KEPT`] unpacked texts took.
 
 use crate::packed::{Packed, Packer};
 use std::collections::{HashMap, VecDeque};

@@ -23,7 +23,7 @@ const KEEP_RESIDENT: usize = 2 << 20;
 /// Bytes at the start of a freed table that are reset in place (only the pages it touched)
 /// instead of returned to the kernel. A table returned with `madvise` is faulted back in by
 /// the next instance's first indirect calls, each fault a TLB shootdown across the host's
-/// threads: ~10-15% of the controller's CPU at 1,000 × 3 (docs/performance.md).
+/// threads, paid on every instance of every reconcile (docs/performance.md).
 const TABLE_KEEP_RESIDENT: usize = 1 << 20;
 
 /// Core instances, memories and tables one component instance may hold: components of

@@ -166,8 +166,8 @@ impl Loader {
 
 /// Waits for `listed`, asking every [`LIST_WAIT`] which watches are `failing`: any (e.g. a 403)
 /// ends the wait with their messages; none notes that `plugin` still waits. A list that is only
-/// long (300,000 HelmReleases take over a minute in pages of 500) is no failure: failing the
-/// load would flip every ServiceSet of the plugin to `PluginNotReady`.
+/// long (a restart over 100,000 ServiceSets lists 300,000 HelmReleases, page by page) is no
+/// failure: failing the load would flip every ServiceSet of the plugin to `PluginNotReady`.
 async fn listed_unless_failing(
     listed: impl Future<Output = ()>,
     failing: impl Fn() -> Vec<String>,

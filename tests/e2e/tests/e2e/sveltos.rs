@@ -37,8 +37,9 @@ fn cluster_summary(profile: &Value, cluster: &str, status: Value) -> Value {
 async fn a_sveltos_plugin_in_python_serves_beside_argocd_and_flux() {
     let registry = ksm_e2e::registry::Registry::start();
     let t = Scenario::start("sveltos", Mode::Observe).await;
-    // CPython's 18 MB component takes a minute to compile in a debug build on a busy 2-core
-    // machine (9 s in release: plugins/sveltos-py/README.md).
+    // CPython's component is the interpreter and its standard library: large, and slow for
+    // cranelift to compile in a debug build on a busy machine (plugins/sveltos-py/README.md has
+    // the figures).
     let compiled = Duration::from_secs(300);
     // The OCI registry the template's chart comes from, which its chartSpec only names.
     t.create(json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmRepository",
