@@ -86,7 +86,7 @@ def main():
 
     print(
         f"same-features: `cargo run -p ksm-adapter` after `cargo test --workspace` would compile {total} of its "
-        f"{len(run)} units again, because these differ (add the missing features in host/Cargo.toml):",
+        f"{len(run)} units again, because these differ (features: declare them in host/Cargo.toml; profiles: Cargo.toml):",
         file=sys.stderr,
     )
     shown = set()
@@ -104,8 +104,9 @@ def main():
             if tuple(t["features"]) != k[4]:
                 print(f"      cargo test --workspace has [{','.join(t['features'])}]", file=sys.stderr)
             elif key(t)[6] != k[6]:
-                print(f"      cargo test --workspace builds it with profile {key(t)[6]}", file=sys.stderr)
-                print(f"      cargo run -p ksm-adapter would use           {k[6]}", file=sys.stderr)
+                ours, theirs = json.loads(k[6]), json.loads(key(t)[6])
+                diff = ", ".join(f"{f} {theirs[f]} vs {ours[f]}" for f in ours if ours[f] != theirs.get(f))
+                print(f"      profile differs (cargo test --workspace vs cargo run): {diff}", file=sys.stderr)
         if not same:
             print("      not built by cargo test --workspace", file=sys.stderr)
     return 1
