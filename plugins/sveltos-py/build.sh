@@ -32,15 +32,19 @@ if [ ! -x "$tool" ] || [ "$("$tool" --version 2>/dev/null)" != "componentize-py 
     "$venv/bin/python" -m pip install -q --disable-pip-version-check "componentize-py==$componentize_py_version"
 fi
 
-bindings="$(mktemp -d)"
-trap 'rm -rf "$bindings"' EXIT
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+bindings="$scratch/bindings"
 "$tool" -d ../../wit/since_v0.2.0 -w adapter-plugin bindings "$bindings"
+# A copy of the app: componentize-py imports it and leaves __pycache__ beside the sources, which
+# the e2e build script watches (a stray rebuild of the test binaries on the next cargo run).
+cp -r src "$scratch/src"
 
 mkdir -p "$(dirname "$output")"
 # -p: the app (src) and the generated bindings; no site-packages (the plugin needs only the
 # standard library).
 "$tool" -q -d ../../wit/since_v0.2.0 -d wit -w ksm:adapter/adapter-plugin@0.2.0 \
-    componentize app -i ksm:sveltos-py/exports-only -p src -p "$bindings" --stub-wasi -o "$output"
+    componentize app -i ksm:sveltos-py/exports-only -p "$scratch/src" -p "$bindings" --stub-wasi -o "$output"
 
 magic="$(head -c 8 "$output" | od -An -tx1 | tr -d ' \n')"
 if [ "$magic" != "0061736d0d000100" ]; then

@@ -26,4 +26,5 @@ if ! "$python" -c 'import yaml' 2>/dev/null; then
     "$here/.venv/bin/python" -m pip install -q --disable-pip-version-check 'PyYAML==6.0.3'
     python="$here/.venv/bin/python"
 fi
-exec "$python" "$here/test/check.py" --wasm "$wasm" --cli "$KSM_ADAPTER"
+# -B: no __pycache__ beside the sources (the e2e build script watches them).
+exec "$python" -B "$here/test/check.py" --wasm "$wasm" --cli "$KSM_ADAPTER"
