@@ -180,12 +180,7 @@ async fn a_tenants_rule_too_costly_to_run_fails_alone_and_the_host_keeps_serving
             named && service_condition(ss, "ingress-nginx", "ServiceHealthDeployment").is_some()
         })
         .await;
-    let rules_condition = condition(&ss, "ServiceSetHealthRules").unwrap();
-    assert_eq!(
-        (&rules_condition["status"], &rules_condition["reason"]),
-        (&json!("False"), &json!("HealthRuleInvalid"))
-    );
-    let named = rules_condition["message"].as_str().unwrap();
+    let named = invalid_rules(&ss);
     assert!(named.starts_with(&format!("{source}: healthy: rule \"[1,2,3,")), "{named}");
     assert!(named.ends_with("is over the cost limit of 1000000"), "{named}");
     assert_eq!(service_state(&ss, "ingress-nginx"), Some("Provisioning"), "the rule counts as failed: {ss:#}");
@@ -276,12 +271,7 @@ async fn a_tenants_rules_on_the_management_cluster_judge_only_its_own_namespace(
             named && service_condition(ss, "mine", "ServiceHealthSecret").is_some()
         })
         .await;
-    let rules_condition = condition(&ss, "ServiceSetHealthRules").unwrap();
-    assert_eq!(
-        (&rules_condition["status"], &rules_condition["reason"]),
-        (&json!("False"), &json!("HealthRuleInvalid"))
-    );
-    let named = rules_condition["message"].as_str().unwrap();
+    let named = invalid_rules(&ss);
     let expected = format!(
         "{everywhere}: scope Cluster: on the management cluster a rule from namespace {ns} judges only objects \
          in {ns}; not applied; {here}: on the management cluster a rule from namespace {ns} judges only objects \
@@ -366,4 +356,11 @@ async fn misbehaving_target(test: &str, target: &FakeCluster, why: &str) {
     assert!(message.len() < 1024, "{} bytes: {message}", message.len());
     let (code, body) = http_get(&format!("{}/healthz", t.adapter().metrics_url())).await;
     assert_eq!(code, 200, "{body}");
+}
+
+/// The message of `ss`'s `ServiceSetHealthRules` condition, which must say rules are invalid.
+fn invalid_rules(ss: &Value) -> &str {
+    let rules = condition(ss, "ServiceSetHealthRules").expect("ServiceSetHealthRules");
+    assert_eq!((&rules["status"], &rules["reason"]), (&json!("False"), &json!("HealthRuleInvalid")), "{rules:#}");
+    rules["message"].as_str().expect("its message")
 }
