@@ -184,12 +184,14 @@ impl Context {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::clusters::Reads;
     use super::super::mock_api;
     use super::super::settings::{DefaultPlugin, Mode};
     use super::*;
+    use crate::plugin::NativePlugin;
     use crate::smp::AdapterIdentity;
+    use ksm_flux_plugin::FluxPlugin;
     use kube::runtime::reflector;
     use kube::runtime::watcher::Event;
     use serde_json::json;
@@ -205,8 +207,37 @@ mod tests {
         .unwrap()
     }
 
+    /// What the caches of a test [`Context`] hold.
+    #[derive(Default)]
+    pub struct Cached {
+        pub service_sets: Vec<ServiceSet>,
+        pub providers: Vec<StateManagementProvider>,
+        pub templates: Vec<ServiceTemplate>,
+        pub cluster_deployments: Vec<ClusterDeployment>,
+        pub credentials: Vec<Credential>,
+        pub regions: Vec<Region>,
+    }
+
+    /// A cache holding `objects`.
+    fn store<K>(objects: Vec<K>) -> Store<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    {
+        let (store, mut writer) = reflector::store();
+        for object in objects {
+            writer.apply_watcher_event(&Event::Apply(object));
+        }
+        store
+    }
+
     fn context(service_sets: Vec<ServiceSet>) -> (Context, watch::Sender<bool>) {
-        let (client, _) = mock_api::client(|_| None);
+        context_with(mock_api::client(|_| None).0, Cached { service_sets, ..Cached::default() })
+    }
+
+    /// The context of the host `kcm-system/ksm-adapter` in observe mode, whose API server is
+    /// `client`, its caches holding `cached`, the built-in Flux plugin (natively) serving the
+    /// Flux providers.
+    pub fn context_with(client: Client, cached: Cached) -> (Context, watch::Sender<bool>) {
         let identity = AdapterIdentity { name: "ksm-adapter".into(), namespace: "kcm-system".into() };
         let settings = Settings {
             identity: identity.clone(),
@@ -224,15 +255,10 @@ mod tests {
             shard_selector: None,
             election: None,
         };
-        let (store, mut writer) = reflector::store();
-        for service_set in service_sets {
-            writer.apply_watcher_event(&Event::Apply(CachedServiceSet::pack(service_set).unwrap()));
-        }
-        let registry = Arc::new(Registry::new(
-            (identity.clone(), DefaultPlugin::Flux),
-            reflector::store().0,
-            reflector::store().0,
-        ));
+        let providers = store(cached.providers);
+        let registry =
+            Arc::new(Registry::new((identity.clone(), DefaultPlugin::Flux), reflector::store().0, providers.clone()));
+        registry.serve_default(ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new())));
         let (wake, _) = futures::channel::mpsc::unbounded();
         let health = Arc::new(WatchHealth::default());
         let (prepared_tx, prepared) = watch::channel(false);
@@ -242,14 +268,16 @@ mod tests {
             providers: Arc::new(Providers::new(client.clone(), Mode::Observe, registry.clone())),
             events: Arc::new(Events::new(client.clone(), "ksm-adapter")),
             caches: Caches {
-                service_sets: store,
-                providers: reflector::store().0,
-                templates: reflector::store().0,
+                service_sets: store(
+                    cached.service_sets.into_iter().map(|s| CachedServiceSet::pack(s).unwrap()).collect(),
+                ),
+                providers,
+                templates: store(cached.templates),
                 children: children.clone(),
                 topology: TopologyCaches {
-                    cluster_deployments: reflector::store().0,
-                    credentials: reflector::store().0,
-                    regions: reflector::store().0,
+                    cluster_deployments: store(cached.cluster_deployments),
+                    credentials: store(cached.credentials),
+                    regions: store(cached.regions),
                 },
                 sources: Default::default(),
                 health,

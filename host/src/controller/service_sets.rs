@@ -471,17 +471,4 @@ fn now() -> Time {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn api_error(code: u16, reason: &str) -> kube::Error {
-        kube::Error::Api(kube::core::Status::failure("refused", reason).with_code(code).boxed())
-    }
-
-    #[test]
-    fn only_a_conflict_is_a_lost_race() {
-        assert!(matches!(stale_or_api(api_error(409, "Conflict")), Error::Stale(_)));
-        assert!(matches!(stale_or_api(api_error(422, "Invalid")), Error::Api(_)), "a refusal backs off");
-        assert!(matches!(stale_or_api(api_error(500, "InternalError")), Error::Api(_)));
-    }
-}
+mod tests;
