@@ -4,9 +4,10 @@
 
 use super::children::{self, Owner};
 use super::claims::{Arbitration, ServiceClaims, stops_on_conflict};
+use super::map_status::service_status;
 use super::memo::TranslationMemo;
 use super::status;
-use super::{ServiceOutcome, TranslateFailure, TranslatedService, service_status, translate};
+use super::translate::{ServiceOutcome, TranslateFailure, TranslatedService, translate};
 use crate::conditions::{self, Status};
 use crate::k0rdent::{ProviderState, ServiceSet, ServiceSetStatus, ServiceType, State, StateManagementProvider};
 use crate::plugin::CallError;
