@@ -11,8 +11,8 @@ use serde_json::Value;
 /// The state of one translated service: from the plugin's error or refusal, or from
 /// `map-status` over the observed versions of its desired objects (`observe` finds the live
 /// object by apiVersion, kind, namespace and name), followed by the objects of the plugin's
-/// `reads` kinds each live one owns (`related`, see [`reads`](super::reads)). `service_set` is the
-/// ServiceSet's JSON text (serialized once for all its services). A Deployed service whose
+/// `reads` kinds each live one owns (`related`, see [`reads`](super::reads)). `service_set` is
+/// the ServiceSet's JSON text (serialized once for all its services). A Deployed service whose
 /// plugin gives no `deployed-hash` gets the host's own: what it applied (the applied-hash
 /// annotations of its live objects).
 pub fn service_status(
