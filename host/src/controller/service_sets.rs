@@ -124,7 +124,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
             finalizer::add(&api, service_set, &ctx.finalizer, regions).await.map_err(stale_or_api)?;
             Ok(Action::await_change()) // the finalizer's write comes back through the watch
         }
-        Gate::Plan => plan_and_carry_out(service_set, smp, ctx, &api).await,
+        Gate::Serve => plan_and_carry_out(service_set, smp, ctx, &api).await,
     }
 }
 
@@ -193,7 +193,7 @@ async fn plan_and_carry_out(
     }
     let status = match plan.status {
         Some(status) => status,
-        None => match self::plan(service_set, smp, &serving, &home, ctx, foreign, false).await {
+        None => match decide_blocking(service_set, smp, &serving, &home, ctx, foreign, false).await {
             Ok(plan) => plan.status.expect("planned without deferring the status"),
             Err(call) => return plugin_failed(ctx, api, service_set, call).await,
         },
@@ -251,7 +251,7 @@ async fn plan_owned(
     home: &Home,
     ctx: &Arc<Context>,
 ) -> Result<Result<Planned, CallError>, Error> {
-    let first = match plan(service_set, smp.clone(), serving, home, ctx, BTreeMap::new(), true).await {
+    let first = match decide_blocking(service_set, smp.clone(), serving, home, ctx, BTreeMap::new(), true).await {
         Ok(plan) if !plan.unseen.is_empty() => plan,
         result => return Ok(result.map(|plan| Planned { plan, foreign: BTreeMap::new() })),
     };
@@ -259,14 +259,14 @@ async fn plan_owned(
     if foreign.is_empty() {
         return Ok(Ok(Planned { plan: first, foreign }));
     }
-    let replanned = plan(service_set, smp, serving, home, ctx, foreign.clone(), true).await;
+    let replanned = decide_blocking(service_set, smp, serving, home, ctx, foreign.clone(), true).await;
     Ok(replanned.map(|plan| Planned { plan, foreign }))
 }
 
-/// Runs the pure core on the blocking pool (plugin calls are synchronous), over the cached
+/// Runs [`decide::decide`] on the blocking pool (plugin calls are synchronous), over the cached
 /// SMP, templates and children (on their home cluster); `defer_status` as
 /// [`Inputs::defer_status`].
-async fn plan(
+async fn decide_blocking(
     service_set: &Arc<ServiceSet>,
     smp: Option<Arc<StateManagementProvider>>,
     serving: &Arc<ServingPlugin>,

@@ -4,14 +4,18 @@
 
 use super::children::{self, Owner};
 use super::claims::{Arbitration, ServiceClaims, stops_on_conflict};
+use super::map_status::service_status;
 use super::memo::TranslationMemo;
 use super::status;
-use super::{ServiceOutcome, TranslateFailure, TranslatedService, service_status, translate};
+use super::translate::{ServiceOutcome, TranslateFailure, TranslatedService, translate};
 use crate::conditions::{self, Status};
-use crate::k0rdent::{ProviderState, ServiceSet, ServiceSetStatus, ServiceType, State, StateManagementProvider};
+use crate::k0rdent::{
+    ProviderState, ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State, StateManagementProvider,
+};
 use crate::plugin::CallError;
 use crate::serving::ServingPlugin;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use ksm_plugin_sdk::contract::ServiceStatus;
 use ksm_plugin_sdk::sources::SourceRef;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -111,7 +115,10 @@ pub struct Plan {
     pub refused: usize,
 }
 
-/// Decides what to do for `service_set`. A plugin call that fails (trap, timeout, limit) is
+/// Decides what to do for `service_set`, one phase after another: a deleted ServiceSet's
+/// [`deletion`]; else whether its provider lets it go on, the plugin's translation, the services
+/// whose objects someone else holds, the claims against other ServiceSets, what that does to the
+/// children and, unless deferred, the status. A plugin call that fails (trap, timeout, limit) is
 /// returned as an error for the controller to retry; everything else ends in a plan.
 pub fn decide(
     serving: &ServingPlugin,
@@ -126,58 +133,108 @@ pub fn decide(
     let mut status = service_set.status.clone().unwrap_or_default();
     status.cluster = Some(status::cluster_reference(service_set));
     let generation = service_set.metadata.generation;
-    if let Err((reason, message)) = provider_gate(service_set, observed, &mut status) {
-        conditions::set(
-            &mut status.conditions,
-            conditions::new(PROVIDER_READY, Status::False, reason, &message, generation, now),
-        );
+    if !provider_ready(service_set, observed, &mut status, now) {
         return Ok(Plan::status_only(status));
     }
-    conditions::set(
-        &mut status.conditions,
-        conditions::new(PROVIDER_READY, Status::True, "ProviderReady", "", generation, now),
-    );
     let serving = &serving.session();
-
     // As the plugin sees it: the AdapterPlugin's default config merged in (translate does the
     // same, idempotently), so that map-status reads the same config.
     let json = serving.input_of(&serde_json::to_value(service_set).expect("a ServiceSet serializes"));
+    let Some(mut translated) = translation(serving, &json, observed, system_namespace, &mut status, generation, now)?
+    else {
+        return Ok(Plan::status_only(status));
+    };
+    let owner = owner_of(service_set, !observed.regional);
+    // Labelled with this name but owned by another uid (an earlier ServiceSet of the same name):
+    // never applied over, never deleted.
+    let (ours, theirs): (Vec<&Value>, Vec<&Value>) =
+        observed.children.iter().partition(|c| children::owned_by(c, &owner.uid));
+    fail_taken(&mut translated, &theirs, observed.foreign, &owner);
+    settle_claims(&mut translated, service_set, observed.arbitrate);
+    let plan = child_changes(&translated, &ours, &owner);
+    if observed.defer_status && !plan.apply.is_empty() {
+        return Ok(plan);
+    }
+    let found = map_statuses(serving, &json, &translated, &ours, service_set, observed)?;
+    let states = service_states(service_set, &found, &ours, &status.services, now);
+    status::set_services(&mut status, states, generation, now);
+    conditions::set(&mut status.conditions, translated_condition(&translated, generation, now));
+    Ok(Plan { status: Some(status), ..plan })
+}
+
+/// Whether the provider lets the ServiceSet be reconciled now, recorded in `status`: the
+/// provider's state and [`PROVIDER_READY`].
+fn provider_ready(service_set: &ServiceSet, observed: &Inputs, status: &mut ServiceSetStatus, now: &Time) -> bool {
+    let generation = service_set.metadata.generation;
+    let stop = provider_state(service_set, observed, status);
+    let condition = match &stop {
+        Ok(()) => conditions::new(PROVIDER_READY, Status::True, "ProviderReady", "", generation, now),
+        Err((reason, message)) => conditions::new(PROVIDER_READY, Status::False, reason, message, generation, now),
+    };
+    conditions::set(&mut status.conditions, condition);
+    stop.is_ok()
+}
+
+/// The plugin's translation, checked (`None` when the spec, the config or the plugin's answer
+/// does not translate: recorded in `status` as [`TRANSLATED`] `False`, nothing else is decided);
+/// a failed plugin call is the error.
+fn translation(
+    serving: &ServingPlugin,
+    json: &Value,
+    observed: &Inputs,
+    system_namespace: &str,
+    status: &mut ServiceSetStatus,
+    generation: Option<i64>,
+    now: &Time,
+) -> Result<Option<Vec<TranslatedService>>, CallError> {
     let template = |name: &str| (observed.template)(name);
-    let translated = translate(serving, observed.translations, &json, template, observed.source, system_namespace);
-    let mut translated = match translated {
-        Ok(translated) => translated,
-        Err(TranslateFailure::Call(e)) => return Err(e),
+    match translate(serving, observed.translations, json, template, observed.source, system_namespace) {
+        Ok(translated) => Ok(Some(translated)),
+        Err(TranslateFailure::Call(e)) => Err(e),
         Err(failure) => {
             let message = failure.to_string();
             conditions::set(
                 &mut status.conditions,
                 conditions::new(TRANSLATED, Status::False, failure_reason(&failure), &message, generation, now),
             );
-            return Ok(Plan::status_only(status));
+            Ok(None)
         }
-    };
+    }
+}
 
-    let owner = owner_of(service_set, !observed.regional);
-    // Labelled with this name but owned by another uid (an earlier ServiceSet of the same name):
-    // never applied over, never deleted.
-    let (ours, theirs): (Vec<&Value>, Vec<&Value>) =
-        observed.children.iter().partition(|c| children::owned_by(c, &owner.uid));
+/// Fails the services with an object someone else holds (`foreign`, or one of `theirs`): nothing
+/// is applied over it, and the service claims nothing.
+fn fail_taken(
+    translated: &mut [TranslatedService],
+    theirs: &[&Value],
+    foreign: &BTreeMap<ChildRef, String>,
+    owner: &Owner,
+) {
     let taken = |key: &ChildRef| {
         let theirs = theirs.iter().find(|c| ChildRef::of(c) == *key);
-        observed.foreign.get(key).cloned().or_else(|| theirs.and_then(|c| children::foreign(c, &owner)))
+        foreign.get(key).cloned().or_else(|| theirs.and_then(|c| children::foreign(c, owner)))
     };
-    for service in &mut translated {
+    for service in translated {
         let ServiceOutcome::Objects(objects) = &service.outcome else { continue };
         if let Some(why) = objects.iter().find_map(|o| taken(&ChildRef::of(o))) {
             service.outcome = ServiceOutcome::Taken(why);
             service.claims.clear();
         }
     }
+}
 
+/// Settles the services' claims against the other ServiceSets (`arbitrate`): a loser
+/// conflicts, a winner whose loser still has objects waits, and with `stopOnConflict` every
+/// service with objects after the first loser waits too.
+fn settle_claims(
+    translated: &mut [TranslatedService],
+    service_set: &ServiceSet,
+    arbitrate: &dyn Fn(&[ServiceClaims]) -> Arbitration,
+) {
     let claims: Vec<ServiceClaims> = translated.iter().map(TranslatedService::service_claims).collect();
-    let arbitration = (observed.arbitrate)(&claims);
+    let arbitration = arbitrate(&claims);
     let mut stopped_by: Option<String> = None;
-    for service in &mut translated {
+    for service in translated {
         if let Some(loss) = arbitration.losses.get(&service.service) {
             service.outcome = ServiceOutcome::Conflict(loss.to_string());
             if stops_on_conflict(service_set) && stopped_by.is_none() {
@@ -190,16 +247,19 @@ pub fn decide(
             service.outcome = ServiceOutcome::Waiting(message);
         }
     }
+}
 
-    let live = |r: &ChildRef| ours.iter().find(|c| ChildRef::of(c) == *r).copied();
-    let (mut apply, mut unseen, mut keep, mut errors) = (vec![], vec![], BTreeSet::new(), vec![]);
-    for service in &translated {
+/// What the services' outcomes do to the children (`ours`): the plan without its status. The
+/// objects that changed are applied, the children no service keeps are deleted.
+fn child_changes(translated: &[TranslatedService], ours: &[&Value], owner: &Owner) -> Plan {
+    let (mut apply, mut unseen, mut keep) = (vec![], vec![], BTreeSet::new());
+    for service in translated {
         match &service.outcome {
             ServiceOutcome::Objects(objects) => {
                 for object in objects {
-                    let child = children::own(object.clone(), &owner, &service.service);
+                    let child = children::own(object.clone(), owner, &service.service);
                     let key = ChildRef::of(&child);
-                    let current = live(&key);
+                    let current = live(ours, &key);
                     if children::needs_apply(&child, current) {
                         if current.is_none() {
                             unseen.push(key.clone());
@@ -209,56 +269,93 @@ pub fn decide(
                     keep.insert(key);
                 }
             }
-            // A service that cannot be translated now keeps what it has: a typo in values must
-            // not uninstall a running release.
-            ServiceOutcome::Error(e) => {
-                errors.push(format!("{}: {}", service.service, e.message()));
-                keep.extend(children_of(&ours, &service.service));
-            }
-            ServiceOutcome::Refused(message) => {
-                errors.push(format!("{}: {message}", service.service));
-                keep.extend(children_of(&ours, &service.service));
-            }
-            ServiceOutcome::Waiting(_) | ServiceOutcome::Taken(_) => keep.extend(children_of(&ours, &service.service)),
+            // A service that cannot be translated now keeps what it has (a typo in values must
+            // not uninstall a running release), as does one held back.
+            ServiceOutcome::Error(_)
+            | ServiceOutcome::Refused(_)
+            | ServiceOutcome::Waiting(_)
+            | ServiceOutcome::Taken(_) => keep.extend(children_of(ours, &service.service)),
             // The loser of a claim applies nothing and removes what it has.
             ServiceOutcome::Conflict(_) => {}
         }
     }
     let delete = ours.iter().map(|c| ChildRef::of(c)).filter(|r| !keep.contains(r)).collect();
     let refused = translated.iter().filter(|t| matches!(t.outcome, ServiceOutcome::Refused(_))).count();
-    if observed.defer_status && !apply.is_empty() {
-        return Ok(Plan { apply, delete, unseen, status: None, refused });
-    }
+    Plan { apply, delete, unseen, status: None, refused }
+}
+
+/// Each service's status as the plugin maps it from the service's live objects (see
+/// [`service_status`]), in spec order.
+fn map_statuses(
+    serving: &ServingPlugin,
+    json: &Value,
+    translated: &[TranslatedService],
+    ours: &[&Value],
+    service_set: &ServiceSet,
+    observed: &Inputs,
+) -> Result<Vec<ServiceStatus>, CallError> {
     let json = json.to_string();
-    let mut states = vec![];
-    for (service, spec) in translated.iter().zip(&service_set.spec.services) {
-        let template = (observed.template)(&spec.template);
-        let found = service_status(
-            serving.plugin.as_ref(),
-            &json,
-            template.as_ref(),
-            service,
-            |a, k, ns, n| {
-                live(&ChildRef { api_version: a.into(), kind: k.into(), namespace: ns.into(), name: n.into() }).cloned()
-            },
-            observed.related,
-        )?;
-        let previous = status.services.iter().find(|s| s.name == spec.name);
-        states.push(if spec.helm_action.as_deref() == Some(UNINSTALL) {
-            let present = children_of(&ours, &spec.name).next().is_some();
-            let state = if present { State::Deleting } else { State::Deleted };
-            status::host_decided(spec, status::service_type(found.service_type), state, previous, now)
-        } else {
-            status::service_state(spec, &found, previous, now)
-        });
-    }
-    status::set_services(&mut status, states, generation, now);
-    let translated_condition = match errors.is_empty() {
+    let observe = |a: &str, k: &str, ns: &str, n: &str| {
+        live(ours, &ChildRef { api_version: a.into(), kind: k.into(), namespace: ns.into(), name: n.into() }).cloned()
+    };
+    translated
+        .iter()
+        .zip(&service_set.spec.services)
+        .map(|(service, spec)| {
+            let template = (observed.template)(&spec.template);
+            service_status(serving.plugin.as_ref(), &json, template.as_ref(), service, observe, observed.related)
+        })
+        .collect()
+}
+
+/// Each spec service's status entry (`previous`: the entries written last): the plugin's `found`
+/// status, or the host's own for a service being uninstalled (`Deleting` while any of its
+/// children exists, then `Deleted`).
+fn service_states(
+    service_set: &ServiceSet,
+    found: &[ServiceStatus],
+    ours: &[&Value],
+    previous: &[ServiceState],
+    now: &Time,
+) -> Vec<ServiceState> {
+    service_set
+        .spec
+        .services
+        .iter()
+        .zip(found)
+        .map(|(spec, found)| {
+            let previous = previous.iter().find(|s| s.name == spec.name);
+            if spec.helm_action.as_deref() == Some(UNINSTALL) {
+                let present = children_of(ours, &spec.name).next().is_some();
+                let state = if present { State::Deleting } else { State::Deleted };
+                status::host_decided(spec, status::service_type(found.service_type), state, previous, now)
+            } else {
+                status::service_state(spec, found, previous, now)
+            }
+        })
+        .collect()
+}
+
+/// [`TRANSLATED`]: `True`, or `False` naming each service the plugin could not translate or
+/// whose objects the host refused.
+fn translated_condition(translated: &[TranslatedService], generation: Option<i64>, now: &Time) -> Condition {
+    let errors: Vec<String> = translated
+        .iter()
+        .filter_map(|service| match &service.outcome {
+            ServiceOutcome::Error(e) => Some(format!("{}: {}", service.service, e.message())),
+            ServiceOutcome::Refused(message) => Some(format!("{}: {message}", service.service)),
+            _ => None,
+        })
+        .collect();
+    match errors.is_empty() {
         true => conditions::new(TRANSLATED, Status::True, "Succeeded", "", generation, now),
         false => conditions::new(TRANSLATED, Status::False, "ServiceErrors", &errors.join("; "), generation, now),
-    };
-    conditions::set(&mut status.conditions, translated_condition);
-    Ok(Plan { apply, delete, unseen, status: Some(status), refused })
+    }
+}
+
+/// The child `key` among `ours`, as it is now.
+fn live<'a>(ours: &[&'a Value], key: &ChildRef) -> Option<&'a Value> {
+    ours.iter().find(|c| ChildRef::of(c) == *key).copied()
 }
 
 /// The objects among `unseen` (a plan's first applies) that exist and are not `service_set`'s,
@@ -289,7 +386,7 @@ impl Plan {
 }
 
 /// Copies the provider's state into the status; says why reconciling must stop, if it must.
-fn provider_gate(
+fn provider_state(
     service_set: &ServiceSet,
     observed: &Inputs,
     status: &mut ServiceSetStatus,

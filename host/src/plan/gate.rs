@@ -18,8 +18,8 @@ pub enum Gate {
     CleanUp,
     /// This host's, but its finalizer is not on yet: add it first.
     AddFinalizer,
-    /// This host's: plan it.
-    Plan,
+    /// This host's, its finalizer on: serve it (decide its plan and carry it out).
+    Serve,
 }
 
 /// The finalizers a ServiceSet carries that matter to this host.
@@ -54,7 +54,7 @@ pub fn gate(
         None if ours => {}
         None => return Gate::Leave,
     }
-    if finalizers.mine { Gate::Plan } else { Gate::AddFinalizer }
+    if finalizers.mine { Gate::Serve } else { Gate::AddFinalizer }
 }
 
 #[cfg(test)]
@@ -97,7 +97,7 @@ mod tests {
     fn a_service_set_of_this_host_gets_the_finalizer_then_a_plan() {
         let ours = smp("ksm-adapter", json!({}));
         assert_eq!(gate(&service_set(false), Some(&ours), &identity(), NONE), Gate::AddFinalizer);
-        assert_eq!(gate(&service_set(false), Some(&ours), &identity(), MINE), Gate::Plan);
+        assert_eq!(gate(&service_set(false), Some(&ours), &identity(), MINE), Gate::Serve);
         assert_eq!(gate(&service_set(false), Some(&ours), &identity(), LEGACY), Gate::AddFinalizer, "replaced by ours");
     }
 
@@ -108,7 +108,7 @@ mod tests {
         let unselected = smp("ksm-adapter", json!({"matchLabels": {"env": "dev"}}));
         assert_eq!(gate(&service_set(false), Some(&unselected), &identity(), MINE), Gate::Release);
         assert_eq!(gate(&service_set(false), None, &identity(), NONE), Gate::Leave, "no SMP, never ours");
-        assert_eq!(gate(&service_set(false), None, &identity(), MINE), Gate::Plan, "told its SMP is gone");
+        assert_eq!(gate(&service_set(false), None, &identity(), MINE), Gate::Serve, "told its SMP is gone");
         let invalid = smp("ksm-adapter", json!({"matchExpressions": [{"key": "env", "operator": "Near"}]}));
         assert!(matches!(gate(&service_set(false), Some(&invalid), &identity(), MINE), Gate::Undecided(_)));
     }
