@@ -1,7 +1,11 @@
 //! Conditions as the host writes them on every object (ServiceSet, AdapterPlugin, SMP):
 //! typed statuses, messages within the API's bound, and a transition time that moves only when
 //! the status does — Flux's `runtime/conditions` is the model — so that an unchanged world
-//! serializes identically and costs no write.
+//! serializes identically and costs no write. Every condition type and reason the host writes is
+//! one of [`types`] and [`reasons`].
+
+pub mod reasons;
+pub mod types;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -81,6 +85,33 @@ pub fn set(conditions: &mut Vec<Condition>, mut new: Condition) {
     }
 }
 
+/// Defines one `mark_<status>` function per status: [`set`] the condition `new` builds.
+macro_rules! marks {
+    ($($(#[$doc:meta])* $name:ident => $status:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(
+            conditions: &mut Vec<Condition>,
+            type_: &str,
+            reason: &str,
+            message: &str,
+            generation: Option<i64>,
+            now: &Time,
+        ) {
+            set(conditions, new(type_, Status::$status, reason, message, generation, now));
+        }
+    )*};
+}
+
+marks! {
+    /// Sets condition `type_` `True` for `reason` in `conditions`, observed at `generation`; its
+    /// transition time is `now` unless it was `True` already (see [`set`]).
+    mark_true => True;
+    /// Sets condition `type_` `False` for `reason` in `conditions` (see [`mark_true`]).
+    mark_false => False;
+    /// Sets condition `type_` `Unknown` for `reason` in `conditions` (see [`mark_true`]).
+    mark_unknown => Unknown;
+}
+
 /// Removes the condition of `type_`, if any.
 pub fn remove(conditions: &mut Vec<Condition>, type_: &str) {
     conditions.retain(|c| c.type_ != type_);
@@ -128,6 +159,29 @@ mod tests {
         assert_eq!(conditions.len(), 2);
         remove(&mut conditions, "A");
         assert_eq!(conditions.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(), ["B"]);
+    }
+
+    #[test]
+    fn marks_move_the_transition_time_only_when_the_status_changes() {
+        let mut conditions = Vec::new();
+        mark_false(&mut conditions, types::TRANSLATED, reasons::PLUGIN_NOT_READY, "first", Some(1), &at(10));
+        mark_false(&mut conditions, types::TRANSLATED, reasons::PLUGIN_ERROR, "second", Some(2), &at(20));
+        let c = &conditions[0];
+        assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("False", "PluginError", "second"));
+        assert_eq!((c.last_transition_time.clone(), c.observed_generation), (at(10), Some(2)), "still False");
+        mark_true(&mut conditions, types::TRANSLATED, reasons::SUCCEEDED, "", Some(3), &at(30));
+        let c = &conditions[0];
+        assert_eq!(
+            (c.status.as_str(), c.last_transition_time.clone(), c.observed_generation),
+            ("True", at(30), Some(3))
+        );
+        mark_unknown(&mut conditions, types::TRANSLATED, reasons::NOT_REACHED, "", None, &at(40));
+        let c = &conditions[0];
+        assert_eq!(
+            (c.status.as_str(), c.last_transition_time.clone(), c.observed_generation),
+            ("Unknown", at(40), None)
+        );
+        assert_eq!(conditions.len(), 1, "one condition per type");
     }
 
     #[test]
