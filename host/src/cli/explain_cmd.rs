@@ -19,6 +19,7 @@ use clap::Args;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ksm_adapter::adapter_plugin::{AdapterPlugin, Source};
+use ksm_adapter::conditions::types::PROVIDER_READY;
 use ksm_adapter::controller::adapter_plugins::{fetch::fetch, verify::verify};
 use ksm_adapter::controller::clusters::{Cluster, Clusters, Reads};
 use ksm_adapter::controller::health::HealthCheck;
@@ -443,7 +444,7 @@ fn explain(
     let status = &decision["status"];
     let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
     let condition = |t: &str| conditions.iter().find(|c| c["type"] == t).cloned();
-    out["provider"] = json!({"name": provider, "condition": condition("ProviderReady")});
+    out["provider"] = json!({"name": provider, "condition": condition(PROVIDER_READY)});
     if let Some(cluster) = service_set["spec"]["cluster"].as_str().filter(|c| !c.is_empty()) {
         out["cluster"] = json!(cluster);
     }

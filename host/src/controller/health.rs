@@ -6,11 +6,11 @@
 //! cluster, where a tenant's rules list only in the tenant's namespace.
 
 use super::clusters::{Cluster, Clusters};
-use crate::conditions;
+use crate::conditions::{self, types::HEALTH_RULES};
 use crate::health::DISCOVERY_LABELS;
 use crate::health::rule_set::{self, RuleSet};
 use crate::health::target;
-use crate::health::verdict::{self, Found, Health, Observation, RULES_CONDITION};
+use crate::health::verdict::{self, Found, Health, Observation};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus};
 use crate::plan::route::KUBECONFIG_KEY;
 use crate::plugin::call_blocking;
@@ -138,7 +138,7 @@ impl HealthCheck {
 
 /// The health verdicts on one ServiceSet's services.
 pub struct Verdicts {
-    /// [`RULES_CONDITION`], when any rule ConfigMap applies.
+    /// [`HEALTH_RULES`], when any rule ConfigMap applies.
     rules: Option<Condition>,
     /// Each checked service's verdict, by name and namespace.
     pub services: BTreeMap<(String, String), Health>,
@@ -149,7 +149,7 @@ impl Verdicts {
     pub fn apply(&self, service_set: &ServiceSet, status: &mut ServiceSetStatus, now: &Time) {
         match &self.rules {
             Some(condition) => conditions::set(&mut status.conditions, condition.clone()),
-            None => conditions::remove(&mut status.conditions, RULES_CONDITION),
+            None => conditions::remove(&mut status.conditions, HEALTH_RULES),
         }
         if !self.services.is_empty() {
             let generation = service_set.metadata.generation;

@@ -8,6 +8,7 @@ use super::finalizer;
 use super::regions::Home;
 use super::service_set_cache::CachedServiceSet;
 use super::status::{self, Written};
+use crate::conditions::reasons;
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::plan::claims::ServiceClaims;
@@ -147,7 +148,7 @@ async fn plan_and_carry_out(
     let serving = match ctx.serving(service_set) {
         Ok(serving) => serving,
         Err(problem) => {
-            let status = decide::not_translated(service_set, "PluginNotReady", &problem, &now());
+            let status = decide::not_translated(service_set, reasons::PLUGIN_NOT_READY, &problem, &now());
             write_status(ctx, api, service_set, status).await?;
             return Ok(Action::await_change());
         }
@@ -208,7 +209,7 @@ async fn plugin_failed(
     service_set: &ServiceSet,
     call: CallError,
 ) -> Result<Action, Error> {
-    let status = decide::not_translated(service_set, "PluginError", &call.to_string(), &now());
+    let status = decide::not_translated(service_set, reasons::PLUGIN_ERROR, &call.to_string(), &now());
     if let Err(e) = write_status(ctx, api, service_set, status).await {
         tracing::warn!("writing PluginError to the status: {e}");
     }
@@ -367,7 +368,7 @@ async fn clear_region(access: &RegionAccess, service_set: &ServiceSet, ctx: &Con
 /// Checks the health of the services the CD tool calls Deployed on their target cluster
 /// (looking again soon while one is unsettled), then writes `status`. Children the API server
 /// refused, and objects of their names that are someone else's (`refused`), are reported in the
-/// status (condition [`APPLIED`](decide::APPLIED)) and retried with backoff.
+/// status (condition [`APPLIED`](crate::conditions::types::APPLIED)) and retried with backoff.
 async fn finish(
     mut status: ServiceSetStatus,
     refused: &[String],

@@ -6,7 +6,8 @@
 //! `ServiceHealth=Unknown` saying why.
 
 use super::rule_set::{GroupKind, LoadError, Rule, RuleSet};
-use crate::conditions::{self, Status};
+use crate::conditions::types::{HEALTH_RULES, SERVICE_HEALTH, service_health};
+use crate::conditions::{self, Status, reasons};
 use crate::k0rdent::{ServiceSetStatus, ServiceState, ServiceType, State};
 use crate::plan::status::set_services;
 use crate::rules::{RuleCache, RuleError};
@@ -14,18 +15,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The prefix of every condition the verdict owns on a service; alone, the type of the one saying
-/// the target cluster could not be read.
-pub const CONDITION_PREFIX: &str = "ServiceHealth";
-/// The ServiceSet condition naming the rules that could not be loaded.
-pub const RULES_CONDITION: &str = "ServiceSetHealthRules";
 /// Unhealthy objects named per condition; the rest are counted.
 const MAX_OBJECTS: usize = 3;
 /// The longest reason (an object's message) kept, in bytes.
 const MAX_REASON: usize = 500;
-/// Load errors listed in [`RULES_CONDITION`]; the rest are counted.
+/// Load errors listed in [`HEALTH_RULES`]; the rest are counted.
 const MAX_ERRORS: usize = 10;
-/// The longest [`RULES_CONDITION`] message, in bytes (under 20 KiB).
+/// The longest [`HEALTH_RULES`] message, in bytes (under 20 KiB).
 const MAX_RULES_MESSAGE: usize = 20 * 1024 - 1;
 
 /// The objects of one kind found for a service (an object may come more than once, found by
@@ -131,8 +127,8 @@ pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &
             if lines.len() > MAX_OBJECTS {
                 message.push(format!("…and {} more", lines.len() - MAX_OBJECTS));
             }
-            let type_ = format!("{CONDITION_PREFIX}{kind}");
-            conditions::new(&type_, Status::False, &format!("{kind}Unhealthy"), &message.join("; "), None, now)
+            let (type_, reason) = (service_health(kind), reasons::unhealthy(kind));
+            conditions::new(&type_, Status::False, &reason, &message.join("; "), None, now)
         })
         .collect();
     (Health::Unhealthy(conditions), over_budget)
@@ -207,7 +203,7 @@ pub fn apply(
 
 /// One service after its verdict.
 fn verified(mut service: ServiceState, health: &Health, before: Option<&ServiceState>, now: &Time) -> ServiceState {
-    let ours = |c: &Condition| c.type_.starts_with(CONDITION_PREFIX);
+    let ours = |c: &Condition| c.type_.starts_with(SERVICE_HEALTH);
     let earlier: Vec<Condition> =
         before.map(|b| b.conditions.iter().filter(|c| ours(c)).cloned().collect()).unwrap_or_default();
     service.conditions.retain(|c| !ours(c));
@@ -222,7 +218,14 @@ fn verified(mut service: ServiceState, health: &Health, before: Option<&ServiceS
             let message = format!(
                 "the target cluster could not be read; only a deployment verified before stays Deployed: {why}"
             );
-            vec![conditions::new(CONDITION_PREFIX, Status::Unknown, "TargetClusterUnreadable", &message, None, now)]
+            vec![conditions::new(
+                SERVICE_HEALTH,
+                Status::Unknown,
+                reasons::TARGET_CLUSTER_UNREADABLE,
+                &message,
+                None,
+                now,
+            )]
         }
         Health::Unhealthy(found) => {
             held_back(&mut service, before, now);
@@ -245,19 +248,19 @@ fn held_back(service: &mut ServiceState, before: Option<&ServiceState>, now: &Ti
     };
 }
 
-/// [`RULES_CONDITION`]: True when every applicable rule loaded, else False naming what did not
+/// [`HEALTH_RULES`]: True when every applicable rule loaded, else False naming what did not
 /// (the first [`MAX_ERRORS`], the rest counted).
 pub fn rules_condition(errors: &[LoadError], generation: Option<i64>, now: &Time) -> Condition {
     if errors.is_empty() {
         let message = "All health rules loaded successfully";
-        return conditions::new(RULES_CONDITION, Status::True, "AllRulesValid", message, generation, now);
+        return conditions::new(HEALTH_RULES, Status::True, reasons::ALL_RULES_VALID, message, generation, now);
     }
     let mut listed: Vec<String> = errors.iter().take(MAX_ERRORS).map(ToString::to_string).collect();
     if errors.len() > MAX_ERRORS {
         listed.push(format!("…and {} more", errors.len() - MAX_ERRORS));
     }
     let message = cut(&listed.join("; "), MAX_RULES_MESSAGE);
-    conditions::new(RULES_CONDITION, Status::False, "HealthRuleInvalid", &message, generation, now)
+    conditions::new(HEALTH_RULES, Status::False, reasons::HEALTH_RULE_INVALID, &message, generation, now)
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use super::map_status::service_status;
 use super::memo::TranslationMemo;
 use super::status;
 use super::translate::{ServiceOutcome, TranslateFailure, TranslatedService, translate};
-use crate::conditions::{self, Status};
+use crate::conditions::types::{APPLIED, PROVIDER_READY, TRANSLATED};
+use crate::conditions::{self, reasons};
 use crate::k0rdent::{
     ProviderState, ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State, StateManagementProvider,
 };
@@ -20,14 +21,6 @@ use ksm_plugin_sdk::sources::SourceRef;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Condition type telling whether the provider lets this ServiceSet be reconciled.
-pub const PROVIDER_READY: &str = "ProviderReady";
-/// Condition type carrying translation and provider-config errors, with the plugin's message.
-pub const TRANSLATED: &str = "ServicesTranslated";
-/// Condition type set when the API server refused a child the plugin produced (e.g. the CD
-/// tool's CRD rejects a field) or an object of a child's name is someone else's; absent when
-/// every child was applied.
-pub const APPLIED: &str = "ObjectsApplied";
 /// `helmAction` of a service whose objects are to be removed while it stays listed.
 const UNINSTALL: &str = "Uninstall";
 
@@ -158,7 +151,7 @@ pub fn decide(
     let found = map_statuses(serving, &json, &translated, &ours, service_set, observed)?;
     let states = service_states(service_set, &found, &ours, &status.services, now);
     status::set_services(&mut status, states, generation, now);
-    conditions::set(&mut status.conditions, translated_condition(&translated, generation, now));
+    translated_condition(&mut status.conditions, &translated, generation, now);
     Ok(Plan { status: Some(status), ..plan })
 }
 
@@ -167,11 +160,11 @@ pub fn decide(
 fn provider_ready(service_set: &ServiceSet, observed: &Inputs, status: &mut ServiceSetStatus, now: &Time) -> bool {
     let generation = service_set.metadata.generation;
     let stop = provider_state(service_set, observed, status);
-    let condition = match &stop {
-        Ok(()) => conditions::new(PROVIDER_READY, Status::True, "ProviderReady", "", generation, now),
-        Err((reason, message)) => conditions::new(PROVIDER_READY, Status::False, reason, message, generation, now),
-    };
-    conditions::set(&mut status.conditions, condition);
+    let conditions = &mut status.conditions;
+    match &stop {
+        Ok(()) => conditions::mark_true(conditions, PROVIDER_READY, reasons::PROVIDER_READY, "", generation, now),
+        Err((reason, message)) => conditions::mark_false(conditions, PROVIDER_READY, reason, message, generation, now),
+    }
     stop.is_ok()
 }
 
@@ -193,10 +186,8 @@ fn translation(
         Err(TranslateFailure::Call(e)) => Err(e),
         Err(failure) => {
             let message = failure.to_string();
-            conditions::set(
-                &mut status.conditions,
-                conditions::new(TRANSLATED, Status::False, failure_reason(&failure), &message, generation, now),
-            );
+            let reason = failure_reason(&failure);
+            conditions::mark_false(&mut status.conditions, TRANSLATED, reason, &message, generation, now);
             Ok(None)
         }
     }
@@ -336,9 +327,14 @@ fn service_states(
         .collect()
 }
 
-/// [`TRANSLATED`]: `True`, or `False` naming each service the plugin could not translate or
-/// whose objects the host refused.
-fn translated_condition(translated: &[TranslatedService], generation: Option<i64>, now: &Time) -> Condition {
+/// Sets [`TRANSLATED`] in `conditions`: `True`, or `False` naming each service the plugin could
+/// not translate or whose objects the host refused.
+fn translated_condition(
+    conditions: &mut Vec<Condition>,
+    translated: &[TranslatedService],
+    generation: Option<i64>,
+    now: &Time,
+) {
     let errors: Vec<String> = translated
         .iter()
         .filter_map(|service| match &service.outcome {
@@ -348,8 +344,11 @@ fn translated_condition(translated: &[TranslatedService], generation: Option<i64
         })
         .collect();
     match errors.is_empty() {
-        true => conditions::new(TRANSLATED, Status::True, "Succeeded", "", generation, now),
-        false => conditions::new(TRANSLATED, Status::False, "ServiceErrors", &errors.join("; "), generation, now),
+        true => conditions::mark_true(conditions, TRANSLATED, reasons::SUCCEEDED, "", generation, now),
+        false => {
+            let message = errors.join("; ");
+            conditions::mark_false(conditions, TRANSLATED, reasons::SERVICE_ERRORS, &message, generation, now)
+        }
     }
 }
 
@@ -394,25 +393,27 @@ fn provider_state(
     let name = &service_set.spec.provider.name;
     let Some(smp) = observed.smp else {
         status.provider = None;
-        return Err(("ProviderNotFound", format!("StateManagementProvider {name:?} not found")));
+        return Err((reasons::PROVIDER_NOT_FOUND, format!("StateManagementProvider {name:?} not found")));
     };
     let ready = smp.status.as_ref().is_some_and(|s| s.ready);
     status.provider = Some(ProviderState { ready, suspended: smp.spec.suspend });
     if smp.spec.suspend {
-        return Err(("ProviderSuspended", format!("StateManagementProvider {name:?} is suspended")));
+        return Err((reasons::PROVIDER_SUSPENDED, format!("StateManagementProvider {name:?} is suspended")));
     }
     if !ready {
         let why = observed.smp_diagnosis.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
-        return Err(("ProviderNotReady", format!("StateManagementProvider {name:?} is not ready{why}")));
+        return Err((reasons::PROVIDER_NOT_READY, format!("StateManagementProvider {name:?} is not ready{why}")));
     }
     Ok(())
 }
 
 fn failure_reason(failure: &TranslateFailure) -> &'static str {
     match failure {
-        TranslateFailure::Rejected(ksm_plugin_sdk::contract::TranslateError::InvalidConfig(_)) => "InvalidConfig",
-        TranslateFailure::Rejected(_) | TranslateFailure::InvalidServiceSet(_) => "InvalidServiceSet",
-        TranslateFailure::Call(_) | TranslateFailure::WrongServices { .. } => "PluginError",
+        TranslateFailure::Rejected(ksm_plugin_sdk::contract::TranslateError::InvalidConfig(_)) => {
+            reasons::INVALID_CONFIG
+        }
+        TranslateFailure::Rejected(_) | TranslateFailure::InvalidServiceSet(_) => reasons::INVALID_SERVICE_SET,
+        TranslateFailure::Call(_) | TranslateFailure::WrongServices { .. } => reasons::PLUGIN_ERROR,
     }
 }
 
@@ -456,15 +457,13 @@ pub fn not_routed(service_set: &ServiceSet, message: &str, now: &Time) -> Servic
 /// `RegionUnreachable`: a Region, Credential or kubeconfig Secret is missing or wrong, or the
 /// regional cluster does not answer).
 pub fn region_unreachable(status: &mut ServiceSetStatus, message: &str, generation: Option<i64>, now: &Time) {
-    let condition = conditions::new(APPLIED, Status::False, "RegionUnreachable", message, generation, now);
-    conditions::set(&mut status.conditions, condition);
+    conditions::mark_false(&mut status.conditions, APPLIED, reasons::REGION_UNREACHABLE, message, generation, now);
 }
 
 /// The ServiceSet's status as it is, with condition `type_` False for `reason`.
 fn held(service_set: &ServiceSet, type_: &str, reason: &str, message: &str, now: &Time) -> ServiceSetStatus {
     let mut status = service_set.status.clone().unwrap_or_default();
-    let condition = conditions::new(type_, Status::False, reason, message, service_set.metadata.generation, now);
-    conditions::set(&mut status.conditions, condition);
+    conditions::mark_false(&mut status.conditions, type_, reason, message, service_set.metadata.generation, now);
     status
 }
 
@@ -475,8 +474,8 @@ pub fn applied(status: &mut ServiceSetStatus, refused: &[String], generation: Op
     if refused.is_empty() {
         conditions::remove(&mut status.conditions, APPLIED);
     } else {
-        let condition = conditions::new(APPLIED, Status::False, "ApplyFailed", &refused.join("; "), generation, now);
-        conditions::set(&mut status.conditions, condition);
+        let message = refused.join("; ");
+        conditions::mark_false(&mut status.conditions, APPLIED, reasons::APPLY_FAILED, &message, generation, now);
     }
 }
 

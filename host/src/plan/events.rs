@@ -2,6 +2,7 @@
 //! reconcile that changed nothing (as Flux controllers do).
 
 use crate::adapter_plugin::AdapterPluginStatus;
+use crate::conditions::types::SERVICES_READY;
 use crate::k0rdent::{ServiceSetStatus, State};
 
 /// One Event to publish.
@@ -17,7 +18,7 @@ pub struct Note {
 
 /// Condition types whose changes are not worth an Event: `ServicesInReadyState` counts progress
 /// (`1/3`, `2/3`, ...), which the `Deployed` Event sums up.
-const QUIET_CONDITIONS: &[&str] = &["ServicesInReadyState"];
+const QUIET_CONDITIONS: &[&str] = &[SERVICES_READY];
 
 /// The Events for a ServiceSet whose status goes from `old` to `new`: a service that fails, a
 /// condition that turns False (or changes its reason while False) or recovers, and the

@@ -9,7 +9,8 @@
 //! had, until the deployment it names is verified; a service that is not Deployed keeps the last
 //! one.
 
-use crate::conditions::{self, Status, bounded};
+use crate::conditions::types::{SERVICE_READY, SERVICES_READY};
+use crate::conditions::{self, bounded, reasons};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -17,10 +18,6 @@ use ksm_plugin_sdk::contract::{ServiceState as PluginState, ServiceStatus, Servi
 use ksm_plugin_sdk::k0rdent::Service;
 use sha2::{Digest, Sha256};
 
-/// Condition type whose message `"<ready>/<total>"` feeds kubectl's "Services" column.
-pub const SERVICES_READY: &str = "ServicesInReadyState";
-/// Condition type on a service that is neither Deployed nor Failed, saying why.
-pub const SERVICE_READY: &str = "Ready";
 /// `status.cluster` as kcm's own adapter writes it; kcm's MultiClusterService controller skips a
 /// ServiceSet without it. The ServiceSet's ClusterDeployment, or for self-management (the
 /// `selfManagement` flag, or no cluster named) kcm's pseudo-target `SveltosCluster mgmt/mgmt`.
@@ -75,11 +72,7 @@ pub fn service_state(
             Some(note) if state != State::Failed => {
                 let mut conditions = previous.map(|p| p.conditions.clone()).unwrap_or_default();
                 conditions.retain(|c| c.type_ == SERVICE_READY);
-                let reason = format!("{state:?}");
-                conditions::set(
-                    &mut conditions,
-                    conditions::new(SERVICE_READY, Status::False, &reason, note, None, now),
-                );
+                conditions::mark_false(&mut conditions, SERVICE_READY, &reasons::in_state(state), note, None, now);
                 conditions
             }
             _ => Vec::new(),
@@ -126,10 +119,13 @@ pub fn set_services(status: &mut ServiceSetStatus, services: Vec<ServiceState>, 
     let total = services.len();
     status.deployed = ready == total;
     status.services = services;
-    let reason = if ready == total { "Succeeded" } else { "ServicesNotReady" };
     let message = format!("{ready}/{total}");
-    let condition = conditions::new(SERVICES_READY, Status::of(ready == total), reason, &message, generation, now);
-    conditions::set(&mut status.conditions, condition);
+    let conditions = &mut status.conditions;
+    if ready == total {
+        conditions::mark_true(conditions, SERVICES_READY, reasons::SUCCEEDED, &message, generation, now);
+    } else {
+        conditions::mark_false(conditions, SERVICES_READY, reasons::SERVICES_NOT_READY, &message, generation, now);
+    }
 }
 
 fn state(s: PluginState) -> State {

@@ -4,6 +4,7 @@
 use super::super::context::tests::{Cached, context_with};
 use super::super::mock_api::{self, Asked, Scenario};
 use super::*;
+use crate::conditions::types::APPLIED;
 use crate::plan::children::{
     MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, SERVICE_SET_UID_LABEL,
 };
@@ -172,7 +173,7 @@ async fn a_name_someone_else_holds_is_never_applied_over_and_the_status_names_it
         let status = writes_status_once(server).await;
         let state = |name: &str, state: &str| (name.to_string(), state.to_string());
         assert_eq!(states(&status), [state("ingress", "Failed"), state("metrics", "Provisioning")], "{status}");
-        let applied = condition(&status, decide::APPLIED);
+        let applied = condition(&status, APPLIED);
         assert_eq!(applied["status"], "False", "{status}");
         assert!(applied["message"].as_str().unwrap().contains("prod.ingress"), "{status}");
         let theirs = "HelmRelease team/prod.ingress exists and is not this ServiceSet's";
@@ -205,7 +206,7 @@ async fn a_region_that_cannot_be_reached_is_named_in_the_status() {
         let secret = "/api/v1/namespaces/kcm-system/secrets/eu-kubeconfig";
         server.expect("GET", secret).await.answer(404, mock_api::not_found(secret));
         let status = writes_status_once(server).await;
-        let applied = condition(&status, decide::APPLIED);
+        let applied = condition(&status, APPLIED);
         assert_eq!((&applied["status"], &applied["reason"]), (&json!("False"), &json!("RegionUnreachable")));
         assert!(applied["message"].as_str().unwrap().contains("Secret kcm-system/eu-kubeconfig not found"), "{status}");
         warns(server, "RegionUnreachable", "Region eu: Secret kcm-system/eu-kubeconfig not found").await;
