@@ -6,7 +6,7 @@ use super::load::{Failure, Step};
 use super::registry::Loaded;
 use super::verify::required;
 use crate::adapter_plugin::{AdapterPlugin, AdapterPluginStatus, PluginInfo};
-use crate::conditions::{self, Status};
+use crate::conditions::{self, reasons, types};
 use crate::serving::ServingPlugin;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
@@ -17,10 +17,10 @@ const STEPS: [Step; 4] = [Step::Fetch, Step::Verify, Step::Compile, Step::Valida
 /// Condition type, reason when the step succeeded, reason when it failed.
 fn condition_of(step: Step) -> (&'static str, &'static str, &'static str) {
     match step {
-        Step::Fetch => ("Fetched", "Fetched", "FetchFailed"),
-        Step::Verify => ("Verified", "Verified", "VerificationFailed"),
-        Step::Compile => ("Compiled", "Compiled", "CompileFailed"),
-        Step::Validate => ("Validated", "Validated", "ValidationFailed"),
+        Step::Fetch => (types::FETCHED, reasons::FETCHED, reasons::FETCH_FAILED),
+        Step::Verify => (types::VERIFIED, reasons::VERIFIED, reasons::VERIFICATION_FAILED),
+        Step::Compile => (types::COMPILED, reasons::COMPILED, reasons::COMPILE_FAILED),
+        Step::Validate => (types::VALIDATED, reasons::VALIDATED, reasons::VALIDATION_FAILED),
     }
 }
 
@@ -40,20 +40,21 @@ pub fn decide(
     let failed = attempt.as_ref().err();
     for step in STEPS {
         let (type_, ok, bad) = condition_of(step);
-        let condition = match failed {
+        let conditions = &mut status.conditions;
+        match failed {
             Some(failure) if failure.step == step => {
-                conditions::new(type_, Status::False, bad, &failure.message, generation, now)
+                conditions::mark_false(conditions, type_, bad, &failure.message, generation, now)
             }
             Some(failure) if (failure.step as u8) < (step as u8) => {
-                conditions::new(type_, Status::Unknown, "NotReached", "an earlier step failed", generation, now)
+                let why = "an earlier step failed";
+                conditions::mark_unknown(conditions, type_, reasons::NOT_REACHED, why, generation, now)
             }
             _ if step == Step::Verify && required(plugin).is_none() => {
                 let why = "spec.source.oci.verify is not set: no signature is checked";
-                conditions::new(type_, Status::True, "NotRequired", why, generation, now)
+                conditions::mark_true(conditions, type_, reasons::NOT_REQUIRED, why, generation, now)
             }
-            _ => conditions::new(type_, Status::True, ok, "", generation, now),
-        };
-        conditions::set(&mut status.conditions, condition);
+            _ => conditions::mark_true(conditions, type_, ok, "", generation, now),
+        }
     }
     let current = loaded.is_some_and(|l| l.generation == generation);
     status.ready = attempt.is_ok() && current && contested.is_empty();
