@@ -1,42 +1,8 @@
-//! SMP condition types and reasons (kcm's, to the letter), and the checks that state them.
+//! The checks that state an SMP's conditions (kcm's types and reasons, to the letter: see
+//! [`crate::conditions::types`] and [`crate::conditions::reasons`]).
 
 use crate::conditions::{self, Status};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-
-/// Condition type: the adapter can read what the SMP references.
-pub const RBAC_READY: &str = "RBACReady";
-/// Condition type: the adapter workload is ready.
-pub const ADAPTER_READY: &str = "AdapterReady";
-/// Condition type: every provisioner workload is ready.
-pub const PROVISIONER_READY: &str = "ProvisionerReady";
-/// Condition type: every provisioner CRD is installed with its version.
-pub const PROVISIONER_CRDS_READY: &str = "ProvisionerCRDsReady";
-
-/// kcm's condition reasons used here.
-pub mod reason {
-    /// RBAC checks passed.
-    pub const RBAC_ENSURED: &str = "RBACEnsuredSuccessfully";
-    /// Some permission is missing.
-    pub const RBAC_NOT_READY: &str = "RBACNotReady";
-    /// The permissions could not be checked.
-    pub const RBAC_UNKNOWN: &str = "RBACUnknown";
-    /// The adapter is ready.
-    pub const ADAPTER_ENSURED: &str = "AdapterEnsuredSuccessfully";
-    /// The adapter's readiness rule is false.
-    pub const ADAPTER_NOT_READY: &str = "AdapterNotReady";
-    /// The adapter object does not exist.
-    pub const FAILED_TO_GET_ADAPTER: &str = "FailedToGetAdapter";
-    /// Every provisioner is ready.
-    pub const PROVISIONER_ENSURED: &str = "ProvisionerEnsuredSuccessfully";
-    /// Some provisioner is missing or its rule is false.
-    pub const PROVISIONER_NOT_READY: &str = "ProvisionerNotReady";
-    /// Every provisioner CRD is there.
-    pub const PROVISIONER_CRDS_ENSURED: &str = "ProvisionerCRDsEnsuredSuccessfully";
-    /// Some CRD or CRD version is missing.
-    pub const PROVISIONER_CRDS_NOT_READY: &str = "ProvisionerCRDsNotReady";
-    /// A readiness rule did not compile, failed, or returned a non-bool.
-    pub const FAILED_TO_EVALUATE_READINESS: &str = "FailedToEvaluateReadiness";
-}
 
 /// The outcome of one check, before it becomes a [`Condition`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +37,7 @@ impl Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conditions::types::RBAC_READY;
     use k8s_openapi::jiff::Timestamp;
 
     fn at(seconds: i64) -> Time {

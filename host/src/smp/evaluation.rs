@@ -4,9 +4,11 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
-use super::conditions::{ADAPTER_READY, Check, PROVISIONER_CRDS_READY, PROVISIONER_READY, RBAC_READY, reason};
+use super::conditions::Check;
 use super::observed::observed_fields;
 use crate::conditions::Status;
+use crate::conditions::reasons as reason;
+use crate::conditions::types::{ADAPTER_READY, PROVISIONER_CRDS_READY, PROVISIONER_READY, RBAC_READY};
 use crate::k0rdent::{ProvisionerCrd, ResourceReference, StateManagementProvider};
 use crate::rules::RuleCache;
 
