@@ -246,9 +246,10 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let api = |kind: Kind| Api::<DynamicObject>::namespaced_with(client.clone(), &options.namespace, &kind.resource());
     let (service_set_api, release_api) = (api(Kind::ServiceSet), api(Kind::HelmRelease));
     let enqueue = queue.clone();
-    tasks.spawn(follow(service_set_api.clone(), service_set_writer, move |set| enqueue.add(&set.name_any())));
+    let touched = move |set: &DynamicObject| enqueue.add(&set.name_any());
+    tasks.spawn(follow(service_set_api.clone(), service_set_writer, trim_service_set, touched));
     let enqueue = queue.clone();
-    tasks.spawn(follow(release_api.clone(), release_writer, move |release| {
+    tasks.spawn(follow(release_api.clone(), release_writer, trim_release, move |release| {
         if let Some(owner) = release.labels().get(SERVICE_SET_LABEL) {
             enqueue.add(owner);
         }
@@ -276,13 +277,43 @@ fn store(resource: &ApiResource) -> (Store<DynamicObject>, reflector::store::Wri
     (writer.as_reader(), writer)
 }
 
-/// The one list+watch of `api`, into `writer`'s store; `touched` sees every object that changed.
+/// What the floor keeps of a ServiceSet in its store: no managed fields or annotations, and of
+/// its status only `deployed` and `services`, so that its memory is no more than what it decides
+/// from.
+fn trim_service_set(service_set: &mut DynamicObject) {
+    trim(service_set, |status| json!({"deployed": status["deployed"], "services": status["services"]}));
+}
+
+/// What the floor keeps of a HelmRelease in its store: no managed fields or annotations, and of
+/// its status only `observedGeneration` and the `Ready` condition.
+fn trim_release(release: &mut DynamicObject) {
+    trim(release, |status| {
+        let conditions = status["conditions"].as_array().into_iter().flatten();
+        let ready: Vec<&Value> = conditions.filter(|c| c["type"] == "Ready").collect();
+        json!({"observedGeneration": status["observedGeneration"], "conditions": ready})
+    });
+}
+
+/// Drops the object's managed fields and annotations, and replaces its status, if any, with
+/// `keep` of it.
+fn trim(object: &mut DynamicObject, keep: impl Fn(&Value) -> Value) {
+    object.metadata.managed_fields = None;
+    object.metadata.annotations = None;
+    if let Some(status) = object.data.get_mut("status") {
+        *status = keep(status);
+    }
+}
+
+/// The one list+watch of `api`, into `writer`'s store, each object `trim`med first; `touched`
+/// sees every object that changed.
 async fn follow(
     api: Api<DynamicObject>,
     writer: reflector::store::Writer<DynamicObject>,
+    trim: fn(&mut DynamicObject),
     touched: impl Fn(&DynamicObject),
 ) {
-    let events = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
+    let events = watcher(api, watcher::Config::default()).default_backoff().modify(trim);
+    let events = reflector::reflector(writer, events);
     events
         .touched_objects()
         .for_each(|event| {
@@ -486,6 +517,22 @@ mod tests {
         let [Write::Update { name, patch }] = writes.as_slice() else { panic!("one update: {writes:?}") };
         assert_eq!(name, "c1-a");
         assert_eq!(patch["spec"]["values"], json!({"replicaCount": 5}));
+    }
+
+    #[test]
+    fn the_stores_keep_only_what_the_floor_decides_from() {
+        let set = service_set(&[FINALIZER], json!({}));
+        let mut release = releases(&set, Some(1)).remove("c1-a").map(Arc::unwrap_or_clone).expect("c1-a");
+        release.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        let before = release.clone();
+        trim_release(&mut release);
+        assert!(release.metadata.annotations.is_none());
+        assert_eq!(release.data["status"]["conditions"].as_array().map(Vec::len), Some(1));
+        assert!(release.data["status"]["history"].is_null());
+        assert_eq!((is_ready(&release), &release.data["spec"]), (is_ready(&before), &before.data["spec"]));
+        let mut set = service_set(&[FINALIZER], json!({"deployed": true, "services": [], "conditions": [{}]}));
+        trim_service_set(&mut set);
+        assert_eq!(set.data["status"], json!({"deployed": true, "services": []}));
     }
 
     #[test]
