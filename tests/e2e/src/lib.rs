@@ -16,6 +16,8 @@
 //! - [`fixtures`]: StateManagementProviders, ServiceTemplates, ServiceSets, workloads;
 //! - [`flux`]: Flux-style HelmRelease status;
 //! - [`naive`]: the k0rdent guide's controller, the benchmark's baseline (`ksm-naive-adapter`);
+//! - [`floor`]: the least any adapter must ask of the API server, the benchmark's other baseline
+//!   (`ksm-floor-adapter`);
 //! - [`expect`]: the children the plugin says a ServiceSet should have, and how a live child
 //!   must look;
 //! - [`scale`]: the scale benchmark (`ksm-scale-bench`);
@@ -34,6 +36,7 @@ pub mod envtest;
 pub mod expect;
 pub mod fake_cluster;
 pub mod fixtures;
+pub mod floor;
 pub mod flux;
 pub mod naive;
 pub mod objects;

@@ -78,7 +78,7 @@ use crate::fixtures::now;
 use crate::objects::Kind;
 use crate::{MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL};
 
-mod queue;
+pub(crate) mod queue;
 
 use queue::Queue;
 
@@ -129,12 +129,32 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     for _ in 0..options.concurrency.max(1) {
         tasks.spawn(work(ctx.clone(), queue.clone()));
     }
+    terminated().await
+}
+
+/// Returns on SIGINT or SIGTERM.
+pub(crate) async fn terminated() -> anyhow::Result<()> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}
     }
     Ok(())
+}
+
+/// The command line of both baselines' binaries: what they serve, and how many ServiceSets at once.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Kubeconfig file [default: $KUBECONFIG, else ~/.kube/config, else in-cluster].
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The namespace whose ServiceSets are served.
+    #[arg(long)]
+    pub namespace: String,
+    /// ServiceSets handled concurrently (controller-runtime's default is 1; the default here is
+    /// ksm-adapter's, so that the baseline is not slowed down by less concurrency).
+    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+    pub concurrency: u16,
 }
 
 /// `For(ServiceSet)`: every event of a ServiceSet (initial list included) queues it.
@@ -191,7 +211,7 @@ async fn work(ctx: Arc<Context>, queue: Arc<Queue>) {
 }
 
 /// A client for `kubeconfig`, else the usual inference.
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
+pub(crate) async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
     match kubeconfig {
         Some(path) => crate::env::kubeconfig_client(path).await,
         None => Ok(Client::try_from(kube::Config::infer().await?)?),
@@ -266,14 +286,14 @@ impl Context {
 /// The guide's provider configuration (`FluxProviderConfig`); other fields are ignored.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct ProviderConfig {
+pub(crate) struct ProviderConfig {
     interval: String,
     timeout: String,
     suspend: bool,
 }
 
 /// The delay before the retry after `failures` failed reconciles in a row (≥ 1).
-fn retry_delay(failures: u32) -> Duration {
+pub(crate) fn retry_delay(failures: u32) -> Duration {
     FIRST_RETRY.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1))).min(MAX_RETRY)
 }
 
@@ -313,7 +333,7 @@ fn selector_matches(service_set: &DynamicObject, provider: &DynamicObject) -> bo
 }
 
 /// `spec.provider.config` as the guide's `FluxProviderConfig`.
-fn provider_config(service_set: &DynamicObject) -> Result<ProviderConfig, Error> {
+pub(crate) fn provider_config(service_set: &DynamicObject) -> Result<ProviderConfig, Error> {
     match &service_set.data["spec"]["provider"]["config"] {
         Value::Null => Ok(ProviderConfig::default()),
         config => ProviderConfig::deserialize(config)
@@ -322,17 +342,17 @@ fn provider_config(service_set: &DynamicObject) -> Result<ProviderConfig, Error>
 }
 
 /// `spec.services`, cloned (status is written into the ServiceSet while they are walked).
-fn services(service_set: &DynamicObject) -> Vec<Value> {
+pub(crate) fn services(service_set: &DynamicObject) -> Vec<Value> {
     service_set.data["spec"]["services"].as_array().cloned().unwrap_or_default()
 }
 
 /// A string field of a service (`""` when absent).
-fn field<'a>(service: &'a Value, name: &str) -> &'a str {
+pub(crate) fn field<'a>(service: &'a Value, name: &str) -> &'a str {
     service[name].as_str().unwrap_or("")
 }
 
 /// `{serviceset}-{service}`: the name of a service's HelmRelease or Kustomization.
-fn child_name(service_set: &DynamicObject, service: &Value) -> String {
+pub(crate) fn child_name(service_set: &DynamicObject, service: &Value) -> String {
     format!("{}-{}", service_set.name_any(), field(service, "name"))
 }
 
@@ -368,11 +388,11 @@ async fn create_helm_release(
             let mut release = DynamicObject::new(&name, &Kind::HelmRelease.resource())
                 .within(service_set.namespace().as_deref().unwrap_or(""));
             release.metadata.owner_references = Some(vec![controller_reference(service_set)]);
-            mutate_helm_release(&mut release, service_set, service, template, config)?;
+            mutate_helm_release(&mut release, service_set, service, &template.data["status"], config)?;
             ctx.releases.create(&PostParams::default(), &release).await?;
         }
         Some(mut release) => {
-            mutate_helm_release(&mut release, service_set, service, template, config)?;
+            mutate_helm_release(&mut release, service_set, service, &template.data["status"], config)?;
             ctx.releases.replace(&name, &PostParams::default(), &release).await?;
         }
     }
@@ -380,7 +400,7 @@ async fn create_helm_release(
 }
 
 /// `controllerutil.SetControllerReference`: the ServiceSet as controller owner.
-fn controller_reference(service_set: &DynamicObject) -> OwnerReference {
+pub(crate) fn controller_reference(service_set: &DynamicObject) -> OwnerReference {
     let resource = Kind::ServiceSet.resource();
     OwnerReference {
         api_version: resource.api_version,
@@ -392,12 +412,13 @@ fn controller_reference(service_set: &DynamicObject) -> OwnerReference {
     }
 }
 
-/// The mutation function of the guide's `createHelmRelease`, over a new or fetched HelmRelease.
-fn mutate_helm_release(
+/// The mutation function of the guide's `createHelmRelease`, over a new or fetched HelmRelease,
+/// with the chart from the ServiceTemplate's status (`template_status`).
+pub(crate) fn mutate_helm_release(
     release: &mut DynamicObject,
     service_set: &DynamicObject,
     service: &Value,
-    template: &DynamicObject,
+    template_status: &Value,
     config: &ProviderConfig,
 ) -> Result<(), Error> {
     let name = field(service, "name");
@@ -410,7 +431,7 @@ fn mutate_helm_release(
     spec["targetNamespace"] = json!(Some(field(service, "namespace")).filter(|ns| !ns.is_empty()).unwrap_or(name));
     spec["interval"] = json!(go_duration_or(&config.interval, DEFAULT_INTERVAL));
     spec["timeout"] = json!(go_duration_or(&config.timeout, DEFAULT_TIMEOUT));
-    set_chart(spec, &template.data["status"]);
+    set_chart(spec, template_status);
     let values = field(service, "values");
     if !values.is_empty() {
         spec["values"] =
@@ -550,7 +571,7 @@ mod tests {
         let service = json!({"name": "svc", "template": "t", "values": "replicaCount: 2\n"});
         let config = ProviderConfig { interval: "5m".into(), ..ProviderConfig::default() };
         let mut release = DynamicObject::new("c1-svc", &Kind::HelmRelease.resource());
-        mutate_helm_release(&mut release, &set, &service, &template, &config).expect("mutated");
+        mutate_helm_release(&mut release, &set, &service, &template.data["status"], &config).expect("mutated");
         assert_eq!(release.labels()[SERVICE_SET_LABEL], "c1");
         assert_eq!(
             release.data["spec"],

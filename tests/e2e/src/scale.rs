@@ -1,23 +1,25 @@
 //! The scale benchmark: the real `ksm-adapter run` (a child process, so its memory is its own)
 //! against an API server loaded with N ServiceSets × S services — the simulated one in this
 //! process, or a real kube-apiserver + etcd (envtest, [`server`]) — then, in the same run,
-//! against a fresh server loaded identically, the **naive baseline** (`ksm-naive-adapter`, the
-//! k0rdent guide's controller: see [`crate::naive`]).
+//! against a fresh server loaded identically each, the baselines: the **floor**
+//! (`ksm-floor-adapter`, the least any adapter must ask of the API server: see [`crate::floor`])
+//! and the **naive baseline** (`ksm-naive-adapter`, the k0rdent guide's controller: see
+//! [`crate::naive`]).
 //! This process plays kcm (the SMP is ready) and Flux (every HelmRelease is marked Ready for its
 //! generation as soon as it appears or changes), and measures, for each:
 //!
 //! - time to converge: from the adapter's start until every ServiceSet reports `deployed`
 //!   (seen through a watch, as kcm would);
-//! - the adapter's API requests during convergence, by verb and per ServiceSet (the server counts
-//!   them; this process's own status writes and watch are left out);
+//! - the adapter's API requests during convergence, by verb and resource and per ServiceSet (the
+//!   server counts them; this process's own status writes and watch are left out);
 //! - writes during a steady-state window after convergence (goal: 0);
 //! - latency from a ServiceSet spec change to its HelmRelease's new spec (p50/p99);
 //! - the adapter's peak RSS (`VmHWM`);
 //! - CPU time of the adapter, of this process and, on a real server, of kube-apiserver and etcd.
 //!
-//! ksm-adapter must converge within its timeout (else the run fails). The baseline gets its own
+//! ksm-adapter must converge within its timeout (else the run fails). Each baseline gets its own
 //! timeout; if it does not converge in time, the run records how many ServiceSets were deployed
-//! and measures the rest anyway, and the ratios of time and requests are lower bounds.
+//! and measures the rest anyway, and the ratios of time and requests are bounds.
 //!
 //! Run it with `cargo run --release -p ksm-e2e --bin ksm-scale-bench -- --help`.
 
@@ -43,7 +45,8 @@ use crate::{ADAPTER_NAME, SERVICE_LABEL, SERVICE_SET_LABEL};
 mod server;
 
 pub use server::ApiServer;
-use server::{Counts, Server, difference};
+pub use server::Requests;
+use server::{Server, difference};
 
 /// The namespace the benchmark works in.
 const NAMESPACE: &str = "bench";
@@ -75,25 +78,55 @@ pub struct Options {
     pub timeout: Duration,
     /// The `ksm-adapter` binary.
     pub binary: PathBuf,
-    /// The naive baseline to run after ksm-adapter, if any.
-    pub baseline: Option<Baseline>,
+    /// The baselines to run after ksm-adapter, in order (the table shows them in this order).
+    pub baselines: Vec<Baseline>,
     /// Whether to start ksm-adapter again over the converged state and measure its start-up.
     pub restart: bool,
     /// The API server to run against.
     pub apiserver: ApiServer,
 }
 
-/// How to run the naive baseline (`ksm-naive-adapter`).
+/// A baseline ksm-adapter is measured against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaselineKind {
+    /// The least any adapter must ask of the API server (`ksm-floor-adapter`, [`crate::floor`]).
+    Floor,
+    /// The k0rdent guide's controller (`ksm-naive-adapter`, [`crate::naive`]).
+    Naive,
+}
+
+impl BaselineKind {
+    /// Its name in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            BaselineKind::Floor => "floor",
+            BaselineKind::Naive => "naive",
+        }
+    }
+
+    /// Its binary's name.
+    pub fn binary_name(self) -> &'static str {
+        match self {
+            BaselineKind::Floor => "ksm-floor-adapter",
+            BaselineKind::Naive => "ksm-naive-adapter",
+        }
+    }
+}
+
+/// How to run a baseline.
 #[derive(Clone, Debug)]
 pub struct Baseline {
-    /// The `ksm-naive-adapter` binary.
+    /// Which one.
+    pub kind: BaselineKind,
+    /// Its binary (`ksm-floor-adapter`, `ksm-naive-adapter`).
     pub binary: PathBuf,
     /// How long its convergence may take; `None`: 3 × ksm-adapter's time, at least 60 s.
     pub timeout: Option<Duration>,
-    /// ServiceSets it reconciles at once ([`crate::naive::DEFAULT_CONCURRENCY`] by default, as
+    /// ServiceSets it handles at once ([`crate::naive::DEFAULT_CONCURRENCY`] by default, as
     /// ksm-adapter).
     pub concurrency: u16,
-    /// Its requeue after a complete reconcile (the guide's 30 s).
+    /// The naive baseline's requeue after a complete reconcile (the guide's 30 s); the floor has
+    /// none.
     pub requeue: Duration,
 }
 
@@ -104,15 +137,15 @@ impl Baseline {
     }
 }
 
-/// What was measured: ksm-adapter's measures and the baseline's.
+/// What was measured: ksm-adapter's measures and the baselines'.
 #[derive(Clone, Debug)]
 pub struct Report {
     /// The options of the run.
     pub options: Options,
     /// ksm-adapter's.
     pub ours: Measures,
-    /// The naive baseline's, unless it was off.
-    pub baseline: Option<Measures>,
+    /// The baselines', in the order of [`Options::baselines`] (those measured so far).
+    pub baselines: Vec<Measures>,
 }
 
 /// What was measured of one adapter.
@@ -125,8 +158,8 @@ pub struct Measures {
     pub converged: bool,
     /// ServiceSets that reported `deployed: true` when convergence was measured.
     pub deployed: usize,
-    /// The adapter's requests during convergence, by verb.
-    pub requests: BTreeMap<String, usize>,
+    /// The adapter's requests during convergence, by verb and resource.
+    pub requests: Requests,
     /// Writes (create, update, patch, delete) during the steady-state window.
     pub steady_writes: usize,
     /// Spec change → HelmRelease updated, one per change, sorted; a change that timed out
@@ -158,19 +191,22 @@ pub struct Restart {
     pub steady: Duration,
     /// Its writes from the start until a second after it was steady (goal: 0).
     pub writes: usize,
-    /// Its requests over the same span, by verb.
-    pub requests: BTreeMap<String, usize>,
+    /// Its requests over the same span, by verb and resource.
+    pub requests: Requests,
     /// Its CPU time until steady.
     pub cpu: Duration,
     /// Its peak RSS, in KiB.
     pub peak_rss_kib: u64,
 }
 
-/// Runs the benchmark: ksm-adapter, then the baseline (if any).
+/// Runs the benchmark: ksm-adapter, then the baselines.
 pub async fn run(options: Options) -> anyhow::Result<Report> {
     let ours = run_ours(&options).await?;
-    let baseline = run_baseline(&options, &ours).await?;
-    Ok(Report { options, ours, baseline })
+    let mut baselines = Vec::new();
+    for baseline in &options.baselines {
+        baselines.push(run_baseline(&options, baseline, &ours).await?);
+    }
+    Ok(Report { options, ours, baselines })
 }
 
 /// Measures ksm-adapter; an error when it did not converge within its timeout.
@@ -188,12 +224,10 @@ pub async fn run_ours(options: &Options) -> anyhow::Result<Measures> {
     Ok(measured)
 }
 
-/// Measures the baseline, when there is one, with a convergence timeout from ksm-adapter's
-/// measures (`ours`).
-pub async fn run_baseline(options: &Options, ours: &Measures) -> anyhow::Result<Option<Measures>> {
-    let Some(baseline) = &options.baseline else { return Ok(None) };
+/// Measures `baseline`, with a convergence timeout from ksm-adapter's measures (`ours`).
+pub async fn run_baseline(options: &Options, baseline: &Baseline, ours: &Measures) -> anyhow::Result<Measures> {
     let timeout = baseline.timeout_after(ours.converge);
-    Ok(Some(measure(options, &Contender::Naive(baseline), timeout, &workdir()?).await?))
+    measure(options, &Contender::Baseline(baseline), timeout, &workdir()?).await
 }
 
 /// The directory of this run's logs.
@@ -207,8 +241,8 @@ fn workdir() -> std::io::Result<PathBuf> {
 enum Contender<'a> {
     /// `ksm-adapter run`, this binary.
     Ours(&'a Path),
-    /// `ksm-naive-adapter`.
-    Naive(&'a Baseline),
+    /// A baseline: `ksm-floor-adapter`, `ksm-naive-adapter`.
+    Baseline(&'a Baseline),
 }
 
 impl Contender<'_> {
@@ -216,7 +250,7 @@ impl Contender<'_> {
     fn name(&self) -> &'static str {
         match self {
             Contender::Ours(_) => "ksm-adapter",
-            Contender::Naive(_) => "ksm-naive-adapter",
+            Contender::Baseline(baseline) => baseline.kind.binary_name(),
         }
     }
 
@@ -241,11 +275,13 @@ impl Contender<'_> {
                     .env_remove("KSM_LOG");
                 command
             }
-            Contender::Naive(baseline) => {
+            Contender::Baseline(baseline) => {
                 let mut command = Command::new(&baseline.binary);
                 command.arg("--kubeconfig").arg(kubeconfig).args(["--namespace", NAMESPACE]);
                 command.args(["--concurrency", &baseline.concurrency.to_string()]);
-                command.args(["--requeue-seconds", &baseline.requeue.as_secs().to_string()]);
+                if baseline.kind == BaselineKind::Naive {
+                    command.args(["--requeue-seconds", &baseline.requeue.as_secs().to_string()]);
+                }
                 command
             }
         }
@@ -341,7 +377,7 @@ async fn restart(
     let cpu = cpu_time(&adapter.child.id().to_string())?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let requests = difference(&bench.server.counts().await?, &before);
-    let writes = requests.iter().filter(|(verb, _)| is_write(verb)).map(|(_, n)| n).sum();
+    let writes = writes(&requests);
     Ok(Restart {
         first_reconcile: first_reconcile.unwrap_or(steady),
         steady,
@@ -368,6 +404,20 @@ async fn reconciled(url: &str) -> usize {
 /// Whether `verb` writes.
 fn is_write(verb: &str) -> bool {
     matches!(verb, "create" | "update" | "patch" | "delete")
+}
+
+/// The writes (create, update, patch, delete) among `requests`.
+fn writes(requests: &Requests) -> usize {
+    requests.iter().filter(|((verb, _), _)| is_write(verb)).map(|(_, n)| n).sum()
+}
+
+/// `requests` by verb.
+fn by_verb(requests: &Requests) -> BTreeMap<String, usize> {
+    let mut verbs = BTreeMap::new();
+    for ((verb, _), n) in requests {
+        *verbs.entry(verb.clone()).or_default() += n;
+    }
+    verbs
 }
 
 /// The CPU time of process `pid` (a number, or `self`) so far: `utime + stime` of
@@ -412,10 +462,9 @@ impl Bench {
     /// which starts a second from now (the last status writes come back).
     async fn steady_writes(&self, steady: Duration) -> anyhow::Result<usize> {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let before: Counts = self.server.counts().await?;
+        let before = self.server.counts().await?;
         tokio::time::sleep(steady).await;
-        let during = difference(&self.server.counts().await?, &before);
-        Ok(during.iter().filter(|(verb, _)| is_write(verb)).map(|(_, n)| n).sum())
+        Ok(writes(&difference(&self.server.counts().await?, &before)))
     }
 }
 
@@ -630,7 +679,12 @@ impl Measures {
 
     /// Requests of one verb during convergence.
     pub fn verb(&self, verb: &str) -> usize {
-        self.requests.get(verb).copied().unwrap_or_default()
+        self.requests.iter().filter(|((v, _), _)| v == verb).map(|(_, n)| n).sum()
+    }
+
+    /// Requests of one verb on one resource (`servicesets/status`) during convergence.
+    pub fn verb_on(&self, verb: &str, resource: &str) -> usize {
+        self.requests.get(&(verb.to_string(), resource.to_string())).copied().unwrap_or_default()
     }
 
     /// The latency at quantile `q` (0..=1).
@@ -640,12 +694,12 @@ impl Measures {
     }
 }
 
-/// One row of the table: the measure, ksm-adapter's cell, the baseline's and the ratio.
+/// One row of the table: the measure, ksm-adapter's cell, then per baseline its cell and the
+/// ratio ksm-adapter / baseline.
 struct Row {
     measure: String,
     ours: String,
-    naive: String,
-    ratio: String,
+    baselines: Vec<(String, String)>,
 }
 
 /// The columns of [`Report::csv_row`].
@@ -654,12 +708,16 @@ pub const CSV_HEADER: &str = "apiserver,servicesets,services,converge_s,adapter_
      restart_peak_rss_mib";
 
 impl Report {
+    /// The measures of baseline `kind`, if it ran.
+    pub fn baseline(&self, kind: BaselineKind) -> Option<&Measures> {
+        self.options.baselines.iter().zip(&self.baselines).find(|(b, _)| b.kind == kind).map(|(_, m)| m)
+    }
+
     /// ksm-adapter's figures as one CSV row (see [`CSV_HEADER`]); the restart's are empty when it
     /// was not measured, the server's CPU is the simulator's or kube-apiserver's.
     pub fn csv_row(&self) -> String {
         let (o, m) = (&self.options, &self.ours);
         let n = o.service_sets as f64;
-        let writes: usize = m.requests.iter().filter(|(verb, _)| is_write(verb)).map(|(_, n)| n).sum();
         let server_cpu = m.server_cpu.first().map_or(m.simulator_cpu, |(_, cpu)| *cpu);
         let apiserver = match o.apiserver {
             ApiServer::Simulated => "simulator",
@@ -686,32 +744,39 @@ impl Report {
             m.converge_cpu.as_secs_f64(),
             server_cpu.as_secs_f64(),
             m.total_requests() as f64 / n,
-            writes as f64 / n,
+            writes(&m.requests) as f64 / n,
             m.steady_writes,
             m.peak_rss_kib as f64 / 1024.0,
         )
     }
 
-    /// The report as a Markdown table: one row per measure, a column per adapter and the ratio
-    /// baseline / ksm-adapter (only ksm-adapter's column when the baseline was off).
+    /// The baselines measured so far, with how they ran.
+    fn measured(&self) -> impl Iterator<Item = (&Baseline, &Measures)> {
+        self.options.baselines.iter().zip(&self.baselines)
+    }
+
+    /// The report as a Markdown table: one row per measure, a column for ksm-adapter, then per
+    /// baseline measured its column and the ratio ksm-adapter / baseline.
     pub fn table(&self) -> String {
-        let with_baseline = self.baseline.is_some();
-        let mut out = if with_baseline {
-            String::from("| measure | ksm-adapter | naive baseline | naive / ksm-adapter |\n|---|---|---|---|\n")
-        } else {
-            String::from("| measure | ksm-adapter |\n|---|---|\n")
-        };
+        let mut header = String::from("| measure | ksm-adapter |");
+        let mut rule = String::from("|---|---|");
+        for (baseline, _) in self.measured() {
+            let name = baseline.kind.name();
+            header.push_str(&format!(" {name} | ksm-adapter / {name} |"));
+            rule.push_str("---|---|");
+        }
+        let mut out = format!("{header}\n{rule}\n");
         for row in self.rows() {
-            if with_baseline {
-                out.push_str(&format!("| {} | {} | {} | {} |\n", row.measure, row.ours, row.naive, row.ratio));
-            } else {
-                out.push_str(&format!("| {} | {} |\n", row.measure, row.ours));
+            out.push_str(&format!("| {} | {} |", row.measure, row.ours));
+            for (cell, ratio) in &row.baselines {
+                out.push_str(&format!(" {cell} | {ratio} |"));
             }
+            out.push('\n');
         }
         out
     }
 
-    /// One row per measure, verbs included.
+    /// One row per measure, verbs and their resources (but for lists and watches) included.
     fn rows(&self) -> Vec<Row> {
         /// A CPU time read from a run's measures.
         type CpuOf = Box<dyn Fn(&Measures) -> Duration>;
@@ -737,6 +802,11 @@ impl Report {
         rows.push(self.row("API requests while converging", |m| total(m) as f64, unconverged, |m| per(total(m))));
         for verb in self.verbs() {
             rows.push(self.row(&format!("  {verb}"), |m| m.verb(&verb) as f64, unconverged, |m| per(m.verb(&verb))));
+            for resource in self.resources(&verb) {
+                let count = |m: &Measures| m.verb_on(&verb, &resource);
+                let measure = format!("    {verb} {resource}");
+                rows.push(self.row(&measure, |m| count(m) as f64, unconverged, |m| per(count(m))));
+            }
         }
         let steady = format!("writes in a {} s steady state", o.steady.as_secs());
         rows.push(self.row(&steady, |m| m.steady_writes as f64, exact, steady_cell));
@@ -747,7 +817,8 @@ impl Report {
         }
         let rss = |m: &Measures| format!("{:.1} MiB", m.peak_rss_kib as f64 / 1024.0);
         rows.push(self.row("peak RSS of the adapter", |m| m.peak_rss_kib as f64, exact, rss));
-        rows.extend(self.ours.restart.as_ref().map_or_else(Vec::new, restart_rows));
+        let blank = vec![(String::new(), String::new()); self.baselines.len()];
+        rows.extend(self.ours.restart.as_ref().map_or_else(Vec::new, |r| restart_rows(r, &blank)));
         rows
     }
 
@@ -759,17 +830,29 @@ impl Report {
         }
     }
 
-    /// The sizes, and how the baseline runs.
+    /// The sizes, and how each baseline runs.
     fn setup_row(&self) -> Row {
         let o = &self.options;
-        let naive = o.baseline.as_ref().map_or_else(String::new, |b| {
-            format!(
-                "the k0rdent guide's controller: GET + UPDATE per child, status update every reconcile, \
-                 requeue {} s, concurrency {}",
-                b.requeue.as_secs(),
-                b.concurrency
-            )
-        });
+        let baselines = self
+            .measured()
+            .map(|(b, _)| {
+                let how = match b.kind {
+                    BaselineKind::Floor => format!(
+                        "the least any adapter must ask: a list+watch of ServiceSets and of HelmReleases, per \
+                         ServiceSet a finalizer patch, a create per HelmRelease, a status patch once Ready; \
+                         concurrency {}",
+                        b.concurrency
+                    ),
+                    BaselineKind::Naive => format!(
+                        "the k0rdent guide's controller: GET + UPDATE per child, status update every reconcile, \
+                         requeue {} s, concurrency {}",
+                        b.requeue.as_secs(),
+                        b.concurrency
+                    ),
+                };
+                (how, String::new())
+            })
+            .collect();
         let apiserver = match o.apiserver {
             ApiServer::Simulated => "simulated API server",
             ApiServer::Envtest(_) => "kube-apiserver v1.32 + etcd (envtest)",
@@ -782,13 +865,13 @@ impl Report {
                 o.services,
                 o.service_sets * o.services
             ),
-            naive,
-            ratio: String::new(),
+            baselines,
         }
     }
 
-    /// A row of measure `measure`: each adapter's `cell`, and the ratio of their `value`s, a
-    /// lower bound (`> `) when the baseline's value is one (`bound`).
+    /// A row of measure `measure`: each adapter's `cell`, and per baseline the ratio of the
+    /// `value`s, ksm-adapter / baseline, a bound when the baseline's value is one (`bound`), `?`
+    /// when ksm-adapter's is.
     fn row(
         &self,
         measure: &str,
@@ -796,12 +879,15 @@ impl Report {
         bound: impl Fn(&Measures) -> bool,
         cell: impl Fn(&Measures) -> String,
     ) -> Row {
-        let (naive, ratio) = match &self.baseline {
-            Some(b) if bound(&self.ours) => (cell(b), "?".to_string()),
-            Some(b) => (cell(b), ratio(value(&self.ours), value(b), bound(b))),
-            None => (String::new(), String::new()),
-        };
-        Row { measure: measure.into(), ours: cell(&self.ours), naive, ratio }
+        let baselines = self
+            .baselines
+            .iter()
+            .map(|b| match bound(&self.ours) {
+                true => (cell(b), "?".to_string()),
+                false => (cell(b), ratio(value(&self.ours), value(b), bound(b))),
+            })
+            .collect();
+        Row { measure: measure.into(), ours: cell(&self.ours), baselines }
     }
 
     /// `8.2 s`, or `not converged after 60.0 s (k of N deployed)`.
@@ -814,11 +900,16 @@ impl Report {
         }
     }
 
+    /// Every adapter's measures.
+    fn all(&self) -> impl Iterator<Item = &Measures> {
+        std::iter::once(&self.ours).chain(&self.baselines)
+    }
+
     /// The verbs to show: [`VERBS`], then any other that occurred.
     fn verbs(&self) -> Vec<String> {
         let mut verbs: Vec<String> = VERBS.iter().map(|v| v.to_string()).collect();
-        for measures in std::iter::once(&self.ours).chain(&self.baseline) {
-            for verb in measures.requests.keys() {
+        for measures in self.all() {
+            for (verb, _) in measures.requests.keys() {
                 if !verbs.contains(verb) {
                     verbs.push(verb.clone());
                 }
@@ -826,17 +917,26 @@ impl Report {
         }
         verbs
     }
+
+    /// The resources any adapter made `verb` requests on; none for lists and watches, which
+    /// are made per kind, not per ServiceSet.
+    fn resources(&self, verb: &str) -> std::collections::BTreeSet<String> {
+        if matches!(verb, "list" | "watch") {
+            return std::collections::BTreeSet::new();
+        }
+        self.all().flat_map(|m| m.requests.keys()).filter(|(v, _)| v == verb).map(|(_, r)| r.clone()).collect()
+    }
 }
 
-/// The rows of a restart over the converged state (ksm-adapter's column only).
-fn restart_rows(r: &Restart) -> Vec<Row> {
-    let row =
-        |measure: &str, ours: String| Row { measure: measure.into(), ours, naive: String::new(), ratio: String::new() };
+/// The rows of a restart over the converged state (ksm-adapter's column only; `blank` the
+/// baselines' cells).
+fn restart_rows(r: &Restart, blank: &[(String, String)]) -> Vec<Row> {
+    let row = |measure: &str, ours: String| Row { measure: measure.into(), ours, baselines: blank.to_vec() };
     vec![
         row("restart: start → first ServiceSet reconciled", format!("{:.1} s", r.first_reconcile.as_secs_f64())),
         row("restart: start → every ServiceSet reconciled (steady)", format!("{:.1} s", r.steady.as_secs_f64())),
         row("restart: writes until steady + 1 s", r.writes.to_string()),
-        row("restart: requests until steady + 1 s", format!("{:?}", r.requests)),
+        row("restart: requests until steady + 1 s", format!("{:?}", by_verb(&r.requests))),
         row("restart: CPU time of the adapter until steady", format!("{:.1} s", r.cpu.as_secs_f64())),
         row("restart: peak RSS of the adapter", format!("{:.1} MiB", r.peak_rss_kib as f64 / 1024.0)),
     ]
@@ -859,18 +959,88 @@ fn latency_cell(m: &Measures, q: f64) -> String {
     format!("{at_least}{:.1} ms{timeouts}", ms(latency))
 }
 
-/// `naive / ours`, e.g. `3.1x`; `> 3.1x` when `naive` is a lower bound; `∞` when only ours is 0,
-/// `—` when both are.
-fn ratio(ours: f64, naive: f64, lower_bound: bool) -> String {
-    let prefix = if lower_bound { "> " } else { "" };
-    if ours == 0.0 {
-        return if naive == 0.0 { "—".into() } else { "∞".into() };
+/// `ours / baseline`, e.g. `3.1x`; `< 3.1x` when `baseline` is a lower bound (it did not
+/// converge, so its true value is higher); `0` over `0` is `—`, anything over `0` `∞`.
+fn ratio(ours: f64, baseline: f64, lower_bound: bool) -> String {
+    let prefix = if lower_bound { "< " } else { "" };
+    if baseline == 0.0 {
+        return if ours == 0.0 { "—".into() } else { "∞".into() };
     }
-    let r = naive / ours;
-    if r >= 0.1 || r == 0.0 { format!("{prefix}{r:.1}x") } else { format!("{prefix}{r:.2}x") }
+    let r = ours / baseline;
+    if r >= 0.1 || r == 0.0 { format!("{prefix}{r:.2}x") } else { format!("{prefix}{r:.3}x") }
 }
 
 /// Milliseconds.
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_are_ksm_adapter_over_the_baseline() {
+        assert_eq!(ratio(9.0, 3.0, false), "3.00x");
+        assert_eq!(ratio(3.0, 9.0, true), "< 0.33x");
+        assert_eq!(ratio(1.0, 40.0, false), "0.025x");
+        assert_eq!(ratio(0.0, 0.0, false), "—");
+        assert_eq!(ratio(5.0, 0.0, false), "∞");
+        assert_eq!(ratio(0.0, 5.0, false), "0.00x");
+    }
+
+    #[test]
+    fn the_table_has_a_column_and_a_ratio_per_baseline_and_a_row_per_verb_and_resource() {
+        let measures = |converge: u64, requests: &[(&str, &str, usize)]| Measures {
+            converge: Duration::from_secs(converge),
+            converged: true,
+            deployed: 10,
+            requests: requests.iter().map(|(v, r, n)| ((v.to_string(), r.to_string()), *n)).collect(),
+            steady_writes: 0,
+            latencies: vec![Duration::from_millis(5)],
+            latency_timeouts: 0,
+            peak_rss_kib: 1024,
+            converge_cpu: Duration::from_secs(converge),
+            simulator_cpu: Duration::from_secs(1),
+            server_cpu: Vec::new(),
+            restart: None,
+        };
+        let baseline = |kind| Baseline {
+            kind,
+            binary: PathBuf::new(),
+            timeout: None,
+            concurrency: 8,
+            requeue: Duration::from_secs(30),
+        };
+        let report = Report {
+            options: Options {
+                service_sets: 10,
+                services: 3,
+                steady: Duration::from_secs(5),
+                changes: 1,
+                timeout: Duration::from_secs(60),
+                binary: PathBuf::new(),
+                baselines: vec![baseline(BaselineKind::Floor), baseline(BaselineKind::Naive)],
+                restart: false,
+                apiserver: ApiServer::Simulated,
+            },
+            ours: measures(4, &[("patch", "helmreleases", 30), ("patch", "servicesets", 10)]),
+            baselines: vec![
+                measures(2, &[("create", "helmreleases", 30), ("patch", "servicesets", 10)]),
+                measures(8, &[("get", "helmreleases", 90), ("update", "servicesets/status", 20)]),
+            ],
+        };
+        let table = report.table();
+        assert!(
+            table.starts_with("| measure | ksm-adapter | floor | ksm-adapter / floor | naive | ksm-adapter / naive |")
+        );
+        assert!(table.contains("| time to converge | 4.0 s | 2.0 s | 2.00x | 8.0 s | 0.50x |"), "{table}");
+        assert!(
+            table.contains("|     patch helmreleases | 30 (3.00 per ServiceSet) | 0 (0.00 per ServiceSet) | ∞ |"),
+            "{table}"
+        );
+        assert!(table.contains("|     get helmreleases | 0 (0.00 per ServiceSet) |"), "{table}");
+        assert_eq!(report.baseline(BaselineKind::Naive).map(|m| m.verb("get")), Some(90));
+        assert!(table.lines().filter(|l| !l.starts_with("|---")).all(|l| l.matches(" | ").count() == 5), "{table}");
+    }
 }

@@ -1,11 +1,10 @@
 //! `ksm-naive-adapter`: the k0rdent guide's ServiceSet controller, the baseline of
 //! `ksm-scale-bench` (see `ksm_e2e::naive`).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use ksm_e2e::naive::{self, Options};
+use ksm_e2e::naive::{self, Options, ServeArgs};
 
 /// Serves the ServiceSets of one namespace with the naive algorithm of the k0rdent guide "Build
 /// your own KSM provider": GET + UPDATE of every HelmRelease and a ServiceSet status update on
@@ -13,16 +12,8 @@ use ksm_e2e::naive::{self, Options};
 /// no deletion path and handles Helm templates only.
 #[derive(Debug, Parser)]
 struct Args {
-    /// Kubeconfig file [default: $KUBECONFIG, else ~/.kube/config, else in-cluster].
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// The namespace whose ServiceSets are served.
-    #[arg(long)]
-    namespace: String,
-    /// ServiceSets reconciled concurrently (controller-runtime's default is 1; the default here
-    /// is ksm-adapter's, so that the baseline is not slowed down by less concurrency).
-    #[arg(long, default_value_t = ksm_e2e::naive::DEFAULT_CONCURRENCY)]
-    concurrency: u16,
+    #[command(flatten)]
+    serve: ServeArgs,
     /// Seconds after which a reconciled ServiceSet is reconciled again (the guide's 30 s).
     #[arg(long, default_value_t = 30)]
     requeue_seconds: u64,
@@ -34,12 +25,12 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let Args { serve, requeue_seconds } = Args::parse();
     naive::run(Options {
-        kubeconfig: args.kubeconfig,
-        namespace: args.namespace,
-        concurrency: args.concurrency,
-        requeue: Duration::from_secs(args.requeue_seconds),
+        kubeconfig: serve.kubeconfig,
+        namespace: serve.namespace,
+        concurrency: serve.concurrency,
+        requeue: Duration::from_secs(requeue_seconds),
     })
     .await
 }

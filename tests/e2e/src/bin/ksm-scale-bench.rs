@@ -1,20 +1,30 @@
-//! `ksm-scale-bench`: the scale benchmark of `ksm-adapter run`, with the naive baseline of the
-//! k0rdent guide beside it (see `ksm_e2e::scale` and `ksm_e2e::naive`).
+//! `ksm-scale-bench`: the scale benchmark of `ksm-adapter run`, with the floor (the least any
+//! adapter must ask of the API server) and the naive baseline of the k0rdent guide beside it
+//! (see `ksm_e2e::scale`, `ksm_e2e::floor` and `ksm_e2e::naive`).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use ksm_e2e::scale::{self, ApiServer, Baseline, Options, Report};
+use ksm_e2e::scale::{self, ApiServer, Baseline, BaselineKind, Options, Report};
 
 /// Runs the real `ksm-adapter run` against an API server holding N ServiceSets × S services — the
 /// in-process simulated one, or a real kube-apiserver + etcd (`--apiserver envtest`) — plays Flux
-/// (every HelmRelease becomes Ready), then does the same with the naive baseline
-/// (`ksm-naive-adapter`, the k0rdent guide's controller) against a fresh server, and prints a
-/// table: time to converge, API requests by verb, steady-state writes, spec-change latency, peak
-/// RSS, CPU time (with kube-apiserver's and etcd's on a real server), each with the ratio
-/// baseline / ksm-adapter.
+/// (every HelmRelease becomes Ready), then does the same with each baseline against a fresh
+/// server, and prints a table: time to converge, API requests by verb and resource, steady-state
+/// writes, spec-change latency, peak RSS, CPU time (with kube-apiserver's and etcd's on a real
+/// server), each with the ratio ksm-adapter / baseline.
+///
+/// The baselines (`--baseline`, both by default):
+///
+/// - the floor (`ksm-floor-adapter`): the least any adapter must ask of the API server — one
+///   list+watch of ServiceSets and one of HelmReleases, per ServiceSet one finalizer patch, one
+///   create per HelmRelease and one status patch once every HelmRelease is Ready, no GETs, no
+///   update of an unchanged object, no Events: the limit;
+///
+/// - the naive baseline (`ksm-naive-adapter`): the k0rdent guide's controller — GET + UPDATE per
+///   child, a status update on every reconcile, a 30 s requeue.
 ///
 /// Build the adapters first in the same profile, e.g.
 /// `cargo build --release -p ksm-adapter -p ksm-e2e && target/release/ksm-scale-bench`.
@@ -38,24 +48,28 @@ struct Args {
     /// The `ksm-adapter` binary [default: $KSM_ADAPTER_BIN, else next to this executable].
     #[arg(long)]
     adapter: Option<PathBuf>,
-    /// The baseline to measure after ksm-adapter.
-    #[arg(long, value_enum, default_value_t = BaselineArg::Naive)]
+    /// The baselines to measure after ksm-adapter, each against a fresh server (the floor first).
+    #[arg(long, value_enum, default_value_t = BaselineArg::Both)]
     baseline: BaselineArg,
-    /// Seconds the baseline's convergence may take; past it the run goes on with what was
+    /// Seconds each baseline's convergence may take; past it the run goes on with what was
     /// deployed [default: 3 × ksm-adapter's time, at least 60].
     #[arg(long)]
     baseline_timeout_seconds: Option<u64>,
-    /// ServiceSets the baseline reconciles at once (ksm-adapter's default; controller-runtime's
+    /// ServiceSets each baseline handles at once (ksm-adapter's default; controller-runtime's
     /// is 1).
     #[arg(long, default_value_t = ksm_e2e::naive::DEFAULT_CONCURRENCY)]
     baseline_concurrency: u16,
-    /// The baseline's requeue after a complete reconcile, in seconds (the guide's 30).
+    /// The naive baseline's requeue after a complete reconcile, in seconds (the guide's 30).
     #[arg(long, default_value_t = 30)]
     baseline_requeue_seconds: u64,
     /// The `ksm-naive-adapter` binary [default: $KSM_NAIVE_ADAPTER_BIN, else next to this
     /// executable].
     #[arg(long)]
     naive_adapter: Option<PathBuf>,
+    /// The `ksm-floor-adapter` binary [default: $KSM_FLOOR_ADAPTER_BIN, else next to this
+    /// executable].
+    #[arg(long)]
+    floor_adapter: Option<PathBuf>,
     /// Start ksm-adapter again over the converged state and measure its start-up (time to the
     /// first reconcile and until every ServiceSet was reconciled, writes, CPU, RSS).
     #[arg(long)]
@@ -84,13 +98,29 @@ enum ApiServerArg {
     Envtest,
 }
 
-/// Which baseline to run.
+/// Which baselines to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum BaselineArg {
-    /// None: ksm-adapter only.
-    Off,
+    /// The floor, then the naive baseline.
+    Both,
+    /// The least any adapter must ask of the API server (`ksm-floor-adapter`).
+    Floor,
     /// The k0rdent guide's controller (`ksm-naive-adapter`).
     Naive,
+    /// None: ksm-adapter only.
+    Off,
+}
+
+impl BaselineArg {
+    /// The baselines it names, in the order they run.
+    fn kinds(self) -> &'static [BaselineKind] {
+        match self {
+            BaselineArg::Both => &[BaselineKind::Floor, BaselineKind::Naive],
+            BaselineArg::Floor => &[BaselineKind::Floor],
+            BaselineArg::Naive => &[BaselineKind::Naive],
+            BaselineArg::Off => &[],
+        }
+    }
 }
 
 /// jemalloc, as `ksm-adapter` uses: the simulated API server and Flux spend less of the
@@ -101,15 +131,24 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let baseline = match args.baseline {
-        BaselineArg::Off => None,
-        BaselineArg::Naive => Some(Baseline {
-            binary: binary(args.naive_adapter.clone(), "KSM_NAIVE_ADAPTER_BIN", "ksm-naive-adapter", "ksm-e2e")?,
-            timeout: args.baseline_timeout_seconds.map(Duration::from_secs),
-            concurrency: args.baseline_concurrency,
-            requeue: Duration::from_secs(args.baseline_requeue_seconds),
-        }),
-    };
+    let baselines = args
+        .baseline
+        .kinds()
+        .iter()
+        .map(|&kind| {
+            let (flag, var) = match kind {
+                BaselineKind::Floor => (args.floor_adapter.clone(), "KSM_FLOOR_ADAPTER_BIN"),
+                BaselineKind::Naive => (args.naive_adapter.clone(), "KSM_NAIVE_ADAPTER_BIN"),
+            };
+            Ok(Baseline {
+                kind,
+                binary: binary(flag, var, kind.binary_name(), "ksm-e2e")?,
+                timeout: args.baseline_timeout_seconds.map(Duration::from_secs),
+                concurrency: args.baseline_concurrency,
+                requeue: Duration::from_secs(args.baseline_requeue_seconds),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let apiserver = match (args.apiserver, args.envtest_assets) {
         (ApiServerArg::Simulator, _) => ApiServer::Simulated,
         (ApiServerArg::Envtest, Some(assets)) => ApiServer::Envtest(assets),
@@ -126,21 +165,19 @@ async fn main() -> anyhow::Result<()> {
         changes: args.changes,
         timeout: Duration::from_secs(args.timeout_seconds),
         binary: binary(args.adapter, "KSM_ADAPTER_BIN", "ksm-adapter", "ksm-adapter")?,
-        baseline,
+        baselines,
         restart: args.restart,
         apiserver,
     };
     eprintln!("loading {} ServiceSets × {} services ...", options.service_sets, options.services);
     let ours = scale::run_ours(&options).await?;
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
-    if options.baseline.is_some() {
-        // The baseline may take many times as long: show ksm-adapter's figures while it runs.
-        let alone =
-            Report { options: Options { baseline: None, ..options.clone() }, ours: ours.clone(), baseline: None };
-        eprintln!("ksm-adapter's figures, before the baseline runs:\n\n{}", alone.table());
+    let mut report = Report { options: options.clone(), ours, baselines: Vec::new() };
+    for baseline in &options.baselines {
+        // A baseline may take many times as long: show the figures so far while it runs.
+        eprintln!("the figures so far, before the {} baseline runs:\n\n{}", baseline.kind.name(), report.table());
+        report.baselines.push(scale::run_baseline(&options, baseline, &report.ours).await?);
     }
-    let baseline = scale::run_baseline(&options, &ours).await?;
-    let report = Report { options, ours, baseline };
     println!("ksm-scale-bench on {cpus} CPUs\n\n{}", report.table());
     if let Some(path) = args.csv {
         let new = !path.exists();

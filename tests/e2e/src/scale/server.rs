@@ -47,8 +47,9 @@ pub(super) enum Server {
     Real { plane: ControlPlane, client: kube::Client },
 }
 
-/// Requests by verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`), cumulative.
-pub(super) type Counts = BTreeMap<String, usize>;
+/// Requests by verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`) and resource
+/// (its plural, with `/status` for the status subresource, e.g. `servicesets/status`), cumulative.
+pub type Requests = BTreeMap<(String, String), usize>;
 
 impl Server {
     /// Starts a server with the benchmark's CRDs and writes a kubeconfig for it (an
@@ -98,17 +99,17 @@ impl Server {
         Ok(())
     }
 
-    /// The requests counted so far, by verb.
-    pub async fn counts(&self) -> anyhow::Result<Counts> {
+    /// The requests counted so far, by verb and resource.
+    pub async fn counts(&self) -> anyhow::Result<Requests> {
         match self {
             Server::Simulated(server) => {
-                let mut by_verb = Counts::new();
+                let mut counts = Requests::new();
                 for (verb, resource, count) in server.requests().iter() {
                     if resource != "helmreleases/status" {
-                        *by_verb.entry(verb.to_string()).or_default() += count;
+                        *counts.entry((verb.to_string(), resource.to_string())).or_default() += count;
                     }
                 }
-                Ok(by_verb)
+                Ok(counts)
             }
             Server::Real { client, .. } => {
                 let request = http::Request::get("/metrics").body(Vec::new()).expect("a request");
@@ -160,9 +161,10 @@ impl Server {
     }
 }
 
-/// The counted requests of a kube-apiserver `/metrics` text, by the simulator's verb names.
-fn counted_requests(metrics: &str) -> Counts {
-    let mut by_verb = Counts::new();
+/// The counted requests of a kube-apiserver `/metrics` text, by the simulator's verb and
+/// resource names.
+fn counted_requests(metrics: &str) -> Requests {
+    let mut counts = Requests::new();
     for line in metrics.lines() {
         let Some(rest) = line.strip_prefix("apiserver_request_total{") else { continue };
         let Some((labels, value)) = rest.rsplit_once("} ") else { continue };
@@ -185,15 +187,19 @@ fn counted_requests(metrics: &str) -> Counts {
             other => other.to_lowercase(),
         };
         let count = value.trim().parse::<f64>().unwrap_or(0.0) as usize;
-        *by_verb.entry(verb).or_default() += count;
+        let resource = match subresource {
+            "" => resource.to_string(),
+            subresource => format!("{resource}/{subresource}"),
+        };
+        *counts.entry((verb, resource)).or_default() += count;
     }
-    by_verb
+    counts
 }
 
-/// `now - before`, verb by verb.
-pub(super) fn difference(now: &Counts, before: &Counts) -> Counts {
+/// `now - before`, verb and resource by verb and resource.
+pub(super) fn difference(now: &Requests, before: &Requests) -> Requests {
     now.iter()
-        .map(|(verb, n)| (verb.clone(), n.saturating_sub(before.get(verb).copied().unwrap_or(0))))
+        .map(|(key, n)| (key.clone(), n.saturating_sub(before.get(key).copied().unwrap_or(0))))
         .filter(|(_, n)| *n > 0)
         .collect()
 }
@@ -203,7 +209,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_the_adapters_resources_by_verb_and_leaves_flux_status_and_leases_out() {
+    fn counts_the_adapters_resources_by_verb_and_resource_and_leaves_flux_status_and_leases_out() {
         let metrics = r#"# HELP apiserver_request_total [STABLE] Counter of apiserver requests
 apiserver_request_total{code="201",component="apiserver",dry_run="",group="helm.toolkit.fluxcd.io",resource="helmreleases",scope="resource",subresource="",verb="APPLY",version="v2"} 30
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="helm.toolkit.fluxcd.io",resource="helmreleases",scope="resource",subresource="status",verb="PATCH",version="v2"} 30
@@ -213,10 +219,16 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="coord
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="k0rdent.mirantis.com",resource="servicesets",scope="cluster",subresource="",verb="LIST",version="v1beta1"} 1.5e+00
 "#;
         let counts = counted_requests(metrics);
-        let expected: Counts =
-            [("create", 10), ("list", 1), ("patch", 30), ("update", 20)].map(|(v, n)| (v.to_string(), n)).into();
+        let key = |verb: &str, resource: &str| (verb.to_string(), resource.to_string());
+        let expected: Requests = [
+            (key("create", "events"), 10),
+            (key("list", "servicesets"), 1),
+            (key("patch", "helmreleases"), 30),
+            (key("update", "servicesets/status"), 20),
+        ]
+        .into();
         assert_eq!(counts, expected);
-        let later: Counts = [("patch", 35), ("list", 1)].map(|(v, n)| (v.to_string(), n)).into();
-        assert_eq!(difference(&later, &counts), [("patch".to_string(), 5)].into());
+        let later: Requests = [(key("patch", "helmreleases"), 35), (key("list", "servicesets"), 1)].into();
+        assert_eq!(difference(&later, &counts), [(key("patch", "helmreleases"), 5)].into());
     }
 }

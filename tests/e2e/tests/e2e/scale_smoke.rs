@@ -1,6 +1,7 @@
 //! The scale benchmark at a small size, so that it cannot rot: ksm-adapter must converge, make
-//! no writes in a steady state and apply spec changes; the naive baseline (the k0rdent guide's
-//! controller) must converge too, and cost more requests and steady-state writes. On the
+//! no writes in a steady state and apply spec changes; the floor (the least any adapter must ask)
+//! must converge with exactly its writes and none in a steady state; the naive baseline (the
+//! k0rdent guide's controller) must converge too, and cost more requests and steady-state writes. On the
 //! simulator at 200 × 3; with envtest (`KUBEBUILDER_ASSETS`) at 50 × 3 on control planes of its
 //! own (`ksm-scale-bench --apiserver envtest`).
 
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use ksm_e2e::adapter::{binary, run_command};
 use ksm_e2e::naive::DEFAULT_CONCURRENCY;
-use ksm_e2e::scale::{ApiServer, Baseline, CSV_HEADER, Options, run};
+use ksm_e2e::scale::{ApiServer, Baseline, BaselineKind, CSV_HEADER, Options, run};
 use ksm_e2e::{Backend, envtest};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -23,12 +24,18 @@ async fn the_scale_benchmark_runs_at_a_small_size() {
         }
     };
     ksm_e2e::env::report("scale-smoke", &format!("runs at {n} x 3 on its own API servers"));
-    let baseline = Baseline {
+    let naive = Baseline {
+        kind: BaselineKind::Naive,
         binary: PathBuf::from(env!("CARGO_BIN_EXE_ksm-naive-adapter")),
         timeout: Some(Duration::from_secs(60)),
         concurrency: 4,
         // Shorter than the guide's 30 s so that the 3 s steady window sees the periodic writes.
         requeue: Duration::from_secs(3),
+    };
+    let floor = Baseline {
+        kind: BaselineKind::Floor,
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_ksm-floor-adapter")),
+        ..naive.clone()
     };
     let options = Options {
         service_sets: n,
@@ -37,7 +44,7 @@ async fn the_scale_benchmark_runs_at_a_small_size() {
         changes: 10,
         timeout: Duration::from_secs(120),
         binary: binary(),
-        baseline: Some(baseline),
+        baselines: vec![floor, naive],
         restart: true,
         apiserver,
     };
@@ -45,7 +52,9 @@ async fn the_scale_benchmark_runs_at_a_small_size() {
     eprintln!("{}", report.table());
     let columns = |line: &str| line.split(',').count();
     assert_eq!(columns(&report.csv_row()), columns(CSV_HEADER), "{}", report.csv_row());
-    let (ours, naive) = (&report.ours, report.baseline.as_ref().expect("the baseline ran"));
+    let ours = &report.ours;
+    let floor = report.baseline(BaselineKind::Floor).expect("the floor ran");
+    let naive = report.baseline(BaselineKind::Naive).expect("the baseline ran");
     assert_eq!(ours.steady_writes, 0, "steady state makes no writes");
     assert_eq!((ours.latencies.len(), ours.latency_timeouts), (10, 0));
     assert!(ours.verb("patch") >= n * 3, "every HelmRelease was applied: {:?}", ours.requests);
@@ -68,6 +77,26 @@ async fn the_scale_benchmark_runs_at_a_small_size() {
         assert_eq!(names, ["kube-apiserver", "etcd"], "the real server's processes are measured");
         assert!(ours.server_cpu.iter().all(|(_, cpu)| *cpu > Duration::ZERO), "{:?}", ours.server_cpu);
     }
+
+    assert!(floor.converged, "the floor converged: {} of {n} deployed", floor.deployed);
+    assert_eq!(floor.steady_writes, 0, "the floor writes nothing in a steady state");
+    assert_eq!((floor.latencies.len(), floor.latency_timeouts), (10, 0), "the floor applies spec changes");
+    // Exactly its writes: a finalizer patch, three creates and a status patch per ServiceSet, and
+    // no reads but its list+watch of two kinds.
+    let floor_writes = [
+        ("create", "helmreleases", n * 3),
+        ("patch", "servicesets", n),
+        ("patch", "servicesets/status", n),
+        ("update", "servicesets/status", 0),
+        ("patch", "helmreleases", 0),
+        ("get", "servicesets", 0),
+        ("get", "helmreleases", 0),
+    ];
+    for (verb, resource, count) in floor_writes {
+        assert_eq!(floor.verb_on(verb, resource), count, "{verb} {resource}: {:?}", floor.requests);
+    }
+    assert!(floor.verb("list") + floor.verb("watch") <= 8, "two list+watches: {:?}", floor.requests);
+    assert!(floor.total_requests() < ours.total_requests(), "the floor is the least: {:?}", floor.requests);
 
     assert!(naive.converged, "the baseline converged: {} of {n} deployed", naive.deployed);
     assert!(naive.verb("create") >= n * 3, "the baseline created every HelmRelease: {:?}", naive.requests);

@@ -1,0 +1,26 @@
+//! `ksm-floor-adapter`: the floor of `ksm-scale-bench` (see `ksm_e2e::floor`).
+
+use clap::Parser;
+use ksm_e2e::floor::{self, Options};
+use ksm_e2e::naive::ServeArgs;
+
+/// Serves the ServiceSets of one namespace with the least any adapter must ask of the API
+/// server: one list+watch of ServiceSets and one of HelmReleases, per ServiceSet one finalizer
+/// patch, one create per HelmRelease and one status patch once every HelmRelease is Ready; no
+/// GETs, no update of an unchanged object, no Events. A benchmark baseline, not an adapter to
+/// deploy: no SMP gate, no deletion path, Helm services only.
+#[derive(Debug, Parser)]
+struct Args {
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+/// jemalloc, as `ksm-adapter` uses.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let ServeArgs { kubeconfig, namespace, concurrency } = Args::parse().serve;
+    floor::run(Options { kubeconfig, namespace, concurrency }).await
+}

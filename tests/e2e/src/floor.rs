@@ -1,0 +1,563 @@
+//! The **floor** of the scale benchmark: the least any adapter must ask of the API server to
+//! serve ServiceSets, so that `ksm-scale-bench` can print the limit beside ksm-adapter's figures.
+//!
+//! It keeps one list+watch per kind it needs — the ServiceSets of one namespace and their
+//! HelmReleases — in two reflector stores, and makes only the writes serving needs:
+//!
+//! - per ServiceSet, one JSON patch adding its finalizer;
+//! - per service, one create of its HelmRelease (the naive baseline's HelmRelease, built by the
+//!   same code: [`crate::naive::mutate_helm_release`]); a merge patch of it only when its spec or
+//!   labels differ from what the ServiceSet asks for (a spec change);
+//! - per ServiceSet, one merge patch of its status (`deployed`, every service `Deployed`) once
+//!   every HelmRelease is Ready for its generation, and none while the status already says so.
+//!
+//! No GETs (everything is read from the stores), no update of an unchanged object, no Events, no
+//! status before the services are Deployed. What it decides is pure ([`decide`]); a memory of the
+//! writes made but not yet seen in the stores ([`Pending`]) keeps a lagging store from making a
+//! write twice.
+//!
+//! Liberties, each cheaper than what an adapter must really do, so the floor stays a floor:
+//!
+//! - **No ServiceTemplates, SMP or provider gate**: every ServiceSet of the namespace is served;
+//!   a Helm template's chart is the `HelmChart` of the template's name in the ServiceSet's
+//!   namespace, as kcm names it (the benchmark's templates carry exactly that `status.chartRef`).
+//!   Watching the templates would cost one list and one watch per run, not per ServiceSet.
+//! - **No deletion path, no failure states, no Kustomizations**: the benchmark needs none.
+//! - **Errors** requeue the ServiceSet after the naive baseline's retry delays.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::fixtures::now;
+use crate::naive::queue::Queue;
+use crate::naive::{ProviderConfig, child_name, controller_reference, field, mutate_helm_release, provider_config};
+use crate::objects::Kind;
+use crate::{SERVICE_SET_LABEL, naive};
+
+/// The floor's finalizer on the ServiceSets it serves.
+pub const FINALIZER: &str = "floor.ksm.k0rdent.mirantis.com/serviceset";
+
+/// How to run the floor.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Kubeconfig file; `None`: `$KUBECONFIG`, `~/.kube/config` or in-cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// The namespace whose ServiceSets are served.
+    pub namespace: String,
+    /// ServiceSets handled at once.
+    pub concurrency: u16,
+}
+
+/// One write the floor makes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    /// Adds [`FINALIZER`] to the ServiceSet: a JSON patch.
+    Finalizer(Value),
+    /// Creates a HelmRelease.
+    Create(Box<DynamicObject>),
+    /// Merge-patches the HelmRelease `name` to what the ServiceSet asks for.
+    Update { name: String, patch: Value },
+    /// Merge-patches the ServiceSet's status (`patch` is the whole body, `{"status": ...}`).
+    Status(Value),
+}
+
+impl Write {
+    /// What the write is to: one pending write per target.
+    fn target(&self) -> String {
+        match self {
+            Write::Finalizer(_) => "finalizer".into(),
+            Write::Create(release) => format!("release/{}", release.name_any()),
+            Write::Update { name, .. } => format!("release/{name}"),
+            Write::Status(_) => "status".into(),
+        }
+    }
+
+    /// What the write says, less what changes from one decision to the next (the status's
+    /// transition times): two writes with the same fingerprint write the same.
+    fn fingerprint(&self) -> Value {
+        match self {
+            Write::Finalizer(patch) | Write::Update { patch, .. } => patch.clone(),
+            Write::Create(release) => json!([release.metadata.labels, release.data["spec"]]),
+            Write::Status(patch) => json!([patch["status"]["deployed"], services_of(&patch["status"])]),
+        }
+    }
+}
+
+/// Decides the writes that serve `service_set`, given its HelmReleases by name (`release`) and
+/// the time to stamp a status with: the finalizer when it is missing, a create per missing
+/// HelmRelease, a patch per HelmRelease that differs from what the ServiceSet asks for, and —
+/// only when none of those is due and every HelmRelease is Ready for its generation — the status
+/// `Deployed`, unless it is written already. A ServiceSet being deleted gets nothing; a service
+/// whose values are not YAML gets no HelmRelease (and so the ServiceSet no status).
+pub fn decide(
+    service_set: &DynamicObject,
+    release: impl Fn(&str) -> Option<Arc<DynamicObject>>,
+    now: &str,
+) -> Vec<Write> {
+    if service_set.metadata.deletion_timestamp.is_some() {
+        return Vec::new();
+    }
+    let mut writes = Vec::new();
+    if !service_set.finalizers().iter().any(|f| f == FINALIZER) {
+        writes.push(Write::Finalizer(finalizer_patch(service_set)));
+    }
+    let config = provider_config(service_set).unwrap_or_else(|_| ProviderConfig::default());
+    let services = naive::services(service_set);
+    let mut ready = true;
+    for service in &services {
+        let Some(wanted) = helm_release(service_set, service, &config) else {
+            ready = false;
+            continue;
+        };
+        let name = wanted.name_any();
+        match release(&name) {
+            None => writes.push(Write::Create(Box::new(wanted))),
+            Some(live) if !is_subset(&wanted.data["spec"], &live.data["spec"]) || !has_labels(&live, &wanted) => {
+                let patch = json!({"metadata": {"labels": wanted.metadata.labels}, "spec": wanted.data["spec"]});
+                writes.push(Write::Update { name, patch });
+            }
+            Some(live) => ready &= is_ready(&live),
+        }
+    }
+    if writes.iter().any(|w| matches!(w, Write::Create(_) | Write::Update { .. })) || !ready {
+        return writes;
+    }
+    let status = deployed_status(&services, now);
+    let written = &service_set.data["status"];
+    if written["deployed"] != true || services_of(written) != services_of(&status) {
+        writes.push(Write::Status(json!({"status": status})));
+    }
+    writes
+}
+
+/// The JSON patch that adds [`FINALIZER`] to the ServiceSet's finalizers, creating the list when
+/// there is none.
+fn finalizer_patch(service_set: &DynamicObject) -> Value {
+    match &service_set.metadata.finalizers {
+        Some(finalizers) if !finalizers.is_empty() => {
+            json!([{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}])
+        }
+        _ => json!([{"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}]),
+    }
+}
+
+/// The HelmRelease of `service`, as the naive baseline builds it, its chart the HelmChart named
+/// after the service's template (module doc); `None` when its values are not YAML.
+fn helm_release(service_set: &DynamicObject, service: &Value, config: &ProviderConfig) -> Option<DynamicObject> {
+    let namespace = service_set.namespace().unwrap_or_default();
+    let mut release =
+        DynamicObject::new(&child_name(service_set, service), &Kind::HelmRelease.resource()).within(&namespace);
+    release.metadata.owner_references = Some(vec![controller_reference(service_set)]);
+    let chart = json!({"chartRef": {"kind": "HelmChart", "name": field(service, "template"), "namespace": namespace}});
+    mutate_helm_release(&mut release, service_set, service, &chart, config).ok()?;
+    Some(release)
+}
+
+/// Whether every field of `wanted` is in `live` with the same value (objects compared field by
+/// field, so that defaults the API server adds do not count as a difference).
+fn is_subset(wanted: &Value, live: &Value) -> bool {
+    match (wanted, live) {
+        (Value::Object(wanted), Value::Object(live)) => {
+            wanted.iter().all(|(key, value)| live.get(key).is_some_and(|live| is_subset(value, live)))
+        }
+        _ => wanted == live,
+    }
+}
+
+/// Whether `live` carries every label of `wanted`.
+fn has_labels(live: &DynamicObject, wanted: &DynamicObject) -> bool {
+    wanted.labels().iter().all(|(key, value)| live.labels().get(key) == Some(value))
+}
+
+/// Whether Flux says the HelmRelease is Ready for its current generation.
+fn is_ready(release: &DynamicObject) -> bool {
+    let status = &release.data["status"];
+    let observed = status["observedGeneration"].as_i64();
+    let ready =
+        status["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True");
+    ready && observed.is_some() && observed == release.metadata.generation
+}
+
+/// The status of a ServiceSet whose services are all Deployed, stamped `now`.
+fn deployed_status(services: &[Value], now: &str) -> Value {
+    let entries: Vec<Value> = services
+        .iter()
+        .map(|service| {
+            let (name, template) = (field(service, "name"), field(service, "template"));
+            let namespace = Some(field(service, "namespace")).filter(|ns| !ns.is_empty()).unwrap_or(name);
+            let version = Some(field(service, "version")).filter(|v| !v.is_empty()).unwrap_or(template);
+            json!({"name": name, "namespace": namespace, "template": template, "type": "Helm", "state": "Deployed",
+                   "version": version, "lastStateTransitionTime": now})
+        })
+        .collect();
+    json!({"deployed": true, "services": entries})
+}
+
+/// A status's services as the floor compares them: what it writes, less the transition times.
+fn services_of(status: &Value) -> Vec<Value> {
+    let keys = ["name", "namespace", "template", "type", "state", "version"];
+    let entries = status["services"].as_array().into_iter().flatten();
+    entries.map(|entry| keys.iter().map(|key| (key.to_string(), entry[*key].clone())).collect::<Value>()).collect()
+}
+
+/// Writes made but not yet seen in the stores, by ServiceSet, then by target: a decision that
+/// repeats one of them (its store lags) is not written again; one the stores caught up with is
+/// no longer decided, and forgotten.
+#[derive(Default)]
+pub struct Pending(Mutex<HashMap<String, HashMap<String, Value>>>);
+
+impl Pending {
+    /// The writes of `decided` for ServiceSet `name` that are not pending already, and forgets the
+    /// pending writes no longer decided.
+    fn due(&self, name: &str, decided: Vec<Write>) -> Vec<Write> {
+        let mut pending = self.0.lock().expect("pending lock");
+        let Some(mine) = pending.get_mut(name) else { return decided };
+        mine.retain(|target, _| decided.iter().any(|w| w.target() == *target));
+        let due = decided.into_iter().filter(|w| mine.get(&w.target()) != Some(&w.fingerprint())).collect();
+        if mine.is_empty() {
+            pending.remove(name);
+        }
+        due
+    }
+
+    /// Remembers that `write` to ServiceSet `name` was made.
+    fn made(&self, name: &str, write: &Write) {
+        let mut pending = self.0.lock().expect("pending lock");
+        pending.entry(name.to_string()).or_default().insert(write.target(), write.fingerprint());
+    }
+}
+
+/// Runs the floor until SIGINT or SIGTERM.
+pub async fn run(options: Options) -> anyhow::Result<()> {
+    let client = naive::client(options.kubeconfig.as_ref()).await?;
+    let queue = Arc::new(Queue::default());
+    let mut tasks = JoinSet::new();
+    let (service_sets, service_set_writer) = store(&Kind::ServiceSet.resource());
+    let (releases, release_writer) = store(&Kind::HelmRelease.resource());
+    let api = |kind: Kind| Api::<DynamicObject>::namespaced_with(client.clone(), &options.namespace, &kind.resource());
+    let (service_set_api, release_api) = (api(Kind::ServiceSet), api(Kind::HelmRelease));
+    let enqueue = queue.clone();
+    let touched = move |set: &DynamicObject| enqueue.add(&set.name_any());
+    tasks.spawn(follow(service_set_api.clone(), service_set_writer, trim_service_set, touched));
+    let enqueue = queue.clone();
+    tasks.spawn(follow(release_api.clone(), release_writer, trim_release, move |release| {
+        if let Some(owner) = release.labels().get(SERVICE_SET_LABEL) {
+            enqueue.add(owner);
+        }
+    }));
+    let ctx = Arc::new(Context {
+        namespace: options.namespace.clone(),
+        service_set_resource: Kind::ServiceSet.resource(),
+        release_resource: Kind::HelmRelease.resource(),
+        service_sets,
+        releases,
+        service_set_api,
+        release_api,
+        pending: Pending::default(),
+        failures: Mutex::default(),
+    });
+    for _ in 0..options.concurrency.max(1) {
+        tasks.spawn(work(ctx.clone(), queue.clone()));
+    }
+    naive::terminated().await
+}
+
+/// A store of objects of `resource` and its writer.
+fn store(resource: &ApiResource) -> (Store<DynamicObject>, reflector::store::Writer<DynamicObject>) {
+    let writer = reflector::store::Writer::new(resource.clone());
+    (writer.as_reader(), writer)
+}
+
+/// What the floor keeps of a ServiceSet in its store: no managed fields or annotations, and of
+/// its status only `deployed` and `services`, so that its memory is no more than what it decides
+/// from.
+fn trim_service_set(service_set: &mut DynamicObject) {
+    trim(service_set, |status| json!({"deployed": status["deployed"], "services": status["services"]}));
+}
+
+/// What the floor keeps of a HelmRelease in its store: no managed fields or annotations, and of
+/// its status only `observedGeneration` and the `Ready` condition.
+fn trim_release(release: &mut DynamicObject) {
+    trim(release, |status| {
+        let conditions = status["conditions"].as_array().into_iter().flatten();
+        let ready: Vec<&Value> = conditions.filter(|c| c["type"] == "Ready").collect();
+        json!({"observedGeneration": status["observedGeneration"], "conditions": ready})
+    });
+}
+
+/// Drops the object's managed fields and annotations, and replaces its status, if any, with
+/// `keep` of it.
+fn trim(object: &mut DynamicObject, keep: impl Fn(&Value) -> Value) {
+    object.metadata.managed_fields = None;
+    object.metadata.annotations = None;
+    if let Some(status) = object.data.get_mut("status") {
+        *status = keep(status);
+    }
+}
+
+/// The one list+watch of `api`, into `writer`'s store, each object `trim`med first; `touched`
+/// sees every object that changed.
+async fn follow(
+    api: Api<DynamicObject>,
+    writer: reflector::store::Writer<DynamicObject>,
+    trim: fn(&mut DynamicObject),
+    touched: impl Fn(&DynamicObject),
+) {
+    let events = watcher(api, watcher::Config::default()).default_backoff().modify(trim);
+    let events = reflector::reflector(writer, events);
+    events
+        .touched_objects()
+        .for_each(|event| {
+            match event {
+                Ok(object) => touched(&object),
+                Err(e) => eprintln!("watching: {e}"),
+            }
+            std::future::ready(())
+        })
+        .await;
+}
+
+/// The stores, the APIs written to, and what the workers remember.
+struct Context {
+    namespace: String,
+    /// The kinds of the stores' keys.
+    service_set_resource: ApiResource,
+    release_resource: ApiResource,
+    service_sets: Store<DynamicObject>,
+    releases: Store<DynamicObject>,
+    service_set_api: Api<DynamicObject>,
+    release_api: Api<DynamicObject>,
+    pending: Pending,
+    /// Failed rounds in a row, by ServiceSet name (for the retry delay).
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+/// A worker: once both stores are listed, serves the queue's ServiceSets one at a time.
+async fn work(ctx: Arc<Context>, queue: Arc<Queue>) {
+    if ctx.service_sets.wait_until_ready().await.is_err() || ctx.releases.wait_until_ready().await.is_err() {
+        return;
+    }
+    loop {
+        let name = queue.get().await;
+        match serve(&ctx, &name).await {
+            Ok(()) => drop(ctx.failures.lock().expect("failures lock").remove(&name)),
+            Err(error) => {
+                let failures = {
+                    let mut failures = ctx.failures.lock().expect("failures lock");
+                    let count = failures.entry(name.clone()).or_default();
+                    *count += 1;
+                    *count
+                };
+                eprintln!("serving ServiceSet {name} (failure {failures}): {error}");
+                queue.add_after(&name, naive::retry_delay(failures));
+            }
+        }
+        queue.done(&name);
+    }
+}
+
+/// Decides from the stores and makes the writes that are due: the finalizer, then the
+/// HelmReleases at once, then the status.
+async fn serve(ctx: &Context, name: &str) -> Result<(), kube::Error> {
+    let key = |name: &str, resource: &ApiResource| ObjectRef::new_with(name, resource.clone()).within(&ctx.namespace);
+    let Some(service_set) = ctx.service_sets.get(&key(name, &ctx.service_set_resource)) else {
+        return Ok(());
+    };
+    let release = |name: &str| ctx.releases.get(&key(name, &ctx.release_resource));
+    let writes = ctx.pending.due(name, decide(&service_set, release, &now()));
+    let (releases, others): (Vec<Write>, Vec<Write>) =
+        writes.into_iter().partition(|w| matches!(w, Write::Create(_) | Write::Update { .. }));
+    let (finalizer, status): (Vec<Write>, Vec<Write>) =
+        others.into_iter().partition(|w| matches!(w, Write::Finalizer(_)));
+    for write in finalizer {
+        write_one(ctx, name, &write).await?;
+    }
+    let results = futures::future::join_all(releases.iter().map(|write| write_one(ctx, name, write))).await;
+    results.into_iter().collect::<Result<Vec<()>, _>>()?;
+    for write in status {
+        write_one(ctx, name, &write).await?;
+    }
+    Ok(())
+}
+
+/// Makes one write for ServiceSet `name` and remembers it.
+async fn write_one(ctx: &Context, name: &str, write: &Write) -> Result<(), kube::Error> {
+    let params = PatchParams::default();
+    match write {
+        Write::Finalizer(patch) => {
+            let patch: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(kube::Error::SerdeError)?;
+            ctx.service_set_api.patch(name, &params, &Patch::<()>::Json(patch)).await?;
+        }
+        Write::Create(release) => {
+            ctx.release_api.create(&PostParams::default(), release).await?;
+        }
+        Write::Update { name, patch } => {
+            ctx.release_api.patch(name, &params, &Patch::Merge(patch)).await?;
+        }
+        Write::Status(patch) => {
+            ctx.service_set_api.patch_status(name, &params, &Patch::Merge(patch)).await?;
+        }
+    }
+    ctx.pending.made(name, write);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flux::FluxState;
+    use crate::{MANAGED_LABEL, SERVICE_LABEL};
+
+    const NOW: &str = "2026-11-27T10:00:00Z";
+
+    fn service_set(finalizers: &[&str], status: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+            "metadata": {"name": "c1", "namespace": "ns", "uid": "u1", "finalizers": finalizers},
+            "spec": {"provider": {"name": "ksm-flux", "config": {"interval": "5m"}}, "services": [
+                {"name": "a", "namespace": "a-ns", "template": "t-a", "values": "replicaCount: 2\n"},
+                {"name": "b", "template": "t-b", "version": "1.2.3"},
+            ]},
+            "status": status,
+        }))
+        .expect("a ServiceSet")
+    }
+
+    /// The HelmReleases the floor creates for `set`, with Flux's status (`Some`: Ready for
+    /// `observed`) and generation 1.
+    fn releases(set: &DynamicObject, observed: Option<i64>) -> HashMap<String, Arc<DynamicObject>> {
+        decide(set, |_| None, NOW)
+            .into_iter()
+            .filter_map(|write| match write {
+                Write::Create(mut release) => {
+                    release.metadata.generation = Some(1);
+                    if let Some(observed) = observed {
+                        release.data["status"] = FluxState::Ready.helm_release_status(observed);
+                    }
+                    Some((release.name_any(), Arc::new(*release)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn of(releases: &HashMap<String, Arc<DynamicObject>>) -> impl Fn(&str) -> Option<Arc<DynamicObject>> + '_ {
+        |name| releases.get(name).cloned()
+    }
+
+    #[test]
+    fn a_new_service_set_gets_its_finalizer_and_its_helm_releases_and_no_status() {
+        let set = service_set(&["other"], json!({}));
+        let writes = decide(&set, |_| None, NOW);
+        assert_eq!(
+            writes[0],
+            Write::Finalizer(json!([{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]))
+        );
+        let created: Vec<&DynamicObject> = writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Create(release) => Some(&**release),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(writes.len(), 3, "{writes:?}");
+        assert_eq!(created[0].name_any(), "c1-a");
+        assert_eq!(created[0].labels()[SERVICE_SET_LABEL], "c1");
+        assert_eq!(created[0].labels()[SERVICE_LABEL], "a");
+        assert_eq!(created[0].labels()[MANAGED_LABEL], "true");
+        assert_eq!(created[0].data["spec"]["chartRef"], json!({"kind": "HelmChart", "name": "t-a", "namespace": "ns"}));
+        assert_eq!(created[0].data["spec"]["values"], json!({"replicaCount": 2}));
+        assert_eq!(created[0].owner_references()[0].name, "c1");
+        let without = service_set(&[], json!({}));
+        let Write::Finalizer(patch) = &decide(&without, |_| None, NOW)[0] else { panic!("a finalizer first") };
+        assert_eq!(patch, &json!([{"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}]));
+    }
+
+    #[test]
+    fn the_status_waits_until_every_helm_release_is_ready_for_its_generation() {
+        let set = service_set(&[FINALIZER], json!({}));
+        assert_eq!(decide(&set, of(&releases(&set, None)), NOW), [], "not Ready: nothing to write");
+        assert_eq!(decide(&set, of(&releases(&set, Some(0))), NOW), [], "Ready for an older generation");
+        let ready = releases(&set, Some(1));
+        let writes = decide(&set, of(&ready), NOW);
+        let expected = json!({"status": {"deployed": true, "services": [
+            {"name": "a", "namespace": "a-ns", "template": "t-a", "type": "Helm", "state": "Deployed",
+             "version": "t-a", "lastStateTransitionTime": NOW},
+            {"name": "b", "namespace": "b", "template": "t-b", "type": "Helm", "state": "Deployed",
+             "version": "1.2.3", "lastStateTransitionTime": NOW},
+        ]}});
+        assert_eq!(writes, [Write::Status(expected.clone())]);
+
+        // Written: nothing more, whenever it was written.
+        let mut written = expected["status"].clone();
+        written["services"][0]["lastStateTransitionTime"] = json!("2026-11-26T00:00:00Z");
+        written["provider"] = json!({"ready": true});
+        let converged = service_set(&[FINALIZER], written);
+        assert_eq!(decide(&converged, of(&ready), "2026-11-28T00:00:00Z"), []);
+    }
+
+    #[test]
+    fn a_spec_change_patches_only_the_helm_release_it_changes() {
+        let mut set = service_set(&[FINALIZER], json!({}));
+        let mut live = releases(&set, Some(1));
+        // The API server's defaults are no difference.
+        Arc::make_mut(live.get_mut("c1-b").expect("c1-b")).data["spec"]["upgrade"] = json!({"remediation": {}});
+        assert_eq!(decide(&set, of(&live), NOW).len(), 1, "only the status");
+        set.data["spec"]["services"][0]["values"] = json!("replicaCount: 5\n");
+        let writes = decide(&set, of(&live), NOW);
+        let [Write::Update { name, patch }] = writes.as_slice() else { panic!("one update: {writes:?}") };
+        assert_eq!(name, "c1-a");
+        assert_eq!(patch["spec"]["values"], json!({"replicaCount": 5}));
+    }
+
+    #[test]
+    fn the_stores_keep_only_what_the_floor_decides_from() {
+        let set = service_set(&[FINALIZER], json!({}));
+        let mut release = releases(&set, Some(1)).remove("c1-a").map(Arc::unwrap_or_clone).expect("c1-a");
+        release.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        let before = release.clone();
+        trim_release(&mut release);
+        assert!(release.metadata.annotations.is_none());
+        assert_eq!(release.data["status"]["conditions"].as_array().map(Vec::len), Some(1));
+        assert!(release.data["status"]["history"].is_null());
+        assert_eq!((is_ready(&release), &release.data["spec"]), (is_ready(&before), &before.data["spec"]));
+        let mut set = service_set(&[FINALIZER], json!({"deployed": true, "services": [], "conditions": [{}]}));
+        trim_service_set(&mut set);
+        assert_eq!(set.data["status"], json!({"deployed": true, "services": []}));
+    }
+
+    #[test]
+    fn a_service_set_being_deleted_gets_nothing() {
+        let mut set = service_set(&[], json!({}));
+        set.metadata.deletion_timestamp = serde_json::from_value(json!(NOW)).expect("a time");
+        assert_eq!(decide(&set, |_| None, NOW), []);
+    }
+
+    #[test]
+    fn a_write_made_is_not_made_again_until_the_store_shows_it() {
+        let pending = Pending::default();
+        let set = service_set(&[], json!({}));
+        let decided = decide(&set, |_| None, NOW);
+        assert_eq!(pending.due("c1", decided.clone()).len(), 3);
+        decided.iter().for_each(|write| pending.made("c1", write));
+        assert_eq!(pending.due("c1", decided.clone()), [], "the stores lag: nothing is due again");
+        // The finalizer is seen: it is forgotten; the HelmReleases still lag.
+        let set = service_set(&[FINALIZER], json!({}));
+        assert_eq!(pending.due("c1", decide(&set, |_| None, NOW)), []);
+        assert_eq!(pending.0.lock().expect("lock")["c1"].len(), 2);
+        // A status decided again at another time is the same write.
+        let status = |now: &str| Write::Status(json!({"status": deployed_status(&naive::services(&set), now)}));
+        pending.made("c1", &status(NOW));
+        assert_eq!(pending.due("c1", vec![status("2026-11-28T00:00:00Z")]), []);
+        assert_eq!(pending.0.lock().expect("lock")["c1"].len(), 1, "the HelmReleases are forgotten");
+    }
+}
