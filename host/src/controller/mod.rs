@@ -4,67 +4,26 @@
 //! none of them reaches back into it.
 //!
 //! - [`settings`]: how the controller runs;
-//! - [`caches`]: the reflectors the controllers read, and when each is listed;
-//! - [`context`]: what every ServiceSet reconcile shares (client, caches, plugins, settings);
-//! - [`prepare`]: what must finish before the first reconcile;
-//! - [`service_sets`]: one ServiceSet: gather, decide, carry out; and its retry policy;
-//! - [`triggers`]: what wakes a ServiceSet's reconcile;
-//! - [`service_set_cache`]: ServiceSets as the cache keeps them: packed, with what triggers read;
-//! - [`sources`]: the Flux sources templates refer to, handed to plugins;
+//! - [`round`]: one ServiceSet's round (gather, decide, carry out), what wakes it and what it
+//!   shares;
+//! - [`caches`]: the management cluster's caches the controllers read;
 //! - [`adapter_plugins`]: AdapterPlugins: fetch, load, the registry of what serves, their status;
 //! - [`providers`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status);
-//! - [`backoff`]: failed rounds per object, for the retry backoff;
-//! - [`arbiter`]: the index of claims across ServiceSets and who wins them;
-//! - [`children`]: the plugins' kinds: their watches, server-side apply and delete;
-//! - [`regions`]: the cluster a ServiceSet's children live on: management or a region;
-//! - [`clusters`]: clients of other clusters, from kubeconfig Secrets, bounded;
-//! - [`addresses`]: the addresses a kubeconfig may send the host to;
-//! - [`bounded`]: every call to another cluster bounded in time and bytes;
-//! - [`health`]: service health on the target clusters (kcm 1.12's verifier);
-//! - `child_cache`: the objects of those kinds, as compact JSON by ServiceSet;
-//! - `listed`: what a (re)list of a kind returned, for the caches to forget the rest;
-//! - [`config_maps`]: watches of the ConfigMaps AdapterPlugins name, by name;
-//! - `settle`: a short wait that folds a burst of child changes into one reconcile;
-//! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
-//! - [`status`]: ServiceSet status writes, only when the status changed;
-//! - [`events`]: Kubernetes Events on transitions;
-//! - [`leader`]: leader election on a Lease (one active replica);
-//! - [`liveness`]: the reconciles running now, for `/healthz` to tell a stuck controller;
-//! - [`watches`]: which watches fail and why, for the log and `/readyz`;
-//! - `access`: the host's own permissions (SelfSubjectAccessReview).
+//! - [`plugin_kinds`]: the kinds the plugins create and read: their watches, caches and writes;
+//! - [`remote`]: the other clusters: regions, target clusters' clients, every call bounded;
+//! - [`plumbing`]: what both controllers run on: leader election, liveness, watch health,
+//!   backoff, Events, the host's own permissions.
 
-mod access;
 pub mod adapter_plugins;
-pub mod addresses;
-pub mod arbiter;
-pub mod backoff;
-pub mod bounded;
 pub mod caches;
-mod child_cache;
-pub mod children;
-pub mod clusters;
-pub mod config_maps;
-pub mod context;
-pub mod events;
-pub mod finalizer;
-pub mod health;
-pub mod leader;
-mod listed;
-pub mod liveness;
 #[cfg(test)]
 mod mock_api;
-pub mod prepare;
+pub mod plugin_kinds;
+pub mod plumbing;
 pub mod providers;
-mod read_cache;
-pub mod regions;
-pub mod service_set_cache;
-pub mod service_sets;
+pub mod remote;
+pub mod round;
 mod settings;
-mod settle;
-pub mod sources;
-pub mod status;
-pub mod triggers;
-pub mod watches;
 
 pub use settings::{DefaultPlugin, Mode, Settings, plugin_instances};
 
@@ -79,33 +38,36 @@ use adapter_plugins::load::Loader;
 use adapter_plugins::reconcile::PluginContext;
 use adapter_plugins::registry::Registry;
 use anyhow::Context as _;
-use arbiter::Arbiter;
-use backoff::Failures;
-use caches::{Cache, all};
-use children::ChildKinds;
-use clusters::{Clusters, Reads};
-use config_maps::ConfigMapWatches;
-use context::{Caches, Context, TopologyCaches};
-use events::Events;
+use caches::cache::{Cache, all};
+use caches::config_maps::ConfigMapWatches;
+use caches::service_set_cache::CachedServiceSet;
+use caches::sources;
 use futures::channel::mpsc::unbounded;
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
-use health::HealthCheck;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Client, ResourceExt};
+use plugin_kinds::children::ChildKinds;
+use plumbing::backoff::Failures;
+use plumbing::events::Events;
+use plumbing::watches::WatchHealth;
+use plumbing::{leader, liveness};
 use providers::look::Providers;
 use providers::manage::Managed;
-use regions::Regions;
-use service_set_cache::CachedServiceSet;
+use remote::clusters::{Clusters, Reads};
+use remote::regions::Regions;
+use round::arbiter::Arbiter;
+use round::context::{Caches, Context, TopologyCaches};
+use round::health::HealthCheck;
+use round::triggers::Through;
+use round::{finalizer, prepare, service_sets, settle, triggers};
 use settings::PLUGIN_LOADS;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Notify, watch};
-use triggers::Through;
-use watches::WatchHealth;
 
 /// Runs the controller until SIGTERM or Ctrl-C, then finishes the reconciles in flight (a
 /// standby waiting for the Lease has none: it returns at once).
