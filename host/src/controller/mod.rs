@@ -27,8 +27,7 @@ mod settings;
 
 pub use settings::{DefaultPlugin, Mode, Settings, plugin_instances};
 
-use crate::adapter_plugin::AdapterPlugin;
-use crate::k0rdent::{ClusterDeployment, Credential, NamespacedName, Region, ServiceTemplate, StateManagementProvider};
+use crate::k0rdent::NamespacedName;
 use crate::metrics::Metrics;
 use crate::plan::memo::TranslationMemo;
 use crate::plugin::Limits;
@@ -38,21 +37,17 @@ use adapter_plugins::load::Loader;
 use adapter_plugins::reconcile::PluginContext;
 use adapter_plugins::registry::Registry;
 use anyhow::Context as _;
-use caches::cache::{Cache, all};
 use caches::config_maps::ConfigMapWatches;
-use caches::service_set_cache::CachedServiceSet;
-use caches::sources;
+use caches::management::ManagementCaches;
 use futures::channel::mpsc::unbounded;
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Client, ResourceExt};
 use plugin_kinds::children::ChildKinds;
 use plumbing::backoff::Failures;
 use plumbing::events::Events;
-use plumbing::watches::WatchHealth;
 use plumbing::{leader, liveness};
 use providers::look::Providers;
 use providers::manage::Managed;
@@ -99,42 +94,42 @@ pub async fn run(
     };
     let (wake, woken) = unbounded();
     let arbiter = Arc::new(Arbiter::new(wake.clone()));
-    // A shard sees only its ServiceSets: everything keyed by ServiceSet follows from that.
-    let shard = match &settings.shard_selector {
-        Some(selector) => watcher::Config::default().labels(selector),
-        None => all(),
-    };
     let released = arbiter.clone();
     let failures = Arc::new(Failures::default());
     let forgotten = failures.clone();
-    let health = Arc::new(WatchHealth::default());
-    let cache = |config| Cache { client: &client, config, health: health.clone() };
-    let (service_sets, service_set_events, service_sets_listed) =
-        cache(shard).start::<CachedServiceSet>(move |store, event| {
+    let (gone, deleted_plugins) = unbounded();
+    let plugin_failures = Arc::new(Failures::default());
+    let forgotten_plugins = plugin_failures.clone();
+    let ManagementCaches {
+        health,
+        service_sets: (service_sets, service_set_events),
+        providers: (smps, provider_events),
+        templates: (templates, template_events),
+        sources: (sources, source_events),
+        health_rules: (health_rules, health_rule_events),
+        cluster_deployments: (cluster_deployments, cluster_deployment_events),
+        credentials: (credentials, credential_events),
+        regions: (region_objects, region_events),
+        adapter_plugins: (adapter_plugins, plugin_events),
+        listed,
+        owners_listed,
+    } = ManagementCaches::start(
+        &client,
+        settings.shard_selector.as_deref(),
+        move |store, event| {
             // A ServiceSet gone by any path gives up its claims.
             if let watcher::Event::Delete(service_set) = event {
                 released.release(&NamespacedName::of(service_set));
             }
             forgotten.forget_gone(store, event);
-        });
-    let (smps, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
-    let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
-    let (sources, source_events, sources_listed) = sources::Sources::start(&client, &health);
-    let (health_rules, health_rule_events, health_rules_listed) =
-        cache(watcher::Config::default().labels(crate::health::TARGET_LABEL)).start::<ConfigMap>(|_, _| {});
-    let (cluster_deployments, cluster_deployment_events, cluster_deployments_listed) =
-        cache(all()).start::<ClusterDeployment>(|_, _| {});
-    let (credentials, credential_events, credentials_listed) = cache(all()).start::<Credential>(|_, _| {});
-    let (region_objects, region_events, regions_listed) = cache(all()).start::<Region>(|_, _| {});
-    let (gone, deleted_plugins) = unbounded();
-    let plugin_failures = Arc::new(Failures::default());
-    let forgotten = plugin_failures.clone();
-    let (adapter_plugins, plugin_events, plugins_listed) = cache(all()).start::<AdapterPlugin>(move |store, event| {
-        if let watcher::Event::Delete(plugin) = event {
-            let _ = gone.unbounded_send(plugin.name_any());
-        }
-        forgotten.forget_gone(store, event);
-    });
+        },
+        move |store, event| {
+            if let watcher::Event::Delete(plugin) = event {
+                let _ = gone.unbounded_send(plugin.name_any());
+            }
+            forgotten_plugins.forget_gone(store, event);
+        },
+    );
     let (plugin_wake, plugins_woken) = unbounded();
     let provider_changed = Arc::new(Notify::new());
     let (notify, named, wake_named) = (provider_changed.clone(), adapter_plugins.clone(), plugin_wake.clone());
@@ -224,18 +219,6 @@ pub async fn run(
         prepared: prepared.clone(),
     });
     let _ = serving.set(ctx.clone());
-    // Which AdapterPlugins are this host's follows the SMPs they name.
-    let owners_listed = [plugins_listed, providers_listed.clone()];
-    let mut listed = vec![
-        service_sets_listed,
-        providers_listed,
-        templates_listed,
-        health_rules_listed,
-        cluster_deployments_listed,
-        credentials_listed,
-        regions_listed,
-    ];
-    listed.extend(sources_listed);
     tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, owners_listed), prepared_tx));
     tokio::spawn({
         let plugin_ctx = plugin_ctx.clone();
@@ -377,10 +360,10 @@ async fn serve_metrics(
 }
 
 /// A cache's changes as a trigger of the ServiceSet controller, without its errors: the cache
-/// reports them ([`WatchHealth`]: the log and `/readyz`), and handed to the controller they would
-/// back off every trigger at once, the ServiceSets' own watch included (kube-runtime applies one
-/// backoff to all its triggers). A kind whose CRD is missing (no Region before kcm 1.12) would
-/// then hold every ServiceSet's cache back.
+/// reports them ([`WatchHealth`](plumbing::watches::WatchHealth): the log and `/readyz`), and
+/// handed to the controller they would back off every trigger at once, the ServiceSets' own
+/// watch included (kube-runtime applies one backoff to all its triggers). A kind whose CRD is
+/// missing (no Region before kcm 1.12) would then hold every ServiceSet's cache back.
 fn errors_reported<K: Send + 'static>(
     events: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
