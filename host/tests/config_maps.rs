@@ -1,12 +1,12 @@
-//! The ConfigMaps AdapterPlugins load from (`controller::config_maps`) against the simulated API
-//! server (or envtest, or a real cluster): only a named ConfigMap is watched, its changes wake
-//! the AdapterPlugins reading it, and its watch stops when no AdapterPlugin names it.
+//! The ConfigMaps AdapterPlugins load from (`controller::caches::config_maps`) against the
+//! simulated API server (or envtest, or a real cluster): only a named ConfigMap is watched, its
+//! changes wake the AdapterPlugins reading it, and its watch stops when no AdapterPlugin names it.
 
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, unbounded};
 use k8s_openapi::api::core::v1::ConfigMap;
 use ksm_adapter::adapter_plugin::AdapterPlugin;
-use ksm_adapter::controller::config_maps::ConfigMapWatches;
+use ksm_adapter::controller::caches::config_maps::ConfigMapWatches;
 use ksm_e2e::Env;
 use ksm_e2e::env::kubeconfig_client;
 use kube::api::{Api, Patch, PatchParams, PostParams};

@@ -1,7 +1,7 @@
-//! Leader election (`controller::leader`) against the simulated API server (or a real cluster
-//! with `KSM_E2E_KUBECONFIG`): contenders in one process, each with its own identity.
+//! Leader election (`controller::plumbing::leader`) against the simulated API server (or a real
+//! cluster with `KSM_E2E_KUBECONFIG`): contenders in one process, each with its own identity.
 
-use ksm_adapter::controller::leader;
+use ksm_adapter::controller::plumbing::leader;
 
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};

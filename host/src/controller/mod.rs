@@ -4,72 +4,30 @@
 //! none of them reaches back into it.
 //!
 //! - [`settings`]: how the controller runs;
-//! - [`caches`]: the reflectors the controllers read, and when each is listed;
-//! - [`context`]: what every ServiceSet reconcile shares (client, caches, plugins, settings);
-//! - [`prepare`]: what must finish before the first reconcile;
-//! - [`service_sets`]: one ServiceSet: gather, decide, carry out; and its retry policy;
-//! - [`triggers`]: what wakes a ServiceSet's reconcile;
-//! - [`service_set_cache`]: ServiceSets as the cache keeps them: packed, with what triggers read;
-//! - [`sources`]: the Flux sources templates refer to, handed to plugins;
+//! - [`round`]: one ServiceSet's round (gather, decide, carry out), what wakes it and what it
+//!   shares;
+//! - [`caches`]: the management cluster's caches the controllers read;
 //! - [`adapter_plugins`]: AdapterPlugins: fetch, load, the registry of what serves, their status;
 //! - [`providers`]: the host's own look at an SMP (diagnosis, and `manage` mode's SMP status);
-//! - [`backoff`]: failed rounds per object, for the retry backoff;
-//! - [`arbiter`]: the index of claims across ServiceSets and who wins them;
-//! - [`children`]: the plugins' kinds: their watches, server-side apply and delete;
-//! - [`regions`]: the cluster a ServiceSet's children live on: management or a region;
-//! - [`clusters`]: clients of other clusters, from kubeconfig Secrets, bounded;
-//! - [`addresses`]: the addresses a kubeconfig may send the host to;
-//! - [`bounded`]: every call to another cluster bounded in time and bytes;
-//! - [`health`]: service health on the target clusters (kcm 1.12's verifier);
-//! - `child_cache`: the objects of those kinds, as compact JSON by ServiceSet;
-//! - `listed`: what a (re)list of a kind returned, for the caches to forget the rest;
-//! - [`config_maps`]: watches of the ConfigMaps AdapterPlugins name, by name;
-//! - `settle`: a short wait that folds a burst of child changes into one reconcile;
-//! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
-//! - [`status`]: ServiceSet status writes, only when the status changed;
-//! - [`events`]: Kubernetes Events on transitions;
-//! - [`leader`]: leader election on a Lease (one active replica);
-//! - [`liveness`]: the reconciles running now, for `/healthz` to tell a stuck controller;
-//! - [`watches`]: which watches fail and why, for the log and `/readyz`;
-//! - `access`: the host's own permissions (SelfSubjectAccessReview).
+//! - [`plugin_kinds`]: the kinds the plugins create and read: their watches, caches and writes;
+//! - [`remote`]: the other clusters: regions, target clusters' clients, every call bounded;
+//! - [`plumbing`]: what both controllers run on: leader election, liveness, watch health,
+//!   backoff, Events, the host's own permissions.
 
-mod access;
 pub mod adapter_plugins;
-pub mod addresses;
-pub mod arbiter;
-pub mod backoff;
-pub mod bounded;
 pub mod caches;
-mod child_cache;
-pub mod children;
-pub mod clusters;
-pub mod config_maps;
-pub mod context;
-pub mod events;
-pub mod finalizer;
-pub mod health;
-pub mod leader;
-mod listed;
-pub mod liveness;
 #[cfg(test)]
 mod mock_api;
-pub mod prepare;
+pub mod plugin_kinds;
+pub mod plumbing;
 pub mod providers;
-mod read_cache;
-pub mod regions;
-pub mod service_set_cache;
-pub mod service_sets;
+pub mod remote;
+pub mod round;
 mod settings;
-mod settle;
-pub mod sources;
-pub mod status;
-pub mod triggers;
-pub mod watches;
 
 pub use settings::{DefaultPlugin, Mode, Settings, plugin_instances};
 
-use crate::adapter_plugin::AdapterPlugin;
-use crate::k0rdent::{ClusterDeployment, Credential, NamespacedName, Region, ServiceTemplate, StateManagementProvider};
+use crate::k0rdent::NamespacedName;
 use crate::metrics::Metrics;
 use crate::plan::memo::TranslationMemo;
 use crate::plugin::Limits;
@@ -79,33 +37,32 @@ use adapter_plugins::load::Loader;
 use adapter_plugins::reconcile::PluginContext;
 use adapter_plugins::registry::Registry;
 use anyhow::Context as _;
-use arbiter::Arbiter;
-use backoff::Failures;
-use caches::{Cache, all};
-use children::ChildKinds;
-use clusters::{Clusters, Reads};
-use config_maps::ConfigMapWatches;
-use context::{Caches, Context, TopologyCaches};
-use events::Events;
+use caches::config_maps::ConfigMapWatches;
+use caches::management::ManagementCaches;
 use futures::channel::mpsc::unbounded;
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
-use health::HealthCheck;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Client, ResourceExt};
+use plugin_kinds::children::ChildKinds;
+use plumbing::backoff::Failures;
+use plumbing::events::Events;
+use plumbing::{leader, liveness};
 use providers::look::Providers;
 use providers::manage::Managed;
-use regions::Regions;
-use service_set_cache::CachedServiceSet;
+use remote::clusters::{Clusters, Reads};
+use remote::regions::Regions;
+use round::arbiter::Arbiter;
+use round::context::{Caches, Context, TopologyCaches};
+use round::health::HealthCheck;
+use round::triggers::Through;
+use round::{finalizer, prepare, service_sets, settle, triggers};
 use settings::PLUGIN_LOADS;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Notify, watch};
-use triggers::Through;
-use watches::WatchHealth;
 
 /// Runs the controller until SIGTERM or Ctrl-C, then finishes the reconciles in flight (a
 /// standby waiting for the Lease has none: it returns at once).
@@ -137,42 +94,42 @@ pub async fn run(
     };
     let (wake, woken) = unbounded();
     let arbiter = Arc::new(Arbiter::new(wake.clone()));
-    // A shard sees only its ServiceSets: everything keyed by ServiceSet follows from that.
-    let shard = match &settings.shard_selector {
-        Some(selector) => watcher::Config::default().labels(selector),
-        None => all(),
-    };
     let released = arbiter.clone();
     let failures = Arc::new(Failures::default());
     let forgotten = failures.clone();
-    let health = Arc::new(WatchHealth::default());
-    let cache = |config| Cache { client: &client, config, health: health.clone() };
-    let (service_sets, service_set_events, service_sets_listed) =
-        cache(shard).start::<CachedServiceSet>(move |store, event| {
+    let (gone, deleted_plugins) = unbounded();
+    let plugin_failures = Arc::new(Failures::default());
+    let forgotten_plugins = plugin_failures.clone();
+    let ManagementCaches {
+        health,
+        service_sets: (service_sets, service_set_events),
+        providers: (smps, provider_events),
+        templates: (templates, template_events),
+        sources: (sources, source_events),
+        health_rules: (health_rules, health_rule_events),
+        cluster_deployments: (cluster_deployments, cluster_deployment_events),
+        credentials: (credentials, credential_events),
+        regions: (region_objects, region_events),
+        adapter_plugins: (adapter_plugins, plugin_events),
+        listed,
+        owners_listed,
+    } = ManagementCaches::start(
+        &client,
+        settings.shard_selector.as_deref(),
+        move |store, event| {
             // A ServiceSet gone by any path gives up its claims.
             if let watcher::Event::Delete(service_set) = event {
                 released.release(&NamespacedName::of(service_set));
             }
             forgotten.forget_gone(store, event);
-        });
-    let (smps, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
-    let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
-    let (sources, source_events, sources_listed) = sources::Sources::start(&client, &health);
-    let (health_rules, health_rule_events, health_rules_listed) =
-        cache(watcher::Config::default().labels(crate::health::TARGET_LABEL)).start::<ConfigMap>(|_, _| {});
-    let (cluster_deployments, cluster_deployment_events, cluster_deployments_listed) =
-        cache(all()).start::<ClusterDeployment>(|_, _| {});
-    let (credentials, credential_events, credentials_listed) = cache(all()).start::<Credential>(|_, _| {});
-    let (region_objects, region_events, regions_listed) = cache(all()).start::<Region>(|_, _| {});
-    let (gone, deleted_plugins) = unbounded();
-    let plugin_failures = Arc::new(Failures::default());
-    let forgotten = plugin_failures.clone();
-    let (adapter_plugins, plugin_events, plugins_listed) = cache(all()).start::<AdapterPlugin>(move |store, event| {
-        if let watcher::Event::Delete(plugin) = event {
-            let _ = gone.unbounded_send(plugin.name_any());
-        }
-        forgotten.forget_gone(store, event);
-    });
+        },
+        move |store, event| {
+            if let watcher::Event::Delete(plugin) = event {
+                let _ = gone.unbounded_send(plugin.name_any());
+            }
+            forgotten_plugins.forget_gone(store, event);
+        },
+    );
     let (plugin_wake, plugins_woken) = unbounded();
     let provider_changed = Arc::new(Notify::new());
     let (notify, named, wake_named) = (provider_changed.clone(), adapter_plugins.clone(), plugin_wake.clone());
@@ -262,18 +219,6 @@ pub async fn run(
         prepared: prepared.clone(),
     });
     let _ = serving.set(ctx.clone());
-    // Which AdapterPlugins are this host's follows the SMPs they name.
-    let owners_listed = [plugins_listed, providers_listed.clone()];
-    let mut listed = vec![
-        service_sets_listed,
-        providers_listed,
-        templates_listed,
-        health_rules_listed,
-        cluster_deployments_listed,
-        credentials_listed,
-        regions_listed,
-    ];
-    listed.extend(sources_listed);
     tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, owners_listed), prepared_tx));
     tokio::spawn({
         let plugin_ctx = plugin_ctx.clone();
@@ -415,10 +360,10 @@ async fn serve_metrics(
 }
 
 /// A cache's changes as a trigger of the ServiceSet controller, without its errors: the cache
-/// reports them ([`WatchHealth`]: the log and `/readyz`), and handed to the controller they would
-/// back off every trigger at once, the ServiceSets' own watch included (kube-runtime applies one
-/// backoff to all its triggers). A kind whose CRD is missing (no Region before kcm 1.12) would
-/// then hold every ServiceSet's cache back.
+/// reports them ([`WatchHealth`](plumbing::watches::WatchHealth): the log and `/readyz`), and
+/// handed to the controller they would back off every trigger at once, the ServiceSets' own
+/// watch included (kube-runtime applies one backoff to all its triggers). A kind whose CRD is
+/// missing (no Region before kcm 1.12) would then hold every ServiceSet's cache back.
 fn errors_reported<K: Send + 'static>(
     events: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {

@@ -1,7 +1,7 @@
 //! How the controller runs: the settings `ksm-adapter run` builds from its flags.
 
-use super::addresses::Allowed;
-use super::leader;
+use super::plumbing::leader;
+use super::remote::addresses::Allowed;
 use crate::smp::AdapterIdentity;
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,8 +2,8 @@
 //! AdapterPlugin spec and against the API server (the kinds it creates are served as declared,
 //! and their caches list), so that a plugin serves only once the host can see what it made.
 
-use super::super::children::ChildKinds;
-use super::super::watches::WatchHealth;
+use super::super::plugin_kinds::children::ChildKinds;
+use super::super::plumbing::watches::WatchHealth;
 use crate::adapter_plugin::AdapterPlugin;
 use crate::builtin;
 use crate::metrics::{Metered, Metrics};

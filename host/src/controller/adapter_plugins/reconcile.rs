@@ -1,13 +1,13 @@
 //! One AdapterPlugin: load its current spec when it is not what serves, write its status, and
 //! wake the ServiceSets (and the other AdapterPlugins) a change affects.
 
-use super::super::backoff::Failures;
-use super::super::children::Waker;
-use super::super::config_maps::ConfigMapWatches;
-use super::super::events::Events;
-use super::super::liveness::InFlight;
-use super::super::service_set_cache::CachedServiceSet;
-use super::super::watches::wait_listed;
+use super::super::caches::config_maps::ConfigMapWatches;
+use super::super::caches::service_set_cache::CachedServiceSet;
+use super::super::plugin_kinds::children::Waker;
+use super::super::plumbing::backoff::Failures;
+use super::super::plumbing::events::Events;
+use super::super::plumbing::liveness::InFlight;
+use super::super::plumbing::watches::wait_listed;
 use super::fetch::fetch;
 use super::load::{Failure, Loader, Step};
 use super::registry::{Loaded, Registry};

@@ -1,8 +1,8 @@
 //! What serves for each AdapterPlugin now, and which plugin serves a StateManagementProvider:
 //! the one AdapterPlugin naming it, else the built-in default when it applies.
 
+use super::super::plumbing::watches::wait_listed;
 use super::super::settings::DefaultPlugin;
-use super::super::watches::wait_listed;
 use super::fetch::Fetched;
 use crate::adapter_plugin::{AdapterPlugin, Verify};
 use crate::k0rdent::StateManagementProvider;

@@ -1,7 +1,7 @@
 //! `manage` mode (no kcm): the host evaluates every SMP naming it as adapter and writes its
 //! status, at least every interval and soon after any SMP changes.
 
-use super::super::watches::wait_listed;
+use super::super::plumbing::watches::wait_listed;
 use super::look::Providers;
 use crate::conditions;
 use crate::k0rdent::{StateManagementProvider, StateManagementProviderStatus};

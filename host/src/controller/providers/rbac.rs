@@ -2,7 +2,7 @@
 //! own ServiceSets' finalizers and status, write the serving plugin's kinds, and in `manage`
 //! mode SMP status) and reading the objects the SMP references.
 
-use super::super::access::{self, Permission};
+use super::super::plumbing::access::{self, Permission};
 use super::super::settings::Mode;
 use super::discovery::{Discovery, describe};
 use crate::k0rdent::StateManagementProvider;

@@ -283,8 +283,9 @@ async fn the_hosts_log_is_json_and_names_the_object_of_each_line() {
     for line in &lines {
         let message = line["fields"]["message"].as_str().unwrap_or_default();
         let serviceset = field(line, "serviceset");
-        let about = line["target"].as_str().is_some_and(|t| t.starts_with("ksm_adapter::controller::service_sets"))
-            || message.contains("ServiceSet.v1beta1.k0rdent.mirantis.com/");
+        let about =
+            line["target"].as_str().is_some_and(|t| t.starts_with("ksm_adapter::controller::round::service_sets"))
+                || message.contains("ServiceSet.v1beta1.k0rdent.mirantis.com/");
         match serviceset {
             Some(value) => drop(named.insert(value.to_string())),
             None if about => problems.push(format!("about a ServiceSet but no `serviceset` field: {line}")),

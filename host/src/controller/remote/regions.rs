@@ -5,9 +5,9 @@
 //! [`Reads::Watches`]'s idle time. A region's watches report to a health of their own: a region
 //! that cannot be reached fails its ServiceSets, not the host's readiness.
 
-use super::children::{ChildKinds, Live, Waker};
+use super::super::plugin_kinds::children::{ChildKinds, Live, Waker};
+use super::super::plumbing::watches::WatchHealth;
 use super::clusters::{Cluster, Clusters, Reads};
-use super::watches::WatchHealth;
 use crate::k0rdent::ServiceSet;
 use crate::plan::decide::ChildRef;
 use crate::plan::route::{RegionAccess, Route};
@@ -177,7 +177,7 @@ impl Regions {
 
 #[cfg(test)]
 mod tests {
-    use super::super::mock_api;
+    use super::super::super::mock_api;
     use super::*;
     use crate::k0rdent::NamespacedName;
     use crate::plan::route::RegionAccess;

@@ -2,11 +2,11 @@
 //! (whether it is this host's, the plan, the status), carry the decision out. Plus the retry
 //! policy when a round fails.
 
-use super::children::ChildKinds;
+use super::super::caches::service_set_cache::CachedServiceSet;
+use super::super::plugin_kinds::children::ChildKinds;
+use super::super::remote::regions::Home;
 use super::context::Context;
 use super::finalizer;
-use super::regions::Home;
-use super::service_set_cache::CachedServiceSet;
 use super::status::{self, Written};
 use crate::conditions::reasons;
 use crate::k0rdent::NamespacedName;
@@ -62,7 +62,7 @@ pub enum Error {
 
 /// Reconciles one ServiceSet.
 pub async fn reconcile(cached: Arc<CachedServiceSet>, ctx: Arc<Context>) -> Result<Action, Error> {
-    super::watches::wait_listed(ctx.prepared.clone()).await;
+    super::super::plumbing::watches::wait_listed(ctx.prepared.clone()).await;
     let started = std::time::Instant::now();
     let key = ObjectRef::from_obj(&*cached);
     let _running =

@@ -1,19 +1,19 @@
 //! What every ServiceSet reconcile shares: the client, the caches it gathers its inputs from,
 //! the plugins and provider checks it asks, and the settings.
 
-use super::adapter_plugins::registry::Registry;
+use super::super::adapter_plugins::registry::Registry;
+use super::super::caches::service_set_cache::CachedServiceSet;
+use super::super::caches::sources::Sources;
+use super::super::plugin_kinds::children::ChildKinds;
+use super::super::plumbing::backoff::Failures;
+use super::super::plumbing::events::Events;
+use super::super::plumbing::liveness::InFlight;
+use super::super::plumbing::watches::WatchHealth;
+use super::super::providers::look::Providers;
+use super::super::remote::regions::Regions;
+use super::super::settings::Settings;
 use super::arbiter::Arbiter;
-use super::backoff::Failures;
-use super::children::ChildKinds;
-use super::events::Events;
 use super::health::HealthCheck;
-use super::liveness::InFlight;
-use super::providers::look::Providers;
-use super::regions::Regions;
-use super::service_set_cache::CachedServiceSet;
-use super::settings::Settings;
-use super::sources::Sources;
-use super::watches::WatchHealth;
 use crate::k0rdent::{
     ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, StateManagementProvider,
 };
@@ -185,9 +185,9 @@ impl Context {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::clusters::Reads;
-    use super::super::mock_api;
-    use super::super::settings::{DefaultPlugin, Mode};
+    use super::super::super::mock_api;
+    use super::super::super::remote::clusters::Reads;
+    use super::super::super::settings::{DefaultPlugin, Mode};
     use super::*;
     use crate::plugin::NativePlugin;
     use crate::smp::AdapterIdentity;
@@ -263,7 +263,8 @@ pub(super) mod tests {
         let health = Arc::new(WatchHealth::default());
         let (prepared_tx, prepared) = watch::channel(false);
         let children = Arc::new(ChildKinds::new(&client, wake.clone(), health.clone()));
-        let clusters = |reads| super::super::clusters::Clusters::new(client.clone(), 4, reads, Default::default());
+        let clusters =
+            |reads| super::super::super::remote::clusters::Clusters::new(client.clone(), 4, reads, Default::default());
         let ctx = Context {
             providers: Arc::new(Providers::new(client.clone(), Mode::Observe, registry.clone())),
             events: Arc::new(Events::new(client.clone(), "ksm-adapter")),

@@ -1,8 +1,8 @@
 //! The round against an API server that expects its requests in order ([`mock_api::scenario`]):
 //! one test per path a ServiceSet takes through it.
 
+use super::super::super::mock_api::{self, Asked, Scenario};
 use super::super::context::tests::{Cached, context_with};
-use super::super::mock_api::{self, Asked, Scenario};
 use super::*;
 use crate::conditions::types::APPLIED;
 use crate::plan::children::{

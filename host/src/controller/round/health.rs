@@ -5,7 +5,7 @@
 //! cluster for a ServiceSet served through a region) or, for self-management, on the management
 //! cluster, where a tenant's rules list only in the tenant's namespace.
 
-use super::clusters::{Cluster, Clusters};
+use super::super::remote::clusters::{Cluster, Clusters};
 use crate::conditions::{self, types::HEALTH_RULES};
 use crate::health::DISCOVERY_LABELS;
 use crate::health::rule_set::{self, RuleSet};
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long one look at a target cluster (all of one ServiceSet's checked services) may take:
-/// each call has its deadline ([`super::clusters::Reads::limits`]), but a cluster that answers
+/// each call has its deadline ([`super::super::remote::clusters::Reads::limits`]), but a cluster that answers
 /// each just in time must not hold the reconcile for as many deadlines as it makes calls.
 const LOOK_WITHIN: Duration = Duration::from_secs(30);
 
@@ -187,7 +187,7 @@ async fn observe(cluster: &Cluster, rules: &RuleSet, name: &str, namespace: &str
 
 #[cfg(test)]
 mod tests {
-    use super::super::clusters::Reads;
+    use super::super::super::remote::clusters::Reads;
     use super::*;
     use crate::health::rule_set::GroupKind;
     use kube::runtime::reflector;

@@ -1,0 +1,17 @@
+//! What both controllers (ServiceSets, AdapterPlugins) run on, beside their own work: one active
+//! replica, the probes' view of them, the health of their watches, their retries, their Events
+//! and the host's own permissions.
+//!
+//! - [`leader`]: leader election on a Lease (one active replica);
+//! - [`liveness`]: the reconciles running now, for `/healthz` to tell a stuck controller;
+//! - [`watches`]: which watches fail and why, for the log and `/readyz`;
+//! - [`backoff`]: failed rounds per object, for the retry backoff;
+//! - [`events`]: Kubernetes Events on transitions;
+//! - `access`: the host's own permissions (SelfSubjectAccessReview).
+
+pub(super) mod access;
+pub mod backoff;
+pub mod events;
+pub mod leader;
+pub mod liveness;
+pub mod watches;

@@ -1,0 +1,23 @@
+//! One ServiceSet's round, and what it needs around it: the context every reconcile shares,
+//! what wakes a ServiceSet, what must finish before the first round, and the writes the round
+//! makes besides its children.
+//!
+//! - [`service_sets`]: one ServiceSet: gather, decide, carry out; and its retry policy;
+//! - [`context`]: what every ServiceSet reconcile shares (client, caches, plugins, settings);
+//! - [`prepare`]: what must finish before the first reconcile;
+//! - [`triggers`]: what wakes a ServiceSet's reconcile;
+//! - `settle`: a short wait that folds a burst of child changes into one reconcile;
+//! - [`arbiter`]: the index of claims across ServiceSets and who wins them;
+//! - [`health`]: service health on the target clusters (kcm 1.12's verifier);
+//! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
+//! - [`status`]: ServiceSet status writes, only when the status changed.
+
+pub mod arbiter;
+pub mod context;
+pub mod finalizer;
+pub mod health;
+pub mod prepare;
+pub mod service_sets;
+pub(super) mod settle;
+pub mod status;
+pub mod triggers;
