@@ -126,6 +126,27 @@ impl Scenario {
         self.service_set(name)
     }
 
+    /// Creates, as ServiceSet `name`, the Flux plugin's golden translate `case`
+    /// ([`fixtures::flux_golden_case`]): its ServiceTemplates the scenario does not hold yet (it
+    /// starts with the standard ones, which the golden cases share), and its services with its
+    /// provider config, if any.
+    pub async fn create_flux_golden_case(&self, case: &str, name: &str) -> ObjRef {
+        let (templates, golden) = fixtures::flux_golden_case(case, self.namespace());
+        for template in templates {
+            let template_name = template["metadata"]["name"].as_str().expect("a template's name");
+            if self.get(&self.obj(Kind::ServiceTemplate, template_name)).await.is_none() {
+                self.create(template).await;
+            }
+        }
+        let mut service_set = self.service_set_object(name, golden["spec"]["services"].clone());
+        let config = &golden["spec"]["provider"]["config"];
+        if !config.is_null() {
+            service_set["spec"]["provider"]["config"] = config.clone();
+        }
+        self.create(service_set).await;
+        self.service_set(name)
+    }
+
     /// The live children of ServiceSet `name` (the host's children whose recorded ServiceSet name
     /// is `name`: a long name is shortened in the label).
     pub async fn children(&self, service_set: &str) -> Vec<Value> {

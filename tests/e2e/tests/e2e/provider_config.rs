@@ -3,32 +3,14 @@
 //! schema keeps whole, and a key a Kustomization cannot honour is reported. The ServiceSets are
 //! the plugin's golden cases.
 
-use ksm_e2e::fixtures::flux_golden_case;
-use ksm_e2e::objects::Kind;
 use ksm_e2e::status::{condition_is, condition_message, service, service_state};
 use ksm_e2e::{Mode, Scenario};
 use serde_json::json;
 
-/// Creates the ServiceTemplates of the Flux golden `case` the scenario does not hold yet (it
-/// starts with the standard ones, which the golden cases share) and, as ServiceSet `name`, its
-/// services with its provider config.
-async fn create_golden_case(t: &Scenario, case: &str, name: &str) {
-    let (templates, golden) = flux_golden_case(case, t.namespace());
-    for template in templates {
-        let name = template["metadata"]["name"].as_str().expect("a template's name");
-        if t.get(&t.obj(Kind::ServiceTemplate, name)).await.is_none() {
-            t.create(template).await;
-        }
-    }
-    let mut service_set = t.service_set_object(name, golden["spec"]["services"].clone());
-    service_set["spec"]["provider"]["config"] = golden["spec"]["provider"]["config"].clone();
-    t.create(service_set).await;
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn drift_keys_and_max_failures_reach_the_helm_release() {
     let t = Scenario::start("kcm-keys", Mode::Observe).await;
-    create_golden_case(&t, "helm-kcm-drift-and-retries", "drift").await;
+    t.create_flux_golden_case("helm-kcm-drift-and-retries", "drift").await;
     t.wait_converged("drift").await;
 
     // The live object: a field Flux's HelmRelease schema lacked would have been pruned.
@@ -55,7 +37,7 @@ async fn drift_keys_and_max_failures_reach_the_helm_release() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_key_a_kustomization_cannot_honour_is_reported() {
     let t = Scenario::start("kcm-keys-refused", Mode::Observe).await;
-    create_golden_case(&t, "kustomize-kcm-keys-refused", "mixed").await;
+    t.create_flux_golden_case("kustomize-kcm-keys-refused", "mixed").await;
     let mixed = t
         .wait_service_set("mixed", "ServicesTranslated False (ServiceErrors), podinfo Failed", |ss| {
             condition_is(ss, "ServicesTranslated", "False", "ServiceErrors")

@@ -3,18 +3,13 @@
 //! golden cases, through kcm's ServiceTemplate schema and Flux's HelmRelease and Kustomization
 //! schemas on a real API server.
 
-use ksm_e2e::fixtures::flux_golden_case;
 use ksm_e2e::{Mode, Scenario};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chart_source_and_local_templates_pass_the_real_schemas() {
     let t = Scenario::start("templates", Mode::Observe).await;
     for (case, name) in [("helm-chart-source", "sources"), ("kustomize-local-deployment", "local")] {
-        let (templates, service_set) = flux_golden_case(case, t.namespace());
-        for template in templates {
-            t.create(template).await;
-        }
-        t.create_service_set(name, service_set["spec"]["services"].clone()).await;
+        t.create_flux_golden_case(case, name).await;
     }
     let sources = t.wait_converged("sources").await;
     assert_eq!(sources.object_of("podinfo")["spec"]["chart"]["spec"]["sourceRef"]["kind"], "GitRepository");
