@@ -1,6 +1,7 @@
 //! Where a ServiceSet's workloads are judged, and whose rules are a tenant's there.
 
 use crate::k0rdent::{NamespacedName, ServiceSet};
+use crate::plan::route::cluster_kubeconfig;
 use kube::ResourceExt;
 
 /// The kubeconfig Secret of the cluster `service_set`'s services go to (`<cluster>-kubeconfig`,
@@ -8,9 +9,7 @@ use kube::ResourceExt;
 pub fn kubeconfig_secret(service_set: &ServiceSet) -> Option<NamespacedName> {
     let spec = &service_set.spec;
     let remote = !spec.provider.self_management && !spec.cluster.is_empty();
-    remote.then(|| {
-        NamespacedName::new(service_set.namespace().unwrap_or_default(), format!("{}-kubeconfig", spec.cluster))
-    })
+    remote.then(|| cluster_kubeconfig(&service_set.namespace().unwrap_or_default(), &spec.cluster))
 }
 
 /// The namespace whose rules are a tenant's and are confined to it: `service_set`'s, when its

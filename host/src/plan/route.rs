@@ -9,6 +9,12 @@ use kube::ResourceExt;
 /// The key of a kubeconfig in a ClusterDeployment's `<name>-kubeconfig` Secret (CAPI's).
 pub const KUBECONFIG_KEY: &str = "value";
 
+/// The Secret holding the kubeconfig of ClusterDeployment `name` in `namespace` (CAPI's
+/// `<name>-kubeconfig`, key [`KUBECONFIG_KEY`]).
+pub fn cluster_kubeconfig(namespace: &str, name: &str) -> NamespacedName {
+    NamespacedName::new(namespace, format!("{name}-kubeconfig"))
+}
+
 /// Where a ServiceSet's children go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -75,7 +81,7 @@ pub fn access(name: &str, region: &Region, system_namespace: &str) -> Result<Reg
             (NamespacedName::new(system_namespace, &kubeconfig.name), key.to_string())
         }
         (None, Some(cd)) if !cd.name.is_empty() && !cd.namespace.is_empty() => {
-            (NamespacedName::new(&cd.namespace, format!("{}-kubeconfig", cd.name)), KUBECONFIG_KEY.to_string())
+            (cluster_kubeconfig(&cd.namespace, &cd.name), KUBECONFIG_KEY.to_string())
         }
         _ => {
             return Err(format!(
