@@ -17,6 +17,7 @@ pub mod placements;
 pub mod reads;
 pub mod route;
 pub mod status;
+pub mod step;
 pub mod translate;
 
 pub use map_status::{service_status, template_type};

@@ -152,9 +152,9 @@ impl Context {
 
     /// The regions `service_set`'s children may be on besides the management cluster: those
     /// recorded on it (see [`placements`]), reached as their Region says now or, once the Region
-    /// is gone, as recorded; and the region it is routed to now. `Err` when the record does not
-    /// read.
-    pub fn regions_of(&self, service_set: &ServiceSet) -> Result<Vec<RegionAccess>, String> {
+    /// is gone, as recorded; and the region it is routed to now (`route`). `Err` when the record
+    /// does not read.
+    pub fn regions_of(&self, service_set: &ServiceSet, route: Option<&Route>) -> Result<Vec<RegionAccess>, String> {
         let mut regions = placements::recorded(service_set)?;
         for recorded in &mut regions {
             let region = self.caches.topology.regions.get(&ObjectRef::new(&recorded.name));
@@ -162,10 +162,10 @@ impl Context {
                 *recorded = now;
             }
         }
-        if let Ok(Route::Region(now)) = self.route(service_set)
+        if let Some(Route::Region(now)) = route
             && !regions.iter().any(|r| r.name == now.name)
         {
-            regions.push(now);
+            regions.push(now.clone());
         }
         Ok(regions)
     }

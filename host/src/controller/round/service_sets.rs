@@ -1,6 +1,6 @@
-//! One ServiceSet, top to bottom: gather its inputs from the caches, let the pure core decide
-//! (whether it is this host's, the plan, the status), carry the decision out. Plus the retry
-//! policy when a round fails.
+//! One ServiceSet's round: gather the facts from the caches, then ask the pure core for the next
+//! step ([`crate::plan::step`]) and do it, until a step ends the round. Each step's I/O is a
+//! function here; no decision is. Plus the retry policy when a round fails.
 
 use super::super::caches::service_set_cache::CachedServiceSet;
 use super::super::plugin_kinds::children::ChildKinds;
@@ -8,21 +8,22 @@ use super::super::remote::regions::Home;
 use super::context::Context;
 use super::finalizer;
 use super::status::{self, Written};
-use crate::conditions::reasons;
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::plan::claims::ServiceClaims;
 use crate::plan::decide::{self, ChildRef, Inputs, Plan, deletion, foreign_objects};
 use crate::plan::events;
-use crate::plan::gate::{Finalizers, Gate, gate};
-use crate::plan::placements;
+use crate::plan::gate::{Finalizers, gate};
 use crate::plan::route::{RegionAccess, Route};
+use crate::plan::step::{
+    self, CarriedOut, Cleared, End, Facts, Failure, ManagementCleared, Progress, RegionsCleared, Step, Verified,
+};
 use crate::plugin::{CallError, call_blocking};
 use crate::serving::ServingPlugin;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -97,7 +98,8 @@ pub fn error_policy(service_set: Arc<CachedServiceSet>, error: &Error, ctx: Arc<
     Action::requeue(delay)
 }
 
-/// Gathers, decides, carries out: first whether the ServiceSet is this host's, then its plan.
+/// Gathers the facts, then asks the pure core for the next step and does it, until a step ends
+/// the round (see [`step`]).
 async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Action, Error> {
     let api = Api::<ServiceSet>::namespaced(ctx.client.clone(), &service_set.namespace().unwrap_or_default());
     let smp = ctx.caches.providers.get(&ObjectRef::new(&service_set.spec.provider.name));
@@ -105,163 +107,113 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
         mine: finalizer::has(service_set.as_ref(), &ctx.finalizer),
         legacy: finalizer::has(service_set.as_ref(), finalizer::LEGACY),
     };
-    match gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers) {
-        Gate::Leave => Ok(Action::await_change()),
-        Gate::Release => {
-            ctx.arbiter.release(&NamespacedName::of(service_set.as_ref()));
-            Ok(Action::await_change())
+    let route = ctx.route(service_set).map_err(|e| e.to_string());
+    let facts = Facts {
+        gate: gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers),
+        serving: ctx.serving(service_set).map_err(|e| e.to_string()),
+        regions: ctx.regions_of(service_set, route.as_ref().ok()).map_err(|e| e.to_string()),
+        route,
+    };
+    let mut done = Progress::default();
+    let mut _slot = None; // held until the round ends
+    loop {
+        let step = step::next(service_set, &facts, &done, &now());
+        tracing::trace!(step = step.name(), "next");
+        match step {
+            Step::AddFinalizer(regions) => {
+                finalizer::add(&api, service_set, &ctx.finalizer, regions).await.map_err(stale_or_api)?;
+                return Ok(Action::await_change()); // the write comes back through the watch
+            }
+            Step::RecordRegions(record) => {
+                finalizer::record_regions(&api, service_set, record).await.map_err(stale_or_api)?;
+                return Ok(Action::await_change()); // the write comes back through the watch
+            }
+            Step::Admit(route) => match ctx.regions.admit(&route) {
+                Ok(slot) => (_slot, done.admitted) = (slot, Some(true)),
+                Err(busy) => {
+                    tracing::debug!("{busy}; retrying shortly");
+                    done.admitted = Some(false);
+                }
+            },
+            Step::ReachHome { route, serving } => done.home = Some(listed_home(&route, ctx, &serving).await),
+            Step::Plan { home, serving, foreign } => {
+                done.plan_knew_foreign = done.foreign.is_some();
+                let plan = decide_blocking(service_set, smp.clone(), &serving, &home, ctx, foreign, true).await;
+                done.plan = Some(plan.map(Arc::new));
+            }
+            Step::CheckNames { home, unseen } => {
+                done.foreign = Some(foreign_objects(service_set, &unseen, |child| home.children.existing(child)));
+            }
+            Step::CarryOut { home, plan } => {
+                if plan.refused > 0 {
+                    let plugin = facts.serving.as_ref().map_or("", |s| s.name.as_str());
+                    ctx.metrics.plugin_errors(plugin, "policy", plan.refused as u64);
+                }
+                done.carried_out = Some(carry_out(&plan, &home).await?);
+            }
+            Step::ClearElsewhere { home, regions } => {
+                done.cleared = Some(clear_elsewhere(service_set, &home, &regions, ctx).await?);
+            }
+            Step::DecideStatus { home, serving, foreign } => {
+                let plan = decide_blocking(service_set, smp.clone(), &serving, &home, ctx, foreign, false).await;
+                done.status = Some(plan.map(|plan| plan.status.expect("planned without deferring the status")));
+            }
+            Step::VerifyHealth { home, mut status } => {
+                let unsettled = ctx.health.verify(service_set, &home.cluster, &mut status, &now()).await;
+                done.verified = Some(Verified { status, unsettled });
+            }
+            Step::ClearManagement => done.management_cleared = Some(clear_management(service_set, ctx).await?),
+            Step::ClearRegions(regions) => done.regions_cleared = Some(clear_regions(service_set, &regions, ctx).await),
+            Step::WriteStatus { status, best_effort } => {
+                match write_status(ctx, &api, service_set, status).await {
+                    Err(e) if best_effort => tracing::warn!("writing the status: {e}"),
+                    result => result?,
+                }
+                done.written = true;
+            }
+            Step::RemoveFinalizer => {
+                ctx.arbiter.release(&NamespacedName::of(service_set.as_ref()));
+                finalizer::remove(&api, service_set, &ctx.finalizer).await.map_err(stale_or_api)?;
+                tracing::info!("children gone; finalizer removed");
+                return Ok(Action::await_change());
+            }
+            Step::Release => {
+                ctx.arbiter.release(&NamespacedName::of(service_set.as_ref()));
+                return Ok(Action::await_change());
+            }
+            Step::Undecided(why) => {
+                tracing::warn!("cannot tell whether this host serves it: {why}");
+                return Ok(Action::await_change());
+            }
+            Step::End(end) => return ended(end, ctx),
         }
-        Gate::Undecided(why) => {
-            tracing::warn!("cannot tell whether this host serves it: {why}");
-            Ok(Action::await_change())
-        }
-        Gate::CleanUp => clean_up(service_set, ctx, &api).await,
-        Gate::AddFinalizer => {
-            // A region its children will go to is recorded in the same write, before any apply.
-            let regions = match ctx.route(service_set) {
-                Ok(Route::Region(access)) => placements::recording(service_set, &access),
-                _ => None,
-            };
-            finalizer::add(&api, service_set, &ctx.finalizer, regions).await.map_err(stale_or_api)?;
-            Ok(Action::await_change()) // the finalizer's write comes back through the watch
-        }
-        Gate::Serve => plan_and_carry_out(service_set, smp, ctx, &api).await,
     }
 }
 
-/// A ServiceSet this host serves: the plugin serving its provider plans it, and the plan is
-/// carried out. Without a plugin, or when the plugin fails outright, its children stay as they
-/// are and the status says why (a plugin change wakes it again).
-///
-/// When every apply went through and one changed an object, no status is written: the changed
-/// children come back through their watch and wake this ServiceSet after the settle, and that
-/// round writes the status from what the API server holds. A new ServiceSet thus costs one
-/// status write, not two (`Provisioning` then `Deployed`) when the CD tool is quick, and the
-/// round that applies does not ask the plugin for a status it would not write (the plan defers
-/// it; the rare round that needs it after all plans again).
-async fn plan_and_carry_out(
-    service_set: &Arc<ServiceSet>,
-    smp: Option<Arc<StateManagementProvider>>,
-    ctx: &Arc<Context>,
-    api: &Api<ServiceSet>,
-) -> Result<Action, Error> {
-    let serving = match ctx.serving(service_set) {
-        Ok(serving) => serving,
-        Err(problem) => {
-            let status = decide::not_translated(service_set, reasons::PLUGIN_NOT_READY, &problem, &now());
-            write_status(ctx, api, service_set, status).await?;
-            return Ok(Action::await_change());
+/// The round's end as the controller's next action.
+fn ended(end: End, ctx: &Context) -> Result<Action, Error> {
+    let settings = &ctx.settings;
+    match end {
+        End::AwaitChange => Ok(Action::await_change()),
+        End::Resync => Ok(Action::requeue(settings.resync)),
+        End::HealthPoll => Ok(Action::requeue(settings.health_poll.min(settings.resync))),
+        End::Busy => Ok(Action::requeue(BUSY_RETRY)),
+        End::Deleting(children) => {
+            let names: Vec<String> = children.iter().map(ChildRef::to_string).collect();
+            tracing::info!("waiting for {} to be gone", names.join(", "));
+            Ok(Action::requeue(DELETION_POLL))
         }
-    };
-    let route = match ctx.route(service_set) {
-        Ok(route) => route,
-        Err(why) => return unreachable(ctx, api, service_set, why).await,
-    };
-    let _slot = match ctx.regions.admit(&route) {
-        Ok(slot) => slot,
-        Err(busy) => {
-            tracing::debug!("{busy}; retrying shortly");
-            return Ok(Action::requeue(BUSY_RETRY));
-        }
-    };
-    if let Route::Region(access) = &route
-        && let Some(record) = placements::recording(service_set, access)
-    {
-        // Recorded before the first apply there: deleting and moving the children read it.
-        finalizer::record_regions(api, service_set, record).await.map_err(stale_or_api)?;
-        return Ok(Action::await_change()); // the record comes back through the watch
+        End::Failed(Failure::Plugin(call)) => Err(call.into()),
+        End::Failed(Failure::Unreachable(why)) => Err(Error::Unreachable(why)),
+        End::Failed(Failure::Refused(why)) => Err(Error::Refused(why)),
     }
-    let home = match listed_home(&route, ctx, &serving).await {
-        Ok(home) => home,
-        Err(why) => return unreachable(ctx, api, service_set, why).await,
-    };
-    let Planned { plan, foreign } = match plan_owned(service_set, smp.clone(), &serving, &home, ctx).await? {
-        Ok(planned) => planned,
-        Err(call) => return plugin_failed(ctx, api, service_set, call).await,
-    };
-    if plan.refused > 0 {
-        ctx.metrics.plugin_errors(&serving.name, "policy", plan.refused as u64);
-    }
-    let mut refused: Vec<String> = foreign.values().cloned().collect();
-    let coming_back = carry_out(&plan, &home, &mut refused).await?;
-    let left = clear_elsewhere(service_set, &home, ctx, &mut refused).await?;
-    if let Some(record) = placements::forgetting(service_set, &left) {
-        finalizer::record_regions(api, service_set, record).await.map_err(stale_or_api)?;
-        return Ok(Action::await_change()); // the record comes back through the watch
-    }
-    if coming_back && refused.is_empty() {
-        return Ok(Action::requeue(ctx.settings.resync));
-    }
-    let status = match plan.status {
-        Some(status) => status,
-        None => match decide_blocking(service_set, smp, &serving, &home, ctx, foreign, false).await {
-            Ok(plan) => plan.status.expect("planned without deferring the status"),
-            Err(call) => return plugin_failed(ctx, api, service_set, call).await,
-        },
-    };
-    finish(status, &refused, service_set, &home, ctx, api).await
-}
-
-/// The plugin failed outright (trap, timeout, limit): the status says so and the round fails.
-async fn plugin_failed(
-    ctx: &Context,
-    api: &Api<ServiceSet>,
-    service_set: &ServiceSet,
-    call: CallError,
-) -> Result<Action, Error> {
-    let status = decide::not_translated(service_set, reasons::PLUGIN_ERROR, &call.to_string(), &now());
-    if let Err(e) = write_status(ctx, api, service_set, status).await {
-        tracing::warn!("writing PluginError to the status: {e}");
-    }
-    Err(call.into())
 }
 
 /// The cluster of `route`, its caches of `serving`'s kinds listed, or why it cannot be reached.
 async fn listed_home(route: &Route, ctx: &Context, serving: &ServingPlugin) -> Result<Home, String> {
-    let home = ctx.regions.home(route).await?;
-    home.listed(serving).await?;
+    let home = ctx.regions.home(route).await.map_err(|e| e.to_string())?;
+    home.listed(serving).await.map_err(|e| e.to_string())?;
     Ok(home)
-}
-
-/// Says in the status why the children's cluster cannot be told or reached; the round backs off.
-async fn unreachable(
-    ctx: &Context,
-    api: &Api<ServiceSet>,
-    service_set: &ServiceSet,
-    why: String,
-) -> Result<Action, Error> {
-    write_status(ctx, api, service_set, decide::not_routed(service_set, &why, &now())).await?;
-    Err(Error::Unreachable(why))
-}
-
-/// A plan, and the objects of its children's names that are someone else's, with why (no
-/// watch tells when they go: the round is retried while any is).
-struct Planned {
-    plan: Plan,
-    foreign: BTreeMap<ChildRef, String>,
-}
-
-/// Plans, deferring the status; then, before the first apply of any name, looks in the caches
-/// for an object of that name (they hold every object of the kind, the host's whole and the
-/// others by name): one that is not this ServiceSet's is never applied over, and the plan is
-/// made again knowing it (its service fails, naming the object and its owner).
-async fn plan_owned(
-    service_set: &Arc<ServiceSet>,
-    smp: Option<Arc<StateManagementProvider>>,
-    serving: &Arc<ServingPlugin>,
-    home: &Home,
-    ctx: &Arc<Context>,
-) -> Result<Result<Planned, CallError>, Error> {
-    let first = match decide_blocking(service_set, smp.clone(), serving, home, ctx, BTreeMap::new(), true).await {
-        Ok(plan) if !plan.unseen.is_empty() => plan,
-        result => return Ok(result.map(|plan| Planned { plan, foreign: BTreeMap::new() })),
-    };
-    let foreign = foreign_objects(service_set, &first.unseen, |child| home.children.existing(child));
-    if foreign.is_empty() {
-        return Ok(Ok(Planned { plan: first, foreign }));
-    }
-    let replanned = decide_blocking(service_set, smp, serving, home, ctx, foreign.clone(), true).await;
-    Ok(replanned.map(|plan| Planned { plan, foreign }))
 }
 
 /// Runs [`decide::decide`] on the blocking pool (plugin calls are synchronous), over the cached
@@ -310,126 +262,77 @@ async fn decide_blocking(
     .await
 }
 
-/// Applies and deletes what the plan says on the children's home cluster; returns whether an
-/// apply changed an object (its watch will bring it back). A child the API server refuses is
-/// added to `refused`; other API errors stop the round and retry it.
-async fn carry_out(plan: &Plan, home: &Home, refused: &mut Vec<String>) -> Result<bool, Error> {
-    let mut coming_back = false;
+/// Applies and deletes what the plan says on the children's home cluster. A child the API
+/// server refuses is named in what comes back; other API errors fail the round.
+async fn carry_out(plan: &Plan, home: &Home) -> Result<CarriedOut, Error> {
+    let mut carried_out = CarriedOut { coming_back: false, refused: Vec::new() };
     for child in &plan.apply {
         match home.children.apply(child).await {
-            Ok(changed) => coming_back |= changed,
+            Ok(changed) => carried_out.coming_back |= changed,
             Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 404 | 422) => {
-                refused.push(format!("{}: {}", ChildRef::of(child), e.message));
+                carried_out.refused.push(format!("{}: {}", ChildRef::of(child), e.message));
             }
             Err(e) => return Err(e.into()),
         }
     }
     delete_children(&plan.delete, &home.children).await?;
-    Ok(coming_back)
+    Ok(carried_out)
 }
 
 /// Deletes what an earlier route left on other clusters than `home`: on the management cluster
-/// (its cache holds every child) and on every region recorded on the ServiceSet (listed: its
-/// cache may be new). Returns the recorded regions that hold none of its children any more, for
-/// the record to forget; one that cannot be listed or written is named in `refused` and kept.
+/// (its cache holds every child) and on each of `regions` but `home`'s (listed: its cache may be
+/// new). A region that holds none of the ServiceSet's children any more is named for the record
+/// to forget; one that cannot be listed or written is named as refused.
 async fn clear_elsewhere(
     service_set: &ServiceSet,
     home: &Home,
+    regions: &[RegionAccess],
     ctx: &Context,
-    refused: &mut Vec<String>,
-) -> Result<Vec<String>, Error> {
+) -> Result<Cleared, Error> {
     if home.region.is_some() {
         let management = ctx.regions.management();
         let left = deletion(service_set, &management.children.cached(service_set), &now()).delete;
         delete_children(&left, &management.children).await?;
     }
     let here = home.region.as_ref().map(|r| r.name.as_str());
-    let mut emptied = Vec::new();
-    // Besides the recorded regions, only the current route's, which is `home`'s.
-    for access in ctx.regions_of(service_set).unwrap_or_default() {
-        if Some(access.name.as_str()) == here {
-            continue;
-        }
-        match clear_region(&access, service_set, ctx).await {
-            Ok(left) if left.is_empty() => emptied.push(access.name),
+    let mut cleared = Cleared { emptied: Vec::new(), refused: Vec::new() };
+    for access in regions.iter().filter(|access| Some(access.name.as_str()) != here) {
+        match clear_region(access, service_set, ctx).await {
+            Ok(left) if left.is_empty() => cleared.emptied.push(access.name.clone()),
             Ok(_) => {} // going: their deletion comes back through the region's watch
-            Err(why) => refused.push(why),
+            Err(why) => cleared.refused.push(why),
         }
     }
-    Ok(emptied)
+    Ok(cleared)
+}
+
+/// A deleted ServiceSet: deletes its children on the management cluster; returns the deletion's
+/// status and the children still there.
+async fn clear_management(service_set: &ServiceSet, ctx: &Context) -> Result<ManagementCleared, Error> {
+    let management = ctx.regions.management();
+    let plan = deletion(service_set, &management.children.cached(service_set), &now());
+    delete_children(&plan.delete, &management.children).await?;
+    let remaining = management.children.live(service_set).await?.into_iter().map(|l| l.child).collect();
+    Ok(ManagementCleared { status: plan.status.expect("a deletion plan has a status"), remaining })
+}
+
+/// A deleted ServiceSet: deletes its children on `regions`; returns those still there and the
+/// regions that could not be listed or written.
+async fn clear_regions(service_set: &ServiceSet, regions: &[RegionAccess], ctx: &Context) -> RegionsCleared {
+    let mut cleared = RegionsCleared { remaining: Vec::new(), unreachable: Vec::new() };
+    for access in regions {
+        match clear_region(access, service_set, ctx).await {
+            Ok(left) => cleared.remaining.extend(left),
+            Err(why) => cleared.unreachable.push(why),
+        }
+    }
+    cleared
 }
 
 /// Deletes `service_set`'s children on the region `access`; returns those still there.
 async fn clear_region(access: &RegionAccess, service_set: &ServiceSet, ctx: &Context) -> Result<Vec<ChildRef>, String> {
-    let home = ctx.regions.home(&Route::Region(access.clone())).await?;
-    home.clear(service_set, &ctx.caches.children).await
-}
-
-/// Checks the health of the services the CD tool calls Deployed on their target cluster
-/// (looking again soon while one is unsettled), then writes `status`. Children the API server
-/// refused, and objects of their names that are someone else's (`refused`), are reported in the
-/// status (condition [`APPLIED`](crate::conditions::types::APPLIED)) and retried with backoff.
-async fn finish(
-    mut status: ServiceSetStatus,
-    refused: &[String],
-    service_set: &ServiceSet,
-    home: &Home,
-    ctx: &Context,
-    api: &Api<ServiceSet>,
-) -> Result<Action, Error> {
-    let now = now();
-    let unsettled = ctx.health.verify(service_set, &home.cluster, &mut status, &now).await;
-    decide::applied(&mut status, refused, service_set.meta().generation, &now);
-    write_status(ctx, api, service_set, status).await?;
-    match (refused.is_empty(), unsettled) {
-        (true, false) => Ok(Action::requeue(ctx.settings.resync)),
-        (true, true) => Ok(Action::requeue(ctx.settings.health_poll.min(ctx.settings.resync))),
-        (false, _) => Err(Error::Refused(refused.join("; "))),
-    }
-}
-
-/// A ServiceSet being deleted: services go `Deleting`, children are deleted on the management
-/// cluster and on every region they may be on (recorded on the ServiceSet, or routed to now),
-/// and the finalizer goes only once each of these clusters lists none of them (Flux uninstalls
-/// before its objects go). No plugin is involved: the children are found by their labels. A
-/// region that cannot be listed holds the finalizer, and the status names it.
-async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<ServiceSet>) -> Result<Action, Error> {
-    let now = now();
-    let management = ctx.regions.management();
-    let plan = deletion(service_set, &management.children.cached(service_set), &now);
-    delete_children(&plan.delete, &management.children).await?;
-    let mut remaining: Vec<ChildRef> =
-        management.children.live(service_set).await?.into_iter().map(|l| l.child).collect();
-    let mut unreachable = Vec::new();
-    match ctx.regions_of(service_set) {
-        Ok(regions) => {
-            for access in regions {
-                match clear_region(&access, service_set, ctx).await {
-                    Ok(left) => remaining.extend(left),
-                    Err(why) => unreachable.push(why),
-                }
-            }
-        }
-        Err(why) => unreachable.push(why),
-    }
-    let mut status = plan.status.expect("a deletion plan has a status");
-    if !unreachable.is_empty() {
-        let why = format!("{}; the finalizer stays until its objects there are deleted", unreachable.join("; "));
-        decide::region_unreachable(&mut status, &why, service_set.metadata.generation, &now);
-        write_status(ctx, api, service_set, status).await?;
-        return Err(Error::Unreachable(why));
-    }
-    write_status(ctx, api, service_set, status).await?;
-    if !remaining.is_empty() {
-        let names: Vec<String> = remaining.iter().map(ChildRef::to_string).collect();
-        tracing::info!("waiting for {} to be gone", names.join(", "));
-        return Ok(Action::requeue(DELETION_POLL));
-    }
-    // Its claims go only now, so a waiting loser never installs beside an uninstalling winner.
-    ctx.arbiter.release(&NamespacedName::of(service_set.as_ref()));
-    finalizer::remove(api, service_set, &ctx.finalizer).await.map_err(stale_or_api)?;
-    tracing::info!("children gone; finalizer removed");
-    Ok(Action::await_change())
+    let home = ctx.regions.home(&Route::Region(access.clone())).await.map_err(|e| e.to_string())?;
+    home.clear(service_set, &ctx.caches.children).await.map_err(|e| e.to_string())
 }
 
 /// Deletes children of `kinds`, skipping those already being deleted (no write while Flux

@@ -1,0 +1,384 @@
+//! A ServiceSet's round as steps. From what the round knew when it started ([`Facts`]) and what
+//! its steps so far brought back ([`Progress`]), [`next`] decides the one thing to do next; the
+//! controller does it, records what came of it in the progress and asks again, until a step
+//! ends the round. Every decision of the round is made here; the controller's loop only does
+//! the I/O each step names (helm-controller's `actionForState` has this shape).
+//!
+//! `H` is the controller's handle on the cluster the children live on (their "home"): the core
+//! only passes it from the step that reached it to the steps that use it.
+
+use super::decide::{self, ChildRef, Plan};
+use super::gate::Gate;
+use super::placements;
+use super::route::{RegionAccess, Route};
+use crate::conditions::reasons;
+use crate::k0rdent::{ServiceSet, ServiceSetStatus};
+use crate::plugin::CallError;
+use crate::serving::ServingPlugin;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What the round knows before its first step, read from the caches.
+pub struct Facts {
+    /// Whether the ServiceSet is this host's, and what that calls for.
+    pub gate: Gate,
+    /// The plugin serving its provider, or why there is none.
+    pub serving: Result<Arc<ServingPlugin>, String>,
+    /// The cluster its children go to, or why that cannot be told.
+    pub route: Result<Route, String>,
+    /// The regions its children may be on besides the management cluster, or why the record
+    /// of them does not read.
+    pub regions: Result<Vec<RegionAccess>, String>,
+}
+
+/// What the round's steps brought back so far; each field is filled by the step it names.
+pub struct Progress<H> {
+    /// [`Step::Admit`]: whether a slot among the reconciles against the region was free.
+    pub admitted: Option<bool>,
+    /// [`Step::ReachHome`]: the children's cluster with its caches listed, or why it cannot be
+    /// reached.
+    pub home: Option<Result<H, String>>,
+    /// [`Step::Plan`]: the latest plan, or the plugin's failure.
+    pub plan: Option<Result<Arc<Plan>, CallError>>,
+    /// Whether the latest plan was made knowing [`Progress::foreign`].
+    pub plan_knew_foreign: bool,
+    /// [`Step::CheckNames`]: the objects of the plan's new names that are someone else's, with
+    /// why.
+    pub foreign: Option<BTreeMap<ChildRef, String>>,
+    /// [`Step::CarryOut`]: how applying and deleting went.
+    pub carried_out: Option<CarriedOut>,
+    /// [`Step::ClearElsewhere`]: what clearing other clusters left.
+    pub cleared: Option<Cleared>,
+    /// [`Step::DecideStatus`]: the status the plan deferred, or the plugin's failure.
+    pub status: Option<Result<ServiceSetStatus, CallError>>,
+    /// [`Step::VerifyHealth`]: the status with the target cluster's health in it.
+    pub verified: Option<Verified>,
+    /// [`Step::ClearManagement`]: a deleted ServiceSet's status and its children left on the
+    /// management cluster.
+    pub management_cleared: Option<ManagementCleared>,
+    /// [`Step::ClearRegions`]: a deleted ServiceSet's children left on its regions.
+    pub regions_cleared: Option<RegionsCleared>,
+    /// [`Step::WriteStatus`]: the status was written (when it changed).
+    pub written: bool,
+}
+
+impl<H> Default for Progress<H> {
+    fn default() -> Self {
+        Progress {
+            admitted: None,
+            home: None,
+            plan: None,
+            plan_knew_foreign: false,
+            foreign: None,
+            carried_out: None,
+            cleared: None,
+            status: None,
+            verified: None,
+            management_cleared: None,
+            regions_cleared: None,
+            written: false,
+        }
+    }
+}
+
+/// What [`Step::CarryOut`] brought back.
+pub struct CarriedOut {
+    /// An apply changed an object: its watch brings it back and wakes the ServiceSet.
+    pub coming_back: bool,
+    /// The children the API server refused, with why.
+    pub refused: Vec<String>,
+}
+
+/// What [`Step::ClearElsewhere`] brought back.
+pub struct Cleared {
+    /// The recorded regions that hold none of the ServiceSet's children any more.
+    pub emptied: Vec<String>,
+    /// The clusters that could not be listed or written, with why.
+    pub refused: Vec<String>,
+}
+
+/// What [`Step::VerifyHealth`] brought back.
+pub struct Verified {
+    /// The status with each Deployed service's health on its target cluster.
+    pub status: ServiceSetStatus,
+    /// A service's health is not settled yet: look again soon.
+    pub unsettled: bool,
+}
+
+/// What [`Step::ClearManagement`] brought back.
+pub struct ManagementCleared {
+    /// The deletion's status: every service `Deleting`.
+    pub status: ServiceSetStatus,
+    /// The children still on the management cluster (Flux uninstalls before they go).
+    pub remaining: Vec<ChildRef>,
+}
+
+/// What [`Step::ClearRegions`] brought back.
+pub struct RegionsCleared {
+    /// The children still on the regions.
+    pub remaining: Vec<ChildRef>,
+    /// The regions that could not be listed or written, with why.
+    pub unreachable: Vec<String>,
+}
+
+/// The one thing the round does next.
+pub enum Step<H> {
+    /// Add the host's finalizer, with the record of the region the children will go to
+    /// (before any apply there). Ends the round: the write comes back through the watch.
+    AddFinalizer(Option<String>),
+    /// Record on the ServiceSet the regions its children are on (before the first apply on a
+    /// new one; without those it left). Ends the round: the write comes back through the watch.
+    RecordRegions(String),
+    /// Take a slot among the reconciles against the children's region.
+    Admit(Route),
+    /// Reach the children's cluster and wait until its caches of the plugin's kinds are listed.
+    ReachHome { route: Route, serving: Arc<ServingPlugin> },
+    /// Ask the plugin for the plan, knowing `foreign`; with its status deferred (see
+    /// [`decide::Inputs::defer_status`]).
+    Plan { home: H, serving: Arc<ServingPlugin>, foreign: BTreeMap<ChildRef, String> },
+    /// Look in the caches for objects of the plan's new names (`unseen`) that are someone
+    /// else's: none is ever applied over.
+    CheckNames { home: H, unseen: Vec<ChildRef> },
+    /// Apply and delete the plan's children on their cluster; a child the API server refuses is
+    /// named in [`APPLIED`](crate::conditions::types::APPLIED), other API errors fail the round.
+    CarryOut { home: H, plan: Arc<Plan> },
+    /// Delete the children an earlier route left on other clusters: the management cluster and
+    /// the `regions` recorded besides `home`'s.
+    ClearElsewhere { home: H, regions: Vec<RegionAccess> },
+    /// Ask the plugin for the status the plan deferred (each service's state), knowing
+    /// `foreign`.
+    DecideStatus { home: H, serving: Arc<ServingPlugin>, foreign: BTreeMap<ChildRef, String> },
+    /// Check on the target cluster the health of the services the CD tool calls Deployed.
+    VerifyHealth { home: H, status: ServiceSetStatus },
+    /// A deleted ServiceSet: delete its children on the management cluster, list those left.
+    ClearManagement,
+    /// A deleted ServiceSet: delete its children on `regions`, list those left.
+    ClearRegions(Vec<RegionAccess>),
+    /// Write `status` when it changed, with its transitions as Events. A failed write fails the
+    /// round, unless `best_effort` (the round fails anyway, for a reason of its own).
+    WriteStatus { status: ServiceSetStatus, best_effort: bool },
+    /// A deleted ServiceSet whose children are gone everywhere: release its claims, remove the
+    /// finalizer. Ends the round.
+    RemoveFinalizer,
+    /// Its provider no longer sends it to this host: release its claims (its children stay).
+    /// Ends the round.
+    Release,
+    /// Whether this host serves it cannot be told (said why): wait for a change.
+    Undecided(String),
+    /// The round ends.
+    End(End),
+}
+
+impl<H> Step<H> {
+    /// The step's name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::AddFinalizer(_) => "AddFinalizer",
+            Step::RecordRegions(_) => "RecordRegions",
+            Step::Admit(_) => "Admit",
+            Step::ReachHome { .. } => "ReachHome",
+            Step::Plan { .. } => "Plan",
+            Step::CheckNames { .. } => "CheckNames",
+            Step::CarryOut { .. } => "CarryOut",
+            Step::ClearElsewhere { .. } => "ClearElsewhere",
+            Step::DecideStatus { .. } => "DecideStatus",
+            Step::VerifyHealth { .. } => "VerifyHealth",
+            Step::ClearManagement => "ClearManagement",
+            Step::ClearRegions(_) => "ClearRegions",
+            Step::WriteStatus { .. } => "WriteStatus",
+            Step::RemoveFinalizer => "RemoveFinalizer",
+            Step::Release => "Release",
+            Step::Undecided(_) => "Undecided",
+            Step::End(_) => "End",
+        }
+    }
+}
+
+/// The step's name (its data can be whole plans and statuses).
+impl<H> std::fmt::Debug for Step<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::End(end) => write!(f, "End({end:?})"),
+            step => f.write_str(step.name()),
+        }
+    }
+}
+
+/// How a round ends: when the ServiceSet is looked at again.
+#[derive(Debug, PartialEq)]
+pub enum End {
+    /// When it, or something it watches, changes.
+    AwaitChange,
+    /// After the resync period (a change of its children wakes it sooner).
+    Resync,
+    /// Soon: a service's health is not settled yet.
+    HealthPoll,
+    /// Shortly: its region runs as many reconciles as it may.
+    Busy,
+    /// Soon: these children of a deleted ServiceSet are still going (their deletion wakes it
+    /// too).
+    Deleting(Vec<ChildRef>),
+    /// The round failed; it is retried with backoff.
+    Failed(Failure),
+}
+
+/// Why a round failed (besides an API request that failed, which the controller returns as it
+/// comes).
+#[derive(Debug, PartialEq)]
+pub enum Failure {
+    /// The plugin failed outright (trap, timeout, limit).
+    Plugin(CallError),
+    /// The cluster the children live on cannot be told or reached.
+    Unreachable(String),
+    /// The API server refused children, or objects of their names are someone else's.
+    Refused(String),
+}
+
+/// The next step of `service_set`'s round at `now`.
+pub fn next<H: Clone>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, now: &Time) -> Step<H> {
+    match &facts.gate {
+        Gate::Leave => Step::End(End::AwaitChange),
+        Gate::Release => Step::Release,
+        Gate::Undecided(why) => Step::Undecided(why.clone()),
+        Gate::AddFinalizer => Step::AddFinalizer(match &facts.route {
+            Ok(Route::Region(access)) => placements::recording(service_set, access),
+            _ => None,
+        }),
+        Gate::CleanUp => clean_up(service_set, facts, done, now),
+        Gate::Serve => serve(service_set, facts, done, now),
+    }
+}
+
+/// A ServiceSet this host serves: reach the children's cluster, plan, carry the plan out,
+/// report. Without a plugin, or when the plugin fails outright, its children stay as they are
+/// and the status says why (a plugin change wakes it again).
+///
+/// When every apply went through and one changed an object, no status is written: the changed
+/// children come back through their watch and wake the ServiceSet after the settle, and that
+/// round writes the status from what the API server holds. A new ServiceSet thus costs one
+/// status write, not two, when the CD tool is quick; the plan defers the status, and only a
+/// round that writes it asks the plugin for it.
+fn serve<H: Clone>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, now: &Time) -> Step<H> {
+    let serving = match &facts.serving {
+        Ok(serving) => serving,
+        Err(problem) => {
+            let status = decide::not_translated(service_set, reasons::PLUGIN_NOT_READY, problem, now);
+            return report(done, status, End::AwaitChange);
+        }
+    };
+    let route = match &facts.route {
+        Ok(route) => route,
+        Err(why) => return unreachable(service_set, done, why, now),
+    };
+    match done.admitted {
+        None => return Step::Admit(route.clone()),
+        Some(false) => return Step::End(End::Busy),
+        Some(true) => {}
+    }
+    if let Route::Region(access) = route
+        && let Some(record) = placements::recording(service_set, access)
+    {
+        return Step::RecordRegions(record);
+    }
+    let home = match &done.home {
+        None => return Step::ReachHome { route: route.clone(), serving: serving.clone() },
+        Some(Err(why)) => return unreachable(service_set, done, why, now),
+        Some(Ok(home)) => home,
+    };
+    let foreign = done.foreign.clone().unwrap_or_default();
+    let plan = match &done.plan {
+        None => return Step::Plan { home: home.clone(), serving: serving.clone(), foreign },
+        Some(Err(call)) => return plugin_failed(service_set, done, call, now),
+        Some(Ok(plan)) => plan,
+    };
+    if done.foreign.is_none() && !plan.unseen.is_empty() {
+        return Step::CheckNames { home: home.clone(), unseen: plan.unseen.clone() };
+    }
+    if !foreign.is_empty() && !done.plan_knew_foreign {
+        return Step::Plan { home: home.clone(), serving: serving.clone(), foreign };
+    }
+    let Some(carried_out) = &done.carried_out else {
+        return Step::CarryOut { home: home.clone(), plan: plan.clone() };
+    };
+    let Some(cleared) = &done.cleared else {
+        let regions = facts.regions.clone().unwrap_or_default();
+        return Step::ClearElsewhere { home: home.clone(), regions };
+    };
+    if let Some(record) = placements::forgetting(service_set, &cleared.emptied) {
+        return Step::RecordRegions(record);
+    }
+    let refused: Vec<String> = foreign.values().chain(&carried_out.refused).chain(&cleared.refused).cloned().collect();
+    if carried_out.coming_back && refused.is_empty() {
+        return Step::End(End::Resync);
+    }
+    let status = match (&plan.status, &done.status) {
+        (Some(status), _) | (None, Some(Ok(status))) => status,
+        (None, None) => return Step::DecideStatus { home: home.clone(), serving: serving.clone(), foreign },
+        (None, Some(Err(call))) => return plugin_failed(service_set, done, call, now),
+    };
+    let Some(verified) = &done.verified else {
+        return Step::VerifyHealth { home: home.clone(), status: status.clone() };
+    };
+    let mut status = verified.status.clone();
+    decide::applied(&mut status, &refused, service_set.metadata.generation, now);
+    let end = match (refused.is_empty(), verified.unsettled) {
+        (true, false) => End::Resync,
+        (true, true) => End::HealthPoll,
+        (false, _) => End::Failed(Failure::Refused(refused.join("; "))),
+    };
+    report(done, status, end)
+}
+
+/// A ServiceSet being deleted: services go `Deleting`, children are deleted on the management
+/// cluster and on every region they may be on, and the finalizer goes only once each of these
+/// clusters lists none of them (Flux uninstalls before its objects go). No plugin is involved:
+/// the children are found by their labels. A region that cannot be listed holds the finalizer,
+/// and the status names it.
+fn clean_up<H>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, now: &Time) -> Step<H> {
+    let Some(management) = &done.management_cleared else { return Step::ClearManagement };
+    let (there, unreachable) = match (&facts.regions, &done.regions_cleared) {
+        (Err(why), _) => (&[][..], vec![why.clone()]),
+        (Ok(regions), None) if !regions.is_empty() => return Step::ClearRegions(regions.clone()),
+        (Ok(_), None) => (&[][..], Vec::new()),
+        (Ok(_), Some(cleared)) => (&cleared.remaining[..], cleared.unreachable.clone()),
+    };
+    let mut status = management.status.clone();
+    if !unreachable.is_empty() {
+        let why = format!("{}; the finalizer stays until its objects there are deleted", unreachable.join("; "));
+        decide::region_unreachable(&mut status, &why, service_set.metadata.generation, now);
+        return report(done, status, End::Failed(Failure::Unreachable(why)));
+    }
+    let remaining: Vec<ChildRef> = management.remaining.iter().chain(there).cloned().collect();
+    match (done.written, remaining.is_empty()) {
+        (false, _) => Step::WriteStatus { status, best_effort: false },
+        (true, false) => Step::End(End::Deleting(remaining)),
+        // Its claims go only now, so a waiting loser never installs beside an uninstalling winner.
+        (true, true) => Step::RemoveFinalizer,
+    }
+}
+
+/// Writes `status`, then ends as `end`.
+fn report<H>(done: &Progress<H>, status: ServiceSetStatus, end: End) -> Step<H> {
+    if done.written { Step::End(end) } else { Step::WriteStatus { status, best_effort: false } }
+}
+
+/// The children's cluster cannot be told or reached: [`APPLIED`](crate::conditions::types::APPLIED)
+/// says why (`RegionUnreachable`), the round backs off.
+fn unreachable<H>(service_set: &ServiceSet, done: &Progress<H>, why: &str, now: &Time) -> Step<H> {
+    let status = decide::not_routed(service_set, why, now);
+    report(done, status, End::Failed(Failure::Unreachable(why.to_string())))
+}
+
+/// The plugin failed outright: [`TRANSLATED`](crate::conditions::types::TRANSLATED) says so
+/// (`PluginError`), the round fails with the plugin's error (a failed status write only logged).
+fn plugin_failed<H>(service_set: &ServiceSet, done: &Progress<H>, call: &CallError, now: &Time) -> Step<H> {
+    if done.written {
+        return Step::End(End::Failed(Failure::Plugin(call.clone())));
+    }
+    let status = decide::not_translated(service_set, reasons::PLUGIN_ERROR, &call.to_string(), now);
+    Step::WriteStatus { status, best_effort: true }
+}
+
+#[cfg(test)]
+mod tests;

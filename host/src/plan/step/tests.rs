@@ -1,0 +1,249 @@
+//! Each path a round takes, walked step by step: the test plays the controller, filling in
+//! what each step brought back.
+
+use super::*;
+use crate::conditions::types::{APPLIED, TRANSLATED};
+use crate::plugin::{CallErrorKind, Function, NativePlugin};
+use k8s_openapi::jiff::Timestamp;
+use ksm_flux_plugin::FluxPlugin;
+use serde_json::json;
+
+/// The test's stand-in for the controller's handle on the children's cluster.
+type Home = &'static str;
+
+fn now() -> Time {
+    Time(Timestamp::from_second(1_800_000_000).unwrap())
+}
+
+fn service_set(annotations: serde_json::Value, deleting: bool) -> ServiceSet {
+    let mut object = json!({
+        "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+        "metadata": {"name": "prod", "namespace": "team", "uid": "uid-1", "generation": 1,
+                     "annotations": annotations},
+        "spec": {"provider": {"name": "ksm-flux"}, "services": [{"name": "ingress", "namespace": "ingress", "template": "ingress-1"}]},
+    });
+    if deleting {
+        object["metadata"]["deletionTimestamp"] = json!("2026-11-25T10:00:00Z");
+    }
+    serde_json::from_value(object).unwrap()
+}
+
+fn region() -> RegionAccess {
+    RegionAccess {
+        name: "eu".into(),
+        secret: crate::k0rdent::NamespacedName::new("kcm-system", "eu-kubeconfig"),
+        key: "value".into(),
+    }
+}
+
+fn facts(gate: Gate, route: Result<Route, String>) -> Facts {
+    let flux = Arc::new(ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new())));
+    Facts { gate, serving: Ok(flux), route, regions: Ok(vec![]) }
+}
+
+fn child(name: &str) -> ChildRef {
+    ChildRef {
+        api_version: "helm.toolkit.fluxcd.io/v2".into(),
+        kind: "HelmRelease".into(),
+        namespace: "team".into(),
+        name: name.into(),
+    }
+}
+
+fn plan(unseen: &[&str], status: Option<ServiceSetStatus>) -> Arc<Plan> {
+    let apply = unseen.iter().map(|n| json!({"metadata": {"name": n}})).collect();
+    Arc::new(Plan { apply, delete: vec![], unseen: unseen.iter().map(|n| child(n)).collect(), status, refused: 0 })
+}
+
+fn condition<'a>(status: &'a ServiceSetStatus, type_: &str) -> (&'a str, &'a str) {
+    let c = status.conditions.iter().find(|c| c.type_ == type_).expect(type_);
+    (c.status.as_str(), c.reason.as_str())
+}
+
+fn written(step: Step<Home>) -> ServiceSetStatus {
+    match step {
+        Step::WriteStatus { status, best_effort: false } => status,
+        other => panic!("expected a status write, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_new_service_set_is_planned_checked_applied_and_ends_until_its_children_come_back() {
+    let ss = service_set(json!({}), false);
+    let facts = facts(Gate::Serve, Ok(Route::Management));
+    let mut done = Progress::<Home>::default();
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::Admit(Route::Management)));
+    done.admitted = Some(true);
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::ReachHome { route: Route::Management, .. }));
+    done.home = Some(Ok("management"));
+    assert!(
+        matches!(next(&ss, &facts, &done, &now()), Step::Plan { home: "management", ref foreign, .. } if foreign.is_empty())
+    );
+    done.plan = Some(Ok(plan(&["ingress"], None)));
+    assert!(
+        matches!(next(&ss, &facts, &done, &now()), Step::CheckNames { ref unseen, .. } if unseen == &[child("ingress")])
+    );
+    done.foreign = Some(BTreeMap::new());
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::CarryOut { .. }), "no one else's: no second plan");
+    done.carried_out = Some(CarriedOut { coming_back: true, refused: vec![] });
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearElsewhere { ref regions, .. } if regions.is_empty()));
+    done.cleared = Some(Cleared { emptied: vec![], refused: vec![] });
+    assert_eq!(
+        next(&ss, &facts, &done, &now()).end(),
+        Some(End::Resync),
+        "the changed children wake it: no status now, and no plugin asked for one"
+    );
+}
+
+#[test]
+fn a_name_someone_else_holds_is_planned_again_and_reported_as_not_applied() {
+    let ss = service_set(json!({}), false);
+    let facts = facts(Gate::Serve, Ok(Route::Management));
+    let mut done = Progress::<Home> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+    done.plan = Some(Ok(plan(&["ingress"], None)));
+    let foreign = BTreeMap::from([(child("ingress"), "HelmRelease team/ingress is someone else's".to_string())]);
+    done.foreign = Some(foreign.clone());
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::Plan { ref foreign, .. } if foreign.len() == 1));
+    done.plan = Some(Ok(plan(&[], None)));
+    done.plan_knew_foreign = true;
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::CarryOut { .. }));
+    done.carried_out = Some(CarriedOut { coming_back: false, refused: vec![] });
+    done.cleared = Some(Cleared { emptied: vec![], refused: vec![] });
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::DecideStatus { ref foreign, .. } if foreign.len() == 1));
+    done.status = Some(Ok(ServiceSetStatus::default()));
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::VerifyHealth { .. }));
+    done.verified = Some(Verified { status: ServiceSetStatus::default(), unsettled: false });
+    let status = written(next(&ss, &facts, &done, &now()));
+    assert_eq!(condition(&status, APPLIED), ("False", reasons::APPLY_FAILED));
+    done.written = true;
+    assert!(matches!(
+        next(&ss, &facts, &done, &now()).end(),
+        Some(End::Failed(Failure::Refused(why))) if why.contains("someone else's")
+    ));
+}
+
+#[test]
+fn a_settled_round_writes_its_status_and_resyncs_or_polls_the_health() {
+    let ss = service_set(json!({}), false);
+    let facts = facts(Gate::Serve, Ok(Route::Management));
+    let mut done = Progress::<Home> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+    done.plan = Some(Ok(plan(&[], Some(ServiceSetStatus::default()))));
+    done.carried_out = Some(CarriedOut { coming_back: false, refused: vec![] });
+    done.cleared = Some(Cleared { emptied: vec![], refused: vec![] });
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::VerifyHealth { .. }), "the plan's own status");
+    for (unsettled, end) in [(false, End::Resync), (true, End::HealthPoll)] {
+        done.verified = Some(Verified { status: ServiceSetStatus::default(), unsettled });
+        done.written = false;
+        written(next(&ss, &facts, &done, &now()));
+        done.written = true;
+        assert_eq!(next(&ss, &facts, &done, &now()).end(), Some(end));
+    }
+}
+
+#[test]
+fn without_a_plugin_the_status_says_so_and_the_round_waits_for_one() {
+    let ss = service_set(json!({}), false);
+    let mut facts = facts(Gate::Serve, Ok(Route::Management));
+    facts.serving = Err("no AdapterPlugin serves provider ksm-flux".into());
+    let mut done = Progress::<Home>::default();
+    let status = written(next(&ss, &facts, &done, &now()));
+    assert_eq!(condition(&status, TRANSLATED), ("False", reasons::PLUGIN_NOT_READY));
+    done.written = true;
+    assert_eq!(next(&ss, &facts, &done, &now()).end(), Some(End::AwaitChange));
+}
+
+#[test]
+fn a_plugin_that_fails_is_reported_at_best_and_fails_the_round() {
+    let ss = service_set(json!({}), false);
+    let facts = facts(Gate::Serve, Ok(Route::Management));
+    let call = CallError {
+        plugin: "flux".into(),
+        function: Function::Translate,
+        kind: CallErrorKind::Timeout(std::time::Duration::from_secs(1)),
+    };
+    let mut done = Progress::<Home> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+    done.plan = Some(Err(call.clone()));
+    let Step::WriteStatus { status, best_effort: true } = next(&ss, &facts, &done, &now()) else {
+        panic!("a best-effort status write")
+    };
+    assert_eq!(condition(&status, TRANSLATED), ("False", reasons::PLUGIN_ERROR));
+    done.written = true;
+    assert_eq!(next(&ss, &facts, &done, &now()).end(), Some(End::Failed(Failure::Plugin(call))));
+}
+
+#[test]
+fn a_region_is_recorded_before_its_first_apply_and_one_out_of_reach_is_reported() {
+    let ss = service_set(json!({}), false);
+    let facts = facts(Gate::Serve, Ok(Route::Region(region())));
+    let done = Progress::<Home> { admitted: Some(true), ..Progress::default() };
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::RecordRegions(ref record) if record.contains("\"eu\"")));
+
+    let recorded = placements::recording(&ss, &region()).unwrap();
+    let ss = service_set(json!({placements::REGIONS_ANNOTATION: recorded}), false);
+    let mut done = Progress::<Home> { admitted: Some(true), ..Progress::default() };
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::ReachHome { route: Route::Region(_), .. }));
+    done.home = Some(Err("region eu: connection refused".into()));
+    let status = written(next(&ss, &facts, &done, &now()));
+    assert_eq!(condition(&status, APPLIED), ("False", reasons::REGION_UNREACHABLE));
+    done.written = true;
+    assert!(matches!(next(&ss, &facts, &done, &now()).end(), Some(End::Failed(Failure::Unreachable(_)))));
+
+    let done = Progress::<Home> { admitted: Some(false), ..Progress::default() };
+    assert_eq!(next(&ss, &facts, &done, &now()).end(), Some(End::Busy), "no slot free on the region");
+}
+
+#[test]
+fn a_region_left_empty_is_forgotten_before_the_status() {
+    let recorded = placements::recording(&service_set(json!({}), false), &region()).unwrap();
+    let ss = service_set(json!({placements::REGIONS_ANNOTATION: recorded}), false);
+    let facts = facts(Gate::Serve, Ok(Route::Management));
+    let mut done = Progress::<Home> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+    done.plan = Some(Ok(plan(&[], Some(ServiceSetStatus::default()))));
+    done.carried_out = Some(CarriedOut { coming_back: false, refused: vec![] });
+    done.cleared = Some(Cleared { emptied: vec!["eu".into()], refused: vec![] });
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::RecordRegions(ref record) if record == "[]"));
+}
+
+#[test]
+fn a_deleted_service_set_loses_its_finalizer_only_once_its_children_are_gone_everywhere() {
+    let ss = service_set(json!({}), true);
+    let mut facts = facts(Gate::CleanUp, Ok(Route::Management));
+    facts.regions = Ok(vec![region()]);
+    let mut done = Progress::<Home>::default();
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearManagement));
+    done.management_cleared = Some(ManagementCleared { status: ServiceSetStatus::default(), remaining: vec![] });
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearRegions(ref regions) if regions.len() == 1));
+    done.regions_cleared = Some(RegionsCleared { remaining: vec![child("ingress")], unreachable: vec![] });
+    written(next(&ss, &facts, &done, &now()));
+    done.written = true;
+    assert_eq!(next(&ss, &facts, &done, &now()).end(), Some(End::Deleting(vec![child("ingress")])));
+    done.regions_cleared = Some(RegionsCleared { remaining: vec![], unreachable: vec![] });
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::RemoveFinalizer));
+
+    done.written = false;
+    done.regions_cleared = Some(RegionsCleared { remaining: vec![], unreachable: vec!["region eu: timed out".into()] });
+    let status = written(next(&ss, &facts, &done, &now()));
+    let (_, reason) = condition(&status, APPLIED);
+    assert_eq!(reason, reasons::REGION_UNREACHABLE, "the finalizer stays");
+    done.written = true;
+    assert!(matches!(next(&ss, &facts, &done, &now()).end(), Some(End::Failed(Failure::Unreachable(_)))));
+}
+
+#[test]
+fn the_gate_decides_alone_for_service_sets_not_served_now() {
+    let ss = service_set(json!({}), false);
+    let done = Progress::<Home>::default();
+    assert_eq!(next(&ss, &facts(Gate::Leave, Ok(Route::Management)), &done, &now()).end(), Some(End::AwaitChange));
+    assert!(matches!(next(&ss, &facts(Gate::Release, Ok(Route::Management)), &done, &now()), Step::Release));
+    let add = next(&ss, &facts(Gate::AddFinalizer, Ok(Route::Region(region()))), &done, &now());
+    assert!(matches!(add, Step::AddFinalizer(Some(ref record)) if record.contains("\"eu\"")), "recorded with it");
+}
+
+impl<H> Step<H> {
+    fn end(self) -> Option<End> {
+        match self {
+            Step::End(end) => Some(end),
+            _ => None,
+        }
+    }
+}
