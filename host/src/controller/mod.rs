@@ -1,9 +1,11 @@
 //! The Kubernetes I/O layer of `ksm-adapter run`: it watches ServiceSets and what they depend on,
 //! gathers each ServiceSet's inputs from its caches and carries out what the pure core
-//! ([`plan::decide`](crate::plan::decide::decide)) decides. This file only wires the pieces;
-//! none of them reaches back into it.
+//! ([`plan::step`](crate::plan::step) and [`plan::decide`](crate::plan::decide::decide)) decides.
+//! This file runs the two controllers; none of the pieces reaches back into it.
 //!
 //! - [`settings`]: how the controller runs;
+//! - `assembly`: the caches, contexts and triggers the controllers run on, built from the
+//!   settings;
 //! - [`round`]: one ServiceSet's round (gather, decide, carry out), what wakes it and what it
 //!   shares;
 //! - [`caches`]: the management cluster's caches the controllers read;
@@ -15,6 +17,7 @@
 //!   backoff, Events, the host's own permissions.
 
 pub mod adapter_plugins;
+mod assembly;
 pub mod caches;
 #[cfg(test)]
 mod mock_api;
@@ -29,40 +32,23 @@ pub use settings::{DefaultPlugin, Mode, Settings, plugin_instances};
 
 use crate::k0rdent::NamespacedName;
 use crate::metrics::Metrics;
-use crate::plan::memo::TranslationMemo;
 use crate::plugin::Limits;
-use crate::rules::RuleCache;
 use crate::runtime::Runtime;
-use adapter_plugins::load::Loader;
 use adapter_plugins::reconcile::PluginContext;
-use adapter_plugins::registry::Registry;
 use anyhow::Context as _;
-use caches::config_maps::ConfigMapWatches;
-use caches::management::ManagementCaches;
-use futures::channel::mpsc::unbounded;
+use assembly::{Assembly, PluginTriggers, ServiceSetTriggers};
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Client, ResourceExt};
-use plugin_kinds::children::ChildKinds;
-use plumbing::backoff::Failures;
-use plumbing::events::Events;
 use plumbing::{leader, liveness};
-use providers::look::Providers;
-use providers::manage::Managed;
-use remote::clusters::{Clusters, Reads};
-use remote::regions::Regions;
-use round::arbiter::Arbiter;
-use round::context::{Caches, Context, TopologyCaches};
-use round::health::HealthCheck;
+use round::context::Context;
 use round::triggers::Through;
-use round::{finalizer, prepare, service_sets, settle, triggers};
+use round::{service_sets, triggers};
 use settings::PLUGIN_LOADS;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::{Notify, watch};
 
 /// Runs the controller until SIGTERM or Ctrl-C, then finishes the reconciles in flight (a
 /// standby waiting for the Lease has none: it returns at once).
@@ -92,202 +78,11 @@ pub async fn run(
         },
         None => None,
     };
-    let (wake, woken) = unbounded();
-    let arbiter = Arc::new(Arbiter::new(wake.clone()));
-    let released = arbiter.clone();
-    let failures = Arc::new(Failures::default());
-    let forgotten = failures.clone();
-    let (gone, deleted_plugins) = unbounded();
-    let plugin_failures = Arc::new(Failures::default());
-    let forgotten_plugins = plugin_failures.clone();
-    let ManagementCaches {
-        health,
-        service_sets: (service_sets, service_set_events),
-        providers: (smps, provider_events),
-        templates: (templates, template_events),
-        sources: (sources, source_events),
-        health_rules: (health_rules, health_rule_events),
-        cluster_deployments: (cluster_deployments, cluster_deployment_events),
-        credentials: (credentials, credential_events),
-        regions: (region_objects, region_events),
-        adapter_plugins: (adapter_plugins, plugin_events),
-        listed,
-        owners_listed,
-    } = ManagementCaches::start(
-        &client,
-        settings.shard_selector.as_deref(),
-        move |store, event| {
-            // A ServiceSet gone by any path gives up its claims.
-            if let watcher::Event::Delete(service_set) = event {
-                released.release(&NamespacedName::of(service_set));
-            }
-            forgotten.forget_gone(store, event);
-        },
-        move |store, event| {
-            if let watcher::Event::Delete(plugin) = event {
-                let _ = gone.unbounded_send(plugin.name_any());
-            }
-            forgotten_plugins.forget_gone(store, event);
-        },
-    );
-    let (plugin_wake, plugins_woken) = unbounded();
-    let provider_changed = Arc::new(Notify::new());
-    let (notify, named, wake_named) = (provider_changed.clone(), adapter_plugins.clone(), plugin_wake.clone());
-    let provider_events = provider_events.inspect(move |smp| {
-        notify.notify_one();
-        // Whether an AdapterPlugin is this host's to load follows its SMPs.
-        if let Ok(smp) = smp {
-            for plugin in named.state().iter().filter(|p| p.spec.providers.contains(&smp.name_any())) {
-                let _ = wake_named.unbounded_send(ObjectRef::from_obj(&**plugin));
-            }
-        }
-    });
-
-    let (prepared_tx, prepared) = watch::channel(false);
-    let child_wake = settle::settled(wake.clone(), settle::SETTLE);
-    let children = Arc::new(ChildKinds::new(&client, child_wake.clone(), health.clone()));
-    let registry = Arc::new(Registry::new(
-        (settings.identity.clone(), settings.default_plugin),
-        adapter_plugins.clone(),
-        smps.clone(),
-    ));
-    let providers = Arc::new(Providers::new(client.clone(), settings.mode, registry.clone()));
-    let events = Arc::new(Events::new(client.clone(), &settings.identity.name));
-    let in_flight = Arc::default();
-    let plugin_ctx = Arc::new(PluginContext {
-        client: client.clone(),
-        namespace: settings.identity.namespace.clone(),
-        registry: registry.clone(),
-        loader: Loader::new(runtime, limits, client.clone(), (children.clone(), health.clone()), metrics.clone()),
-        service_sets: service_sets.clone(),
-        wake_service_sets: wake,
-        wake_plugins: plugin_wake.clone(),
-        config_maps: ConfigMapWatches::new(client.clone(), adapter_plugins.clone(), plugin_wake),
-        events: events.clone(),
-        metrics: metrics.clone(),
-        failures: plugin_failures,
-        in_flight: Arc::clone(&in_flight),
-        oci_poll: settings.oci_poll,
-        prepared: prepared.clone(),
-    });
-    let managed = (settings.mode == Mode::Manage).then(|| Managed {
-        smps: smps.clone(),
-        identity: settings.identity.clone(),
-        interval: settings.smp_interval,
-        changed: provider_changed,
-    });
-    let concurrency = settings.concurrency;
-    let health_check = HealthCheck {
-        clusters: Arc::new(Clusters::new(
-            client.clone(),
-            settings.target_clusters,
-            Reads::Requests,
-            settings.cluster_addresses.clone(),
-        )),
-        rules: health_rules,
-        cel: Arc::new(RuleCache::new()),
-        system_namespace: settings.system_namespace.clone(),
-    };
-    let regional =
-        Clusters::new(client.clone(), settings.target_clusters, Reads::Watches, settings.cluster_addresses.clone());
-    // A quarter of the reconcile workers per region: one that hangs holds up only its own.
-    let regions = Regions::new(children.clone(), regional, child_wake, usize::from(concurrency) / 4);
-    let system_namespace = settings.system_namespace.clone();
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        registry,
-        providers: providers.clone(),
-        metrics,
-        events,
-        finalizer: finalizer::of(&settings.identity),
-        settings,
-        regions,
-        caches: Caches {
-            service_sets: service_sets.clone(),
-            providers: smps,
-            templates,
-            children,
-            topology: TopologyCaches { cluster_deployments, credentials, regions: region_objects },
-            sources,
-            health,
-        },
-        health: health_check,
-        arbiter,
-        translations: TranslationMemo::default(),
-        failures,
-        in_flight,
-        prepared: prepared.clone(),
-    });
+    let Assembly { ctx, plugin_ctx, service_set_triggers, plugin_triggers } =
+        assembly::assemble(client, runtime, limits, settings, metrics);
     let _ = serving.set(ctx.clone());
-    tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, owners_listed), prepared_tx));
-    tokio::spawn({
-        let plugin_ctx = plugin_ctx.clone();
-        deleted_plugins.for_each(move |name: String| {
-            plugin_ctx.forget(&name);
-            futures::future::ready(())
-        })
-    });
-    if let Some(managed) = managed {
-        tokio::spawn(providers::manage::run(client, providers, managed, prepared));
-    }
-
-    let service_set_events =
-        service_set_events.predicate_filter(triggers::reconcile_worthy, PredicateConfig::default());
-    let service_set_controller = Controller::for_stream(service_set_events, service_sets.clone())
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .watches_stream(errors_reported(provider_events), {
-            let service_sets = service_sets.clone();
-            move |smp| triggers::users_of_provider(&service_sets, &smp)
-        })
-        .watches_stream(errors_reported(template_events), {
-            let service_sets = service_sets.clone();
-            move |template| triggers::users_of_template(&service_sets, &template)
-        })
-        .watches_stream(errors_reported(health_rule_events), {
-            let service_sets = service_sets.clone();
-            move |rules| triggers::users_of_health_rules(&service_sets, &rules, &system_namespace)
-        })
-        .watches_stream(routing(cluster_deployment_events), {
-            let (service_sets, ctx) = (service_sets.clone(), ctx.clone());
-            move |cd| {
-                let cd = NamespacedName::of(&cd);
-                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::ClusterDeployment(cd))
-            }
-        })
-        .watches_stream(routing(credential_events), {
-            let (service_sets, ctx) = (service_sets.clone(), ctx.clone());
-            move |credential| {
-                let credential = NamespacedName::of(&credential);
-                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::Credential(credential))
-            }
-        })
-        .watches_stream(routing(region_events), {
-            let ctx = ctx.clone();
-            move |region| {
-                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::Region(region.name_any()))
-            }
-        })
-        .reconcile_on(woken)
-        .reconcile_on(routing(source_events).filter_map(|source| futures::future::ready(source.ok())).flat_map({
-            // Sources are of several kinds: their users are woken directly, not as one kind's.
-            let ctx = ctx.clone();
-            move |source| futures::stream::iter(triggers::users_of_source(&ctx.caches, &source))
-        }))
-        .shutdown_on_signal()
-        .graceful_shutdown_on(stop.clone())
-        .run(service_sets::reconcile, service_sets::error_policy, ctx)
-        .for_each(log_error);
-    let plugin_controller = Controller::for_stream(plugin_events, adapter_plugins)
-        .with_config(controller::Config::default().concurrency(PLUGIN_LOADS))
-        .reconcile_on(plugins_woken)
-        .shutdown_on_signal()
-        .graceful_shutdown_on(stop)
-        .run(
-            adapter_plugins::reconcile::reconcile,
-            |plugin, error, _| adapter_plugins::reconcile::error_policy(&plugin, error),
-            plugin_ctx,
-        )
-        .for_each(log_error);
+    let service_set_controller = service_set_controller(ctx, service_set_triggers, stop.clone());
+    let plugin_controller = plugin_controller(plugin_ctx, plugin_triggers, stop);
     tracing::info!("controller started");
     let controllers = futures::future::join(service_set_controller, plugin_controller);
     let Some(leadership) = leadership else {
@@ -305,6 +100,82 @@ pub async fn run(
     }
     tracing::info!("controller stopped");
     outcome
+}
+
+/// The ServiceSet controller: a round per ServiceSet woken by its own change or one of what it
+/// depends on ([`triggers`]), `settings.concurrency` at a time, until `stop`.
+fn service_set_controller(
+    ctx: Arc<Context>,
+    triggers: ServiceSetTriggers,
+    stop: Shared<BoxFuture<'static, ()>>,
+) -> impl Future<Output = ()> {
+    let service_sets = ctx.caches.service_sets.clone();
+    let system_namespace = ctx.settings.system_namespace.clone();
+    let own = triggers.own.predicate_filter(triggers::reconcile_worthy, PredicateConfig::default());
+    Controller::for_stream(own, service_sets.clone())
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
+        .watches_stream(errors_reported(triggers.providers), {
+            let service_sets = service_sets.clone();
+            move |smp| triggers::users_of_provider(&service_sets, &smp)
+        })
+        .watches_stream(errors_reported(triggers.templates), {
+            let service_sets = service_sets.clone();
+            move |template| triggers::users_of_template(&service_sets, &template)
+        })
+        .watches_stream(errors_reported(triggers.health_rules), {
+            let service_sets = service_sets.clone();
+            move |rules| triggers::users_of_health_rules(&service_sets, &rules, &system_namespace)
+        })
+        .watches_stream(routing(triggers.cluster_deployments), {
+            let (service_sets, ctx) = (service_sets.clone(), ctx.clone());
+            move |cd| {
+                let cd = NamespacedName::of(&cd);
+                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::ClusterDeployment(cd))
+            }
+        })
+        .watches_stream(routing(triggers.credentials), {
+            let (service_sets, ctx) = (service_sets.clone(), ctx.clone());
+            move |credential| {
+                let credential = NamespacedName::of(&credential);
+                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::Credential(credential))
+            }
+        })
+        .watches_stream(routing(triggers.regions), {
+            let ctx = ctx.clone();
+            move |region| {
+                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::Region(region.name_any()))
+            }
+        })
+        .reconcile_on(triggers.woken)
+        .reconcile_on(routing(triggers.sources).filter_map(|source| futures::future::ready(source.ok())).flat_map({
+            // Sources are of several kinds: their users are woken directly, not as one kind's.
+            let ctx = ctx.clone();
+            move |source| futures::stream::iter(triggers::users_of_source(&ctx.caches, &source))
+        }))
+        .shutdown_on_signal()
+        .graceful_shutdown_on(stop)
+        .run(service_sets::reconcile, service_sets::error_policy, ctx)
+        .for_each(log_error)
+}
+
+/// The AdapterPlugin controller: loads each plugin woken by its change or a poll, a few at a
+/// time, until `stop`.
+fn plugin_controller(
+    plugin_ctx: Arc<PluginContext>,
+    triggers: PluginTriggers,
+    stop: Shared<BoxFuture<'static, ()>>,
+) -> impl Future<Output = ()> {
+    Controller::for_stream(triggers.own, triggers.store)
+        .with_config(controller::Config::default().concurrency(PLUGIN_LOADS))
+        .reconcile_on(triggers.woken)
+        .shutdown_on_signal()
+        .graceful_shutdown_on(stop)
+        .run(
+            adapter_plugins::reconcile::reconcile,
+            |plugin, error, _| adapter_plugins::reconcile::error_policy(&plugin, error),
+            plugin_ctx,
+        )
+        .for_each(log_error)
 }
 
 /// Resolves at the first SIGTERM or Ctrl-C (its clones with it). Listening from the start of

@@ -39,7 +39,7 @@ pub struct Progress<H> {
     /// [`Step::ReachHome`]: the children's cluster with its caches listed, or why it cannot be
     /// reached.
     pub home: Option<Result<H, String>>,
-    /// [`Step::Plan`]: the latest plan, or the plugin's failure.
+    /// [`Step::Decide`]: the latest plan, or the plugin's failure.
     pub plan: Option<Result<Arc<Plan>, CallError>>,
     /// Whether the latest plan was made knowing [`Progress::foreign`].
     pub plan_knew_foreign: bool,
@@ -136,7 +136,7 @@ pub enum Step<H> {
     ReachHome { route: Route, serving: Arc<ServingPlugin> },
     /// Ask the plugin for the plan, knowing `foreign`; with its status deferred (see
     /// [`decide::Inputs::defer_status`]).
-    Plan { home: H, serving: Arc<ServingPlugin>, foreign: BTreeMap<ChildRef, String> },
+    Decide { home: H, serving: Arc<ServingPlugin>, foreign: BTreeMap<ChildRef, String> },
     /// Look in the caches for objects of the plan's new names (`unseen`) that are someone
     /// else's: none is ever applied over.
     CheckNames { home: H, unseen: Vec<ChildRef> },
@@ -178,7 +178,7 @@ impl<H> Step<H> {
             Step::RecordRegions(_) => "RecordRegions",
             Step::Admit(_) => "Admit",
             Step::ReachHome { .. } => "ReachHome",
-            Step::Plan { .. } => "Plan",
+            Step::Decide { .. } => "Decide",
             Step::CheckNames { .. } => "CheckNames",
             Step::CarryOut { .. } => "CarryOut",
             Step::ClearElsewhere { .. } => "ClearElsewhere",
@@ -288,7 +288,7 @@ fn serve<H: Clone>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, 
     };
     let foreign = done.foreign.clone().unwrap_or_default();
     let plan = match &done.plan {
-        None => return Step::Plan { home: home.clone(), serving: serving.clone(), foreign },
+        None => return Step::Decide { home: home.clone(), serving: serving.clone(), foreign },
         Some(Err(call)) => return plugin_failed(service_set, done, call, now),
         Some(Ok(plan)) => plan,
     };
@@ -296,7 +296,7 @@ fn serve<H: Clone>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, 
         return Step::CheckNames { home: home.clone(), unseen: plan.unseen.clone() };
     }
     if !foreign.is_empty() && !done.plan_knew_foreign {
-        return Step::Plan { home: home.clone(), serving: serving.clone(), foreign };
+        return Step::Decide { home: home.clone(), serving: serving.clone(), foreign };
     }
     let Some(carried_out) = &done.carried_out else {
         return Step::CarryOut { home: home.clone(), plan: plan.clone() };

@@ -136,7 +136,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
                 }
             },
             Step::ReachHome { route, serving } => done.home = Some(listed_home(&route, ctx, &serving).await),
-            Step::Plan { home, serving, foreign } => {
+            Step::Decide { home, serving, foreign } => {
                 done.plan_knew_foreign = done.foreign.is_some();
                 let plan = decide_blocking(service_set, smp.clone(), &serving, &home, ctx, foreign, true).await;
                 done.plan = Some(plan.map(Arc::new));

@@ -77,7 +77,7 @@ fn a_new_service_set_is_planned_checked_applied_and_ends_until_its_children_come
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::ReachHome { route: Route::Management, .. }));
     done.home = Some(Ok("management"));
     assert!(
-        matches!(next(&ss, &facts, &done, &now()), Step::Plan { home: "management", ref foreign, .. } if foreign.is_empty())
+        matches!(next(&ss, &facts, &done, &now()), Step::Decide { home: "management", ref foreign, .. } if foreign.is_empty())
     );
     done.plan = Some(Ok(plan(&["ingress"], None)));
     assert!(
@@ -103,7 +103,7 @@ fn a_name_someone_else_holds_is_planned_again_and_reported_as_not_applied() {
     done.plan = Some(Ok(plan(&["ingress"], None)));
     let foreign = BTreeMap::from([(child("ingress"), "HelmRelease team/ingress is someone else's".to_string())]);
     done.foreign = Some(foreign.clone());
-    assert!(matches!(next(&ss, &facts, &done, &now()), Step::Plan { ref foreign, .. } if foreign.len() == 1));
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::Decide { ref foreign, .. } if foreign.len() == 1));
     done.plan = Some(Ok(plan(&[], None)));
     done.plan_knew_foreign = true;
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::CarryOut { .. }));

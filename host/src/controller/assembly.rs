@@ -1,0 +1,259 @@
+//! The controller's parts, built from its settings: the management cluster's caches, the two
+//! contexts the reconciles share (ServiceSets, AdapterPlugins), the tasks that run beside them,
+//! and what triggers each controller. Built once, by [`super::run`], when this host leads.
+
+use super::adapter_plugins::load::Loader;
+use super::adapter_plugins::reconcile::PluginContext;
+use super::adapter_plugins::registry::Registry;
+use super::caches::config_maps::ConfigMapWatches;
+use super::caches::management::ManagementCaches;
+use super::caches::service_set_cache::CachedServiceSet;
+use super::caches::sources::SourceEvents;
+use super::plugin_kinds::children::{ChildKinds, Waker};
+use super::plumbing::backoff::Failures;
+use super::plumbing::events::Events;
+use super::providers;
+use super::providers::look::Providers;
+use super::providers::manage::Managed;
+use super::remote::clusters::{Clusters, Reads};
+use super::remote::regions::Regions;
+use super::round::arbiter::Arbiter;
+use super::round::context::{Caches, Context, TopologyCaches};
+use super::round::health::HealthCheck;
+use super::round::{finalizer, prepare, settle};
+use super::settings::{Mode, Settings};
+use crate::adapter_plugin::AdapterPlugin;
+use crate::k0rdent::{ClusterDeployment, Credential, NamespacedName, Region, ServiceTemplate, StateManagementProvider};
+use crate::metrics::Metrics;
+use crate::plan::memo::TranslationMemo;
+use crate::plugin::Limits;
+use crate::rules::RuleCache;
+use crate::runtime::Runtime;
+use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use std::sync::Arc;
+use tokio::sync::{Notify, watch};
+
+/// A cache's changes, as a controller's trigger.
+type Changes<K> = BoxStream<'static, Result<K, watcher::Error>>;
+
+/// What [`assemble`] built.
+pub(super) struct Assembly {
+    /// What every ServiceSet reconcile shares.
+    pub ctx: Arc<Context>,
+    /// What every AdapterPlugin reconcile shares.
+    pub plugin_ctx: Arc<PluginContext>,
+    /// What wakes ServiceSets.
+    pub service_set_triggers: ServiceSetTriggers,
+    /// What wakes AdapterPlugins.
+    pub plugin_triggers: PluginTriggers,
+}
+
+/// The changes that wake ServiceSets: their own, and those of what they depend on.
+pub(super) struct ServiceSetTriggers {
+    pub own: Changes<CachedServiceSet>,
+    pub providers: Changes<StateManagementProvider>,
+    pub templates: Changes<ServiceTemplate>,
+    pub health_rules: Changes<ConfigMap>,
+    pub cluster_deployments: Changes<ClusterDeployment>,
+    pub credentials: Changes<Credential>,
+    pub regions: Changes<Region>,
+    pub sources: SourceEvents,
+    /// ServiceSets named directly: a child's change (settled), a claim released.
+    pub woken: UnboundedReceiver<ObjectRef<CachedServiceSet>>,
+}
+
+/// The changes that wake AdapterPlugins.
+pub(super) struct PluginTriggers {
+    /// The AdapterPlugins' cache.
+    pub store: Store<AdapterPlugin>,
+    pub own: Changes<AdapterPlugin>,
+    /// AdapterPlugins named directly: their ConfigMap changed, an OCI tag to poll, an SMP naming
+    /// them changed.
+    pub woken: UnboundedReceiver<ObjectRef<AdapterPlugin>>,
+}
+
+/// Starts the caches and the tasks beside the controllers (readiness, forgetting deleted
+/// plugins, `manage` mode's SMP status) and builds the contexts over them.
+pub(super) fn assemble(
+    client: Client,
+    runtime: Runtime,
+    limits: Limits,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+) -> Assembly {
+    let (wake, woken) = unbounded();
+    let arbiter = Arc::new(Arbiter::new(wake.clone()));
+    let released = arbiter.clone();
+    let failures = Arc::new(Failures::default());
+    let forgotten = failures.clone();
+    let (gone, deleted_plugins) = unbounded();
+    let plugin_failures = Arc::new(Failures::default());
+    let forgotten_plugins = plugin_failures.clone();
+    let ManagementCaches {
+        health,
+        service_sets: (service_sets, service_set_events),
+        providers: (smps, provider_events),
+        templates: (templates, template_events),
+        sources: (sources, source_events),
+        health_rules: (health_rules, health_rule_events),
+        cluster_deployments: (cluster_deployments, cluster_deployment_events),
+        credentials: (credentials, credential_events),
+        regions: (region_objects, region_events),
+        adapter_plugins: (adapter_plugins, plugin_events),
+        listed,
+        owners_listed,
+    } = ManagementCaches::start(
+        &client,
+        settings.shard_selector.as_deref(),
+        move |store, event| {
+            // A ServiceSet gone by any path gives up its claims.
+            if let watcher::Event::Delete(service_set) = event {
+                released.release(&NamespacedName::of(service_set));
+            }
+            forgotten.forget_gone(store, event);
+        },
+        move |store, event| {
+            if let watcher::Event::Delete(plugin) = event {
+                let _ = gone.unbounded_send(plugin.name_any());
+            }
+            forgotten_plugins.forget_gone(store, event);
+        },
+    );
+    let (plugin_wake, plugins_woken) = unbounded();
+    let provider_changed = Arc::new(Notify::new());
+    let provider_events =
+        provider_changes(provider_events, provider_changed.clone(), adapter_plugins.clone(), plugin_wake.clone());
+    let (prepared_tx, prepared) = watch::channel(false);
+    let child_wake = settle::settled(wake.clone(), settle::SETTLE);
+    let children = Arc::new(ChildKinds::new(&client, child_wake.clone(), health.clone()));
+    let registry = Arc::new(Registry::new(
+        (settings.identity.clone(), settings.default_plugin),
+        adapter_plugins.clone(),
+        smps.clone(),
+    ));
+    let providers = Arc::new(Providers::new(client.clone(), settings.mode, registry.clone()));
+    let events = Arc::new(Events::new(client.clone(), &settings.identity.name));
+    let in_flight = Arc::default();
+    let plugin_ctx = Arc::new(PluginContext {
+        client: client.clone(),
+        namespace: settings.identity.namespace.clone(),
+        registry: registry.clone(),
+        loader: Loader::new(runtime, limits, client.clone(), (children.clone(), health.clone()), metrics.clone()),
+        service_sets: service_sets.clone(),
+        wake_service_sets: wake,
+        wake_plugins: plugin_wake.clone(),
+        config_maps: ConfigMapWatches::new(client.clone(), adapter_plugins.clone(), plugin_wake),
+        events: events.clone(),
+        metrics: metrics.clone(),
+        failures: plugin_failures,
+        in_flight: Arc::clone(&in_flight),
+        oci_poll: settings.oci_poll,
+        prepared: prepared.clone(),
+    });
+    let managed = (settings.mode == Mode::Manage).then(|| Managed {
+        smps: smps.clone(),
+        identity: settings.identity.clone(),
+        interval: settings.smp_interval,
+        changed: provider_changed,
+    });
+    let (health_check, regions) = other_clusters(&client, &settings, health_rules, (children.clone(), child_wake));
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        registry,
+        providers: providers.clone(),
+        metrics,
+        events,
+        finalizer: finalizer::of(&settings.identity),
+        settings,
+        regions,
+        caches: Caches {
+            service_sets: service_sets.clone(),
+            providers: smps,
+            templates,
+            children,
+            topology: TopologyCaches { cluster_deployments, credentials, regions: region_objects },
+            sources,
+            health,
+        },
+        health: health_check,
+        arbiter,
+        translations: TranslationMemo::default(),
+        failures,
+        in_flight,
+        prepared: prepared.clone(),
+    });
+    tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, owners_listed), prepared_tx));
+    tokio::spawn({
+        let plugin_ctx = plugin_ctx.clone();
+        deleted_plugins.for_each(move |name: String| {
+            plugin_ctx.forget(&name);
+            futures::future::ready(())
+        })
+    });
+    if let Some(managed) = managed {
+        tokio::spawn(providers::manage::run(client, providers, managed, prepared));
+    }
+    Assembly {
+        ctx,
+        plugin_ctx,
+        service_set_triggers: ServiceSetTriggers {
+            own: service_set_events,
+            providers: provider_events,
+            templates: template_events,
+            health_rules: health_rule_events,
+            cluster_deployments: cluster_deployment_events,
+            credentials: credential_events,
+            regions: region_events,
+            sources: source_events,
+            woken,
+        },
+        plugin_triggers: PluginTriggers { store: adapter_plugins, own: plugin_events, woken: plugins_woken },
+    }
+}
+
+/// The SMPs' changes, which also tell `manage` mode (`changed`) and wake the AdapterPlugins that
+/// name the SMP: whether one is this host's to load follows its SMPs.
+fn provider_changes(
+    changes: Changes<StateManagementProvider>,
+    changed: Arc<Notify>,
+    adapter_plugins: Store<AdapterPlugin>,
+    wake_plugins: UnboundedSender<ObjectRef<AdapterPlugin>>,
+) -> Changes<StateManagementProvider> {
+    changes
+        .inspect(move |smp| {
+            changed.notify_one();
+            if let Ok(smp) = smp {
+                for plugin in adapter_plugins.state().iter().filter(|p| p.spec.providers.contains(&smp.name_any())) {
+                    let _ = wake_plugins.unbounded_send(ObjectRef::from_obj(&**plugin));
+                }
+            }
+        })
+        .boxed()
+}
+
+/// The other clusters: target clusters' health (read by requests) and regions (watched, their
+/// children's changes waking ServiceSets through `child_wake`).
+fn other_clusters(
+    client: &Client,
+    settings: &Settings,
+    health_rules: Store<ConfigMap>,
+    (children, child_wake): (Arc<ChildKinds>, Waker),
+) -> (HealthCheck, Regions) {
+    let clusters =
+        |reads| Clusters::new(client.clone(), settings.target_clusters, reads, settings.cluster_addresses.clone());
+    let health_check = HealthCheck {
+        clusters: Arc::new(clusters(Reads::Requests)),
+        rules: health_rules,
+        cel: Arc::new(RuleCache::new()),
+        system_namespace: settings.system_namespace.clone(),
+    };
+    // A quarter of the reconcile workers per region: one that hangs holds up only its own.
+    let regions = Regions::new(children, clusters(Reads::Watches), child_wake, usize::from(settings.concurrency) / 4);
+    (health_check, regions)
+}
