@@ -282,6 +282,16 @@ pub struct ResourceReference {
     pub readiness_rule: String,
 }
 
+/// `Kind namespace/name` (`Kind name` when cluster-scoped), as messages name it.
+impl std::fmt::Display for ResourceReference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.namespace.as_str() {
+            "" => write!(f, "{} {}", self.kind, self.name),
+            namespace => write!(f, "{} {namespace}/{}", self.kind, self.name),
+        }
+    }
+}
+
 /// A group/version and resources that must be served.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ProvisionerCrd {

@@ -96,7 +96,7 @@ enum Workload {
 
 /// Looks at one workload: present, and its readiness rule true, false or failing.
 fn workload(role: &str, reference: &ResourceReference, object: Option<&Value>, rules: &RuleCache) -> Workload {
-    let who = describe(role, reference);
+    let who = format!("{role} {} {reference}", reference.api_version);
     let Some(object) = object else { return Workload::Missing(format!("{who} not found")) };
     let rule = &reference.readiness_rule;
     match rules.evaluate(rule, object) {
@@ -165,15 +165,6 @@ fn crd_problem(name: &str, version: &str, lookup: &dyn Fn(&str) -> Option<Value>
         crd["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
     (!versions.contains(&version))
         .then(|| format!("CRD {name} does not list version {version} (has [{}])", versions.join(", ")))
-}
-
-/// `<role> <apiVersion> <kind> <namespace>/<name>` (no namespace part when empty).
-fn describe(role: &str, r: &ResourceReference) -> String {
-    let name = match r.namespace.as_str() {
-        "" => r.name.clone(),
-        namespace => format!("{namespace}/{}", r.name),
-    };
-    format!("{role} {} {} {name}", r.api_version, r.kind)
 }
 
 /// ` (field=value, …)` for the fields `rule` reads from `object`, or nothing.

@@ -53,8 +53,3 @@ impl Discovery {
         }
     }
 }
-
-/// `Kind namespace/name`, for messages.
-pub fn describe(reference: &ResourceReference) -> String {
-    format!("{} {}/{}", reference.kind, reference.namespace, reference.name)
-}

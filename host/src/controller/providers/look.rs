@@ -3,7 +3,7 @@
 
 use super::super::adapter_plugins::registry::Registry;
 use super::super::settings::Mode;
-use super::discovery::{Discovery, describe};
+use super::discovery::Discovery;
 use super::rbac;
 use super::stamped::Stamped;
 use crate::k0rdent::StateManagementProvider;
@@ -80,10 +80,10 @@ impl Providers {
             let smp = name.clone();
             move |source| LookError { smp, what, source }
         };
-        let adapter = self.discovery.fetch(&smp.spec.adapter).await.map_err(look(describe(&smp.spec.adapter)))?;
+        let adapter = self.discovery.fetch(&smp.spec.adapter).await.map_err(look(smp.spec.adapter.to_string()))?;
         let mut provisioners = Vec::new();
         for reference in &smp.spec.provisioner {
-            provisioners.push(self.discovery.fetch(reference).await.map_err(look(describe(reference)))?);
+            provisioners.push(self.discovery.fetch(reference).await.map_err(look(reference.to_string()))?);
         }
         let crd_api = Api::<CustomResourceDefinition>::all(self.client.clone());
         let mut crds = HashMap::new();

@@ -4,7 +4,7 @@
 
 use super::super::plumbing::access::{self, Permission};
 use super::super::settings::Mode;
-use super::discovery::{Discovery, describe};
+use super::discovery::Discovery;
 use crate::k0rdent::StateManagementProvider;
 use crate::smp::RbacCheck;
 use ksm_plugin_sdk::contract::ObjectKind;
@@ -60,7 +60,7 @@ pub async fn check(
             }),
             // A kind that does not exist is reported by the adapter/provisioner checks.
             Ok(None) => {}
-            Err(e) => return RbacCheck::Unknown(format!("discovering {}: {e}", describe(reference))),
+            Err(e) => return RbacCheck::Unknown(format!("discovering {}: {e}", reference)),
         }
     }
     access::check(client, &needed).await
