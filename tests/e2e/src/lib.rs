@@ -7,16 +7,13 @@
 //! (`run` as the controller, `plugin translate` as the oracle for the children's content) and
 //! plays the parts of kcm (SMP status) and Flux (HelmRelease status) itself. The API servers,
 //! objects, fixtures and the adapter process come from `ksm-test-harness`, which the scale
-//! benchmark and the host's tests share; this library holds what only the scenarios use:
+//! benchmark (`tests/scale`) and the host's tests share; this library holds what only the
+//! scenarios use, so that this crate is the end-to-end tests and nothing else:
 //!
 //! - [`chart`]: the Helm chart as Helm renders it, and the files it ships;
 //! - [`expect`]: the children the plugin says a ServiceSet should have, and how a live child
 //!   must look;
 //! - [`fake_cluster`]: a fake API server of another cluster that answers badly;
-//! - [`naive`]: the k0rdent guide's controller, the benchmark's baseline (`ksm-naive-adapter`);
-//! - [`floor`]: the least any adapter must ask of the API server, the benchmark's other baseline
-//!   (`ksm-floor-adapter`);
-//! - [`scale`]: the scale benchmark (`ksm-scale-bench`);
 //! - [`scenario`]: one test's set-up and its waits (with the adapter's log on failure);
 //! - [`writes`]: counting the writes made during a period.
 //!
@@ -26,9 +23,6 @@
 pub mod chart;
 pub mod expect;
 pub mod fake_cluster;
-pub mod floor;
-pub mod naive;
-pub mod scale;
 pub mod scenario;
 pub mod writes;
 

@@ -5,8 +5,8 @@
 //! loopback OCI registry.
 //!
 //! A crate of its own so that dependencies stay one-way: the end-to-end tests (`tests/e2e`), the
-//! scale benchmark and its baselines, and the host's own tests against an API server
-//! (`host/tests`) each depend on it, and it on none of them. It links no `ksm-adapter` code: it
+//! scale benchmark and its baselines (`tests/scale`), and the host's own tests against an API
+//! server (`host/tests`) each depend on it, and it on none of them. It links no `ksm-adapter` code: it
 //! drives the binary, as a black box.
 //!
 //! - [`env`](mod@env): the backend, the per-test namespace, CRDs and cleanup;

@@ -1,5 +1,6 @@
-//! The envtest harness itself: one test binary may start more than one control plane (the
-//! scale smoke test starts its own beside the shared one), and they must stay apart.
+//! The envtest harness itself: one test binary may start more than one control plane (a test's
+//! other clusters, a region or a target, start their own beside the shared one), and they must
+//! stay apart.
 
 use ksm_test_harness::env::{Env, report};
 use ksm_test_harness::envtest::{ASSETS_VAR, ControlPlane};

@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ksm_e2e::naive::DEFAULT_CONCURRENCY;
-use ksm_e2e::scale::{ApiServer, Baseline, BaselineKind, CSV_HEADER, Options, run};
+use ksm_scale::bench::{ApiServer, Baseline, BaselineKind, CSV_HEADER, Options, run};
+use ksm_scale::naive::DEFAULT_CONCURRENCY;
 use ksm_test_harness::adapter::{binary, run_command};
 use ksm_test_harness::{Backend, envtest};
 

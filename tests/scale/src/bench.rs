@@ -21,7 +21,7 @@
 //! timeout; if it does not converge in time, the run records how many ServiceSets were deployed
 //! and measures the rest anyway, and the ratios of time and requests are bounds.
 //!
-//! Run it with `cargo run --release -p ksm-e2e --bin ksm-scale-bench -- --help`.
+//! Run it with `cargo run --release -p ksm-scale --bin ksm-scale-bench -- --help`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
