@@ -5,8 +5,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event;
 use ksm_adapter::controller::plumbing::events::Events;
 use ksm_adapter::plan::events::Note;
-use ksm_e2e::Env;
-use ksm_e2e::env::kubeconfig_client;
+use ksm_test_harness::Env;
+use ksm_test_harness::env::kubeconfig_client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
 /// A Normal `Deployed` note with `message`.

@@ -3,7 +3,7 @@
 //! Skipped (with a note) when `docker-registry` is not installed; CI installs it.
 
 use ksm_adapter::oci::{self, Credentials, OciError, PullBounds};
-use ksm_e2e::registry::{self, Registry};
+use ksm_test_harness::registry::{self, Registry};
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::manifest::{IMAGE_LAYER_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
 use oci_client::secrets::RegistryAuth;

@@ -3,8 +3,8 @@
 //! It implements, in memory, the parts of the API that ksm-adapter and kube-rs use — discovery, CRUD, list,
 //! watch, patches, server-side apply, the status subresource, finalizers and owner-reference cascading — with
 //! fault injection and request counting for tests. It is the fast backend; the e2e suite also runs every
-//! scenario on a real kube-apiserver v1.32 with the upstream CRDs (envtest, `ksm_e2e::envtest`), and what a
-//! scenario there showed to differ is either modelled here or listed below.
+//! scenario on a real kube-apiserver v1.32 with the upstream CRDs (envtest, `ksm_test_harness::envtest`), and
+//! what a scenario there showed to differ is either modelled here or listed below.
 //!
 //! # Found on the real API server
 //!

@@ -10,9 +10,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
+use ksm_test_harness::adapter::Mode;
 use serde_json::Value;
-
-use crate::adapter::Mode;
 
 /// Flags of the chart's container that a host started here does not take from the chart, and why.
 const NOT_TAKEN: [(&str, &str); 3] = [

@@ -6,16 +6,15 @@
 //! apply exactly what the plugin translates, and keep it so?) while the plugin's translations
 //! themselves are pinned by its golden tests.
 
-use serde_json::{Value, json};
-
-use crate::adapter::run_command;
-use crate::env::Env;
-use crate::fixtures::yaml_documents;
-use crate::objects::{Kind, ObjRef};
-use crate::status::{recorded, uid};
-use crate::{
+use ksm_test_harness::adapter::run_command;
+use ksm_test_harness::env::Env;
+use ksm_test_harness::fixtures::yaml_documents;
+use ksm_test_harness::objects::{Kind, ObjRef};
+use ksm_test_harness::status::{recorded, uid};
+use ksm_test_harness::{
     APPLIED_HASH_ANNOTATION, FIELD_MANAGER, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_UID_LABEL,
 };
+use serde_json::{Value, json};
 
 /// What the plugin translates one ServiceSet into.
 #[derive(Clone, Debug)]

@@ -1,6 +1,6 @@
 //! A fake API server of another cluster that answers badly: what a broken or hostile target
 //! does to the host that reads it. Plain HTTP/1.1 on loopback (the adapter under test allows
-//! both, see [`crate::adapter`]), one task per connection, each bounded in time and bytes; the
+//! both, see [`ksm_test_harness::adapter`]), one task per connection, each bounded in time and bytes; the
 //! server stops when dropped.
 //!
 //! It serves the discovery of `apps/v1` Deployments and misbehaves as asked on everything else.

@@ -8,20 +8,20 @@
 use std::ops::Deref;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
-use crate::adapter::{Adapter, Mode};
-use crate::env::Env;
-use crate::expect::Expected;
-use crate::fixtures::{self, PROVISIONER_NAME, service_templates, set_workload_ready};
-use crate::flux::FluxState;
-use crate::objects::{Kind, ObjRef};
-use crate::status::{
+use ksm_test_harness::adapter::{Adapter, Mode};
+use ksm_test_harness::env::Env;
+use ksm_test_harness::fixtures::{self, PROVISIONER_NAME, service_templates, set_workload_ready};
+use ksm_test_harness::flux::FluxState;
+use ksm_test_harness::objects::{Kind, ObjRef};
+use ksm_test_harness::status::{
     condition_is, condition_is_current, generation, has_finalizer, recorded, spec_service_names, status_service_names,
 };
-use crate::wait::poll;
+use ksm_test_harness::wait::poll;
+use ksm_test_harness::{ADAPTER_NAME, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, WAIT, host_finalizer};
+use serde_json::{Value, json};
+
+use crate::expect::Expected;
 use crate::writes::{Writes, writes_during};
-use crate::{ADAPTER_NAME, MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, WAIT, host_finalizer};
 
 /// A running scenario. Fields drop in order: the adapter is stopped before the environment is
 /// cleaned up.
@@ -271,7 +271,7 @@ impl Scenario {
     /// the provider once the plugin is ready (within `ready_within`: interpreters compile slowly).
     pub async fn serve_plugin(
         &self,
-        registry: &crate::registry::Registry,
+        registry: &ksm_test_harness::registry::Registry,
         (name, bytes): (&str, &[u8]),
         kinds: &[(&str, &str)],
         config: Value,
@@ -280,7 +280,7 @@ impl Scenario {
         let file = self.workdir().join(format!("{name}.wasm"));
         std::fs::write(&file, bytes).unwrap();
         let tag = format!("{}/ksm/{name}:0.1.0", registry.host());
-        let pushed = crate::adapter::run_command(&["plugin", "push", file.to_str().unwrap(), &tag]);
+        let pushed = ksm_test_harness::adapter::run_command(&["plugin", "push", file.to_str().unwrap(), &tag]);
         let pushed: Value = serde_norway::from_slice(&pushed.stdout).unwrap();
         let provider = format!("{}-{name}", self.namespace());
         let mut smp = fixtures::smp(&provider, ADAPTER_NAME, self.namespace());
@@ -305,8 +305,8 @@ impl Scenario {
         let namespace = self.namespace().to_string();
         let output = tokio::task::spawn_blocking(move || {
             let mut args = vec!["explain", &target, "--kubeconfig", &kubeconfig, "--adapter-namespace", &namespace];
-            args.extend(crate::adapter::OTHER_CLUSTERS);
-            crate::adapter::run_command(&args)
+            args.extend(ksm_test_harness::adapter::OTHER_CLUSTERS);
+            ksm_test_harness::adapter::run_command(&args)
         })
         .await
         .expect("explain ran");
@@ -365,7 +365,7 @@ impl Scenario {
     pub async fn wait_service_state(&self, name: &str, service: &str, state: &str, timeout: Duration) -> Value {
         let desc = format!("service {service} in state {state}");
         self.wait_object(&desc, &self.service_set(name), timeout, |ss| {
-            crate::status::service_state(ss, service) == Some(state)
+            ksm_test_harness::status::service_state(ss, service) == Some(state)
         })
         .await
     }

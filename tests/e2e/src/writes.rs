@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::MANAGED_LABEL;
-use crate::env::Env;
-use crate::objects::{Kind, ObjRef};
-use crate::status::resource_version;
+use ksm_test_harness::MANAGED_LABEL;
+use ksm_test_harness::env::Env;
+use ksm_test_harness::objects::{Kind, ObjRef};
+use ksm_test_harness::status::resource_version;
 
 /// Verbs that write.
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];

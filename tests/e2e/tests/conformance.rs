@@ -3,7 +3,7 @@
 //! build script, each with its own golden cases.
 //! (The Flux plugin's run is in `host/tests/plugin_test.rs`.)
 
-use ksm_e2e::adapter::binary;
+use ksm_test_harness::adapter::binary;
 use std::path::Path;
 use std::process::Command;
 

@@ -1,11 +1,11 @@
 //! `ksm-adapter plugin push/pull`: the real binary against a real registry on loopback
-//! (`docker-registry`, see [`ksm_e2e::registry`]).
+//! (`docker-registry`, see [`ksm_test_harness::registry`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use ksm_e2e::adapter::{binary, run_command};
-use ksm_e2e::registry::Registry;
+use ksm_test_harness::adapter::{binary, run_command};
+use ksm_test_harness::registry::Registry;
 use serde_json::Value;
 
 /// A fresh directory for one test's files.

@@ -26,16 +26,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use ksm_e2e::adapter::{Adapter, Mode, run_command};
 use ksm_e2e::chart;
-use ksm_e2e::env::{Env, kubeconfig_client};
-use ksm_e2e::fixtures::{self, PROVISIONER_NAME, service_templates, set_workload_ready, two_services};
-use ksm_e2e::flux::FluxState;
-use ksm_e2e::objects::{Kind, ObjRef};
-use ksm_e2e::status::{condition_is, condition_message, generation, has_finalizer, service_state};
-use ksm_e2e::wait::poll;
-use ksm_e2e::{ADAPTER_NAME, SERVICE_SET_LABEL, TEST_NAMESPACE_LABEL, WAIT, host_finalizer};
 use ksm_test_apiserver::Access;
+use ksm_test_harness::adapter::{Adapter, Mode, run_command};
+use ksm_test_harness::env::{Env, kubeconfig_client};
+use ksm_test_harness::fixtures::{self, PROVISIONER_NAME, service_templates, set_workload_ready, two_services};
+use ksm_test_harness::flux::FluxState;
+use ksm_test_harness::objects::{Kind, ObjRef};
+use ksm_test_harness::status::{condition_is, condition_message, generation, has_finalizer, service_state};
+use ksm_test_harness::wait::poll;
+use ksm_test_harness::{ADAPTER_NAME, SERVICE_SET_LABEL, TEST_NAMESPACE_LABEL, WAIT, host_finalizer};
 use serde_json::{Value, json};
 
 /// Granted verbs the scenario cannot show in use, with the reason. Everything else the chart
@@ -348,7 +348,10 @@ async fn run_scenario(test: &str, rules: &ChartRules, mode: Mode) -> Option<Obse
         let log = std::fs::read_to_string(adapter.log_path()).unwrap_or_default();
         let denied: Vec<&str> = log.lines().filter(|l| l.contains("forbidden") || l.contains(" 403")).collect();
         assert!(denied.is_empty(), "the chart's {} rules denied the adapter:\n{}", rules.mode, denied.join("\n"));
-        ksm_e2e::env::report(test, "request-by-request comparison skipped: the real RBAC authorizer judged them");
+        ksm_test_harness::env::report(
+            test,
+            "request-by-request comparison skipped: the real RBAC authorizer judged them",
+        );
         return None;
     };
     let user = adapter_user(&ns);

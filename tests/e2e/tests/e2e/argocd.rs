@@ -3,11 +3,12 @@
 //! the built-in Flux plugin serving the scenario's own SMP. And Argo CD's own Application CRD,
 //! on a real API server, against every Application of the plugin's golden cases.
 
-use ksm_e2e::env::{Env, report};
-use ksm_e2e::fixtures::{self, ingress_service, yaml_documents};
-use ksm_e2e::objects::{Kind, ObjRef};
-use ksm_e2e::status::service_state;
-use ksm_e2e::{Backend, Mode, Scenario, WAIT};
+use ksm_e2e::Scenario;
+use ksm_test_harness::env::{Env, report};
+use ksm_test_harness::fixtures::{self, ingress_service, yaml_documents};
+use ksm_test_harness::objects::{Kind, ObjRef};
+use ksm_test_harness::status::service_state;
+use ksm_test_harness::{Backend, Mode, WAIT};
 use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -16,7 +17,7 @@ const ARGOCD: &[u8] = include_bytes!(env!("KSM_ARGOCD_WASM"));
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_argocd_plugin_in_javascript_serves_beside_flux() {
-    let registry = ksm_e2e::registry::Registry::start();
+    let registry = ksm_test_harness::registry::Registry::start();
     let t = Scenario::start("argocd", Mode::Observe).await;
     // The chart repository, which a ServiceTemplate's chartSpec only names: its URL reaches the
     // plugin through the sources the host hands it (contract 0.2.0), no config needed.

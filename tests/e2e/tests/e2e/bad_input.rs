@@ -1,10 +1,11 @@
 //! Scenario 11: a ServiceSet the plugin rejects gets the plugin's reason in its status, and
 //! does not hold up another ServiceSet of the namespace.
 
+use ksm_e2e::Scenario;
 use ksm_e2e::expect::Expected;
-use ksm_e2e::fixtures::two_services;
-use ksm_e2e::status::{condition_is, condition_message};
-use ksm_e2e::{Mode, Scenario};
+use ksm_test_harness::Mode;
+use ksm_test_harness::fixtures::two_services;
+use ksm_test_harness::status::{condition_is, condition_message};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -57,7 +58,7 @@ async fn a_refused_child_is_reported_then_retried() {
 
     t.wait_converged("web").await;
     t.wait_service_set("web", "ObjectsApplied gone after the retry", |ss| {
-        ksm_e2e::status::condition(ss, "ObjectsApplied").is_none()
+        ksm_test_harness::status::condition(ss, "ObjectsApplied").is_none()
     })
     .await;
 }

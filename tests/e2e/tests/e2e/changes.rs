@@ -1,9 +1,10 @@
 //! Scenarios 3 and 4: spec changes, removed and uninstalled services, and the pause annotation
 //! reach the children.
 
-use ksm_e2e::fixtures::two_services;
-use ksm_e2e::status::status_service_names;
-use ksm_e2e::{Mode, PAUSE_ANNOTATION, Scenario, WAIT};
+use ksm_e2e::Scenario;
+use ksm_test_harness::fixtures::two_services;
+use ksm_test_harness::status::status_service_names;
+use ksm_test_harness::{Mode, PAUSE_ANNOTATION, WAIT};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,9 +2,10 @@
 //! one HelmRelease between them, the loser says who won, and the release is handed over when
 //! the winner goes.
 
-use ksm_e2e::fixtures::ingress_service;
-use ksm_e2e::status::{is_deleting, service, service_note, service_state};
-use ksm_e2e::{FLUX_FINALIZER, Kind, Mode, Scenario, WAIT};
+use ksm_e2e::Scenario;
+use ksm_test_harness::fixtures::ingress_service;
+use ksm_test_harness::status::{is_deleting, service, service_note, service_state};
+use ksm_test_harness::{FLUX_FINALIZER, Kind, Mode, WAIT};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use ksm_e2e::fixtures::two_services;
-use ksm_e2e::status::{has_finalizer, is_deleting, service_state, spec_service_names};
-use ksm_e2e::wait::wait_for;
-use ksm_e2e::{Adapter, FLUX_FINALIZER, Mode, Scenario, WAIT};
+use ksm_e2e::Scenario;
+use ksm_test_harness::fixtures::two_services;
+use ksm_test_harness::status::{has_finalizer, is_deleting, service_state, spec_service_names};
+use ksm_test_harness::wait::wait_for;
+use ksm_test_harness::{Adapter, FLUX_FINALIZER, Mode, WAIT};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -3,10 +3,11 @@
 
 use std::time::Instant;
 
-use ksm_e2e::fixtures::{CERT_MANAGER_TEMPLATE, INGRESS_TEMPLATE, two_services};
-use ksm_e2e::flux::{FluxState, release_snapshot};
-use ksm_e2e::status::{condition_is, condition_message, generation, service, service_state};
-use ksm_e2e::{Mode, STATUS_WAIT, Scenario};
+use ksm_e2e::{STATUS_WAIT, Scenario};
+use ksm_test_harness::Mode;
+use ksm_test_harness::fixtures::{CERT_MANAGER_TEMPLATE, INGRESS_TEMPLATE, two_services};
+use ksm_test_harness::flux::{FluxState, release_snapshot};
+use ksm_test_harness::status::{condition_is, condition_message, generation, service, service_state};
 use serde_json::{Value, json};
 
 const SERVICES: [&str; 2] = ["ingress-nginx", "cert-manager"];
@@ -55,7 +56,8 @@ async fn deploy() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_multi_cluster_service_set_reports_its_cluster() {
     let t = Scenario::start("mcs-cluster", Mode::Observe).await;
-    let mut object = t.service_set_object("management-5f2c9a1e", json!([ksm_e2e::fixtures::ingress_service()]));
+    let mut object =
+        t.service_set_object("management-5f2c9a1e", json!([ksm_test_harness::fixtures::ingress_service()]));
     object["spec"]["cluster"] = json!("");
     object["spec"]["multiClusterService"] = json!("global-ingress");
     object["spec"]["provider"]["selfManagement"] = json!(true);
@@ -136,6 +138,6 @@ async fn flux_status_mapping() {
 /// Whether service `name` shows what Flux `state` maps to (state, and failure reason if any).
 fn maps_to(ss: &Value, name: &str, state: FluxState) -> bool {
     let Some(entry) = service(ss, name) else { return false };
-    let message = ksm_e2e::status::service_note(entry);
+    let message = ksm_test_harness::status::service_note(entry);
     entry["state"] == state.service_state() && state.failure_reason().is_none_or(|reason| message.contains(reason))
 }

@@ -1,9 +1,10 @@
-//! The envtest harness itself: one test binary may start more than one control plane (the
-//! scale smoke test starts its own beside the shared one), and they must stay apart.
+//! The envtest harness itself: one test binary may start more than one control plane (a test's
+//! other clusters, a region or a target, start their own beside the shared one), and they must
+//! stay apart.
 
-use ksm_e2e::env::{Env, report};
-use ksm_e2e::envtest::{ASSETS_VAR, ControlPlane};
-use ksm_e2e::{Backend, objects::Kind};
+use ksm_test_harness::env::{Env, report};
+use ksm_test_harness::envtest::{ASSETS_VAR, ControlPlane};
+use ksm_test_harness::{Backend, objects::Kind};
 
 /// A second control plane started and stopped in the same process leaves the shared one's
 /// directory (certificates, etcd data, kubeconfig) alone: a test started after it still reaches

@@ -1,11 +1,12 @@
 //! Scenario 10 (simulated server only): injected 500s and 409s and dropped watches delay the
 //! host but do not stop it converging, and deletion under faults leaves nothing behind.
 
-use ksm_e2e::fixtures::two_services;
-use ksm_e2e::flux::FluxState;
-use ksm_e2e::status::{condition_message, generation, uid};
-use ksm_e2e::{Kind, Mode, ObjRef, Scenario, WAIT, skip_unless_simulator};
+use ksm_e2e::{Scenario, skip_unless_simulator};
 use ksm_test_apiserver::TestApiServer;
+use ksm_test_harness::fixtures::two_services;
+use ksm_test_harness::flux::FluxState;
+use ksm_test_harness::status::{condition_message, generation, uid};
+use ksm_test_harness::{Kind, Mode, ObjRef, WAIT};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,14 +4,15 @@
 //! envtest a second API server plays the target cluster.
 
 use k8s_openapi::ByteString;
-use ksm_e2e::adapter::http_get;
-use ksm_e2e::env::{another_cluster, kubeconfig_client};
+use ksm_e2e::Scenario;
 use ksm_e2e::fake_cluster::{FakeCluster, Misbehaviour};
-use ksm_e2e::fixtures::{cert_manager_service, ingress_service, workload};
-use ksm_e2e::flux::FluxState;
-use ksm_e2e::objects::Objects;
-use ksm_e2e::status::{condition_message, service, service_state};
-use ksm_e2e::{Kind, Mode, ObjRef, Scenario, TEST_NAMESPACE_LABEL};
+use ksm_test_harness::adapter::http_get;
+use ksm_test_harness::env::{another_cluster, kubeconfig_client};
+use ksm_test_harness::fixtures::{cert_manager_service, ingress_service, workload};
+use ksm_test_harness::flux::FluxState;
+use ksm_test_harness::objects::Objects;
+use ksm_test_harness::status::{condition_message, service, service_state};
+use ksm_test_harness::{Kind, Mode, ObjRef, TEST_NAMESPACE_LABEL};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 

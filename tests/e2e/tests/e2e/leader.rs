@@ -2,10 +2,11 @@
 //! (SIGTERM: it finishes, releases the Lease and exits 0), the standby takes over within seconds.
 //! A standby told to stop while it waits for the Lease exits 0 at once.
 
-use ksm_e2e::adapter::Adapter;
-use ksm_e2e::fixtures::two_services;
-use ksm_e2e::wait::wait_for;
-use ksm_e2e::{Mode, Scenario, WAIT};
+use ksm_e2e::Scenario;
+use ksm_test_harness::adapter::Adapter;
+use ksm_test_harness::fixtures::two_services;
+use ksm_test_harness::wait::wait_for;
+use ksm_test_harness::{Mode, WAIT};
 use std::time::{Duration, Instant};
 
 const ELECT: &[&str] = &["--leader-elect", "--leader-election-lease-seconds", "3"];

@@ -22,7 +22,6 @@ mod plugins;
 mod provider;
 mod provider_config;
 mod regions;
-mod scale_smoke;
 mod sharding;
 mod steady;
 mod sveltos;

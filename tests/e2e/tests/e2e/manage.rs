@@ -1,8 +1,9 @@
 //! Scenario 7: in manage mode the host evaluates its own SMP and writes its status.
 
-use ksm_e2e::fixtures::{READINESS_RULE, ingress_service, set_workload_ready};
-use ksm_e2e::status::{condition_is, condition_message};
-use ksm_e2e::{ADAPTER_NAME, Mode, Scenario, WAIT};
+use ksm_e2e::Scenario;
+use ksm_test_harness::fixtures::{READINESS_RULE, ingress_service, set_workload_ready};
+use ksm_test_harness::status::{condition_is, condition_message};
+use ksm_test_harness::{ADAPTER_NAME, Mode, WAIT};
 use serde_json::{Value, json};
 
 /// The four SMP conditions and the reason each has when True.
@@ -43,7 +44,10 @@ async fn manage_mode() {
     eprintln!("AdapterReady message: {}", condition_message(&smp, "AdapterReady"));
     t.merge_patch(t.smp(), rule(READINESS_RULE)).await;
     if !denied {
-        ksm_e2e::env::report("manage_mode", "the RBACReady=False part skipped: it needs the simulator's `deny`");
+        ksm_test_harness::env::report(
+            "manage_mode",
+            "the RBACReady=False part skipped: it needs the simulator's `deny`",
+        );
         wait_smp_ready(&t).await;
         return;
     }

@@ -1,10 +1,11 @@
 //! Scenario 15: after a ServiceSet is deployed, `/metrics` shows the listed series, `/readyz` says
 //! ready, `/healthz` answers, and the transitions are Events on the ServiceSet.
 
-use ksm_e2e::adapter::http_get as get;
-use ksm_e2e::fixtures::two_services;
-use ksm_e2e::flux::FluxState;
-use ksm_e2e::{Mode, Scenario};
+use ksm_e2e::Scenario;
+use ksm_test_harness::Mode;
+use ksm_test_harness::adapter::http_get as get;
+use ksm_test_harness::fixtures::two_services;
+use ksm_test_harness::flux::FluxState;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_show_the_listed_series_after_a_run() {

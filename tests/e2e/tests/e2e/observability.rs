@@ -11,11 +11,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::plugins::{HOSTILE, hostile_provider, hostile_service_set, plugin_config_map};
-use ksm_e2e::adapter::http_get_accepting;
-use ksm_e2e::fixtures::two_services;
-use ksm_e2e::flux::FluxState;
-use ksm_e2e::status::condition_is;
 use ksm_e2e::{Scenario, chart};
+use ksm_test_harness::adapter::http_get_accepting;
+use ksm_test_harness::fixtures::two_services;
+use ksm_test_harness::flux::FluxState;
+use ksm_test_harness::status::condition_is;
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{self, Expr, VectorSelector};
 use serde_json::Value;

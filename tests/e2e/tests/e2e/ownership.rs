@@ -1,9 +1,10 @@
 //! What the host does not own it never takes over or deletes, and a ServiceSet with a name of
 //! 253 characters (kcm allows it; a label value holds 63) lives from creation to deletion.
 
-use ksm_e2e::fixtures::two_services;
-use ksm_e2e::status::service;
-use ksm_e2e::{Kind, MANAGED_LABEL, Mode, Scenario, WAIT};
+use ksm_e2e::Scenario;
+use ksm_test_harness::fixtures::two_services;
+use ksm_test_harness::status::service;
+use ksm_test_harness::{Kind, MANAGED_LABEL, Mode, WAIT};
 use serde_json::json;
 
 /// A HelmRelease someone else made, with the name the Flux plugin gives a service's child: the

@@ -4,10 +4,11 @@
 //! built-in Flux plugin keeps serving another SMP in the same run.
 
 use k8s_openapi::ByteString;
-use ksm_e2e::fixtures::{self, ingress_service};
-use ksm_e2e::objects::{Kind, ObjRef};
-use ksm_e2e::status::{condition_is, condition_message, service};
-use ksm_e2e::{Mode, Scenario, WAIT};
+use ksm_e2e::Scenario;
+use ksm_test_harness::fixtures::{self, ingress_service};
+use ksm_test_harness::objects::{Kind, ObjRef};
+use ksm_test_harness::status::{condition_is, condition_message, service};
+use ksm_test_harness::{Mode, WAIT};
 use serde_json::{Value, json};
 
 pub(crate) const HOSTILE: &[u8] = include_bytes!(env!("KSM_HOSTILE_WASM"));
@@ -27,7 +28,7 @@ pub(crate) fn plugin_config_map(namespace: &str, bytes: &[u8]) -> Value {
 /// with tight limits; returns the SMP name.
 pub(crate) async fn hostile_provider(t: &Scenario) -> String {
     let name = format!("{}-hostile", t.namespace());
-    let mut smp = fixtures::smp(&name, ksm_e2e::ADAPTER_NAME, t.namespace());
+    let mut smp = fixtures::smp(&name, ksm_test_harness::ADAPTER_NAME, t.namespace());
     smp["status"] = fixtures::smp_status(true);
     t.create(smp).await;
     let source = json!({"configMap": {"namespace": t.namespace(), "name": PLUGIN_CONFIG_MAP, "key": KEY}});
@@ -203,7 +204,7 @@ async fn hostile_plugins_are_contained_and_flux_keeps_serving() {
 
     t.wait_converged("flux-served").await;
     assert!(t.adapter_running(), "the adapter survived every hostile plugin");
-    let (_, metrics) = ksm_e2e::adapter::http_get(&format!("{}/metrics", t.adapter().metrics_url())).await;
+    let (_, metrics) = ksm_test_harness::adapter::http_get(&format!("{}/metrics", t.adapter().metrics_url())).await;
     for kind in ["timeout", "memory", "trap", "output", "policy"] {
         let series = format!(r#"ksm_plugin_errors_total{{plugin="{provider}",kind="{kind}"}}"#);
         assert!(metrics.contains(&series), "{series} missing from /metrics:\n{metrics}");
@@ -214,7 +215,7 @@ async fn hostile_plugins_are_contained_and_flux_keeps_serving() {
 /// `crds`; returns its name.
 async fn smp_without_plugin(t: &Scenario, suffix: &str, crds: Value) -> String {
     let name = format!("{}-{suffix}", t.namespace());
-    let mut smp = fixtures::smp(&name, ksm_e2e::ADAPTER_NAME, t.namespace());
+    let mut smp = fixtures::smp(&name, ksm_test_harness::ADAPTER_NAME, t.namespace());
     smp["spec"]["provisionerCRDs"] = crds;
     smp["status"] = fixtures::smp_status(true);
     t.create(smp).await;
@@ -268,18 +269,18 @@ async fn a_provider_without_a_plugin_or_with_two_is_reported() {
 /// by digest: pulled, checked and serving; a wrong `sha256` is refused and says both digests.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plugin_pulled_from_a_registry_by_digest_serves() {
-    let registry = ksm_e2e::registry::Registry::start();
+    let registry = ksm_test_harness::registry::Registry::start();
     let t = Scenario::start("oci-plugin", Mode::Observe).await;
     let file = t.workdir().join("hostile.wasm");
     std::fs::write(&file, HOSTILE).unwrap();
     let tag = format!("{}/ksm/hostile:v1", registry.host());
-    let pushed = ksm_e2e::adapter::run_command(&["plugin", "push", file.to_str().unwrap(), &tag]);
+    let pushed = ksm_test_harness::adapter::run_command(&["plugin", "push", file.to_str().unwrap(), &tag]);
     let pushed: Value = serde_norway::from_slice(&pushed.stdout).unwrap();
     let (pinned, sha256) = (pushed["reference"].as_str().unwrap(), pushed["sha256"].as_str().unwrap());
     assert!(pinned.contains("@sha256:"), "{pushed:#}");
 
     let name = format!("{}-oci", t.namespace());
-    let mut smp = fixtures::smp(&name, ksm_e2e::ADAPTER_NAME, t.namespace());
+    let mut smp = fixtures::smp(&name, ksm_test_harness::ADAPTER_NAME, t.namespace());
     smp["status"] = fixtures::smp_status(true);
     t.create(smp).await;
     let source = json!({"oci": {"url": pinned, "sha256": sha256}});
@@ -329,8 +330,8 @@ async fn refused(t: &Scenario, suffix: &str, expected: &str) -> Value {
 /// runs a plugin.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest() {
-    use ksm_e2e::adapter::run_command;
-    let registry = ksm_e2e::registry::Registry::start();
+    use ksm_test_harness::adapter::run_command;
+    let registry = ksm_test_harness::registry::Registry::start();
     let t = Scenario::start("signed-plugin", Mode::Observe).await;
     let push = |bytes: &[u8], tag: &str| {
         let file = t.workdir().join(format!("{tag}.wasm"));
@@ -374,7 +375,7 @@ async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest
     let loaded = wait_plugin(&t, &name, "ready", |p| p["status"]["ready"] == true).await;
     assert!(condition_is(&loaded, "Verified", "True", "Verified"), "{loaded:#}");
     let smp = |name: &str| {
-        let mut smp = fixtures::smp(name, ksm_e2e::ADAPTER_NAME, t.namespace());
+        let mut smp = fixtures::smp(name, ksm_test_harness::ADAPTER_NAME, t.namespace());
         smp["status"] = fixtures::smp_status(true);
         smp
     };
@@ -475,7 +476,7 @@ async fn without_the_adapter_plugin_crd_the_built_in_flux_plugin_serves() {
     t.create_service_set("no-crd", json!([ingress_service()])).await;
     t.wait_converged("no-crd").await;
     assert!(t.child("no-crd", "ingress-nginx").await.is_some(), "the built-in plugin made the HelmRelease");
-    let (status, body) = ksm_e2e::adapter::http_get(&format!("{}/readyz", t.adapter().metrics_url())).await;
+    let (status, body) = ksm_test_harness::adapter::http_get(&format!("{}/readyz", t.adapter().metrics_url())).await;
     assert_eq!((status, body.as_str()), (200, "ok\n"));
     let log = std::fs::read_to_string(t.adapter().log_path()).unwrap();
     assert!(log.contains("cannot watch AdapterPlugin") && log.contains("is its CRD installed?"), "{log}");

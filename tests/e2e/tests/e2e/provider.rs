@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ksm_e2e::fixtures::{self, set_workload_ready, two_services};
-use ksm_e2e::status::{condition_is, condition_is_current, condition_message, resource_version};
-use ksm_e2e::{ADAPTER_LABEL, ADAPTER_NAME, Mode, ObjRef, Scenario};
+use ksm_e2e::Scenario;
+use ksm_test_harness::fixtures::{self, set_workload_ready, two_services};
+use ksm_test_harness::status::{condition_is, condition_is_current, condition_message, resource_version};
+use ksm_test_harness::{ADAPTER_LABEL, ADAPTER_NAME, Mode, ObjRef};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread")]

@@ -3,8 +3,9 @@
 //! schema keeps whole, and a key a Kustomization cannot honour is reported. The ServiceSets are
 //! the plugin's golden cases.
 
-use ksm_e2e::status::{condition_is, condition_message, service, service_state};
-use ksm_e2e::{Mode, Scenario};
+use ksm_e2e::Scenario;
+use ksm_test_harness::Mode;
+use ksm_test_harness::status::{condition_is, condition_message, service, service_state};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

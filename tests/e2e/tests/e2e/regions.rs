@@ -4,13 +4,14 @@
 //! envtest a second control plane plays the region, as a real one runs: kube-controller-manager
 //! with its garbage collector, and the CRDs kcm installs there (k0rdent's and Flux's).
 
-use ksm_e2e::adapter::http_get;
-use ksm_e2e::env::{another_cluster, kubeconfig_client, report};
-use ksm_e2e::fixtures::ingress_service;
-use ksm_e2e::flux::FluxState;
-use ksm_e2e::objects::Objects;
-use ksm_e2e::status::{generation, service_state};
-use ksm_e2e::{Backend, Kind, MANAGED_LABEL, Mode, ObjRef, Scenario, WAIT};
+use ksm_e2e::Scenario;
+use ksm_test_harness::adapter::http_get;
+use ksm_test_harness::env::{another_cluster, kubeconfig_client, report};
+use ksm_test_harness::fixtures::ingress_service;
+use ksm_test_harness::flux::FluxState;
+use ksm_test_harness::objects::Objects;
+use ksm_test_harness::status::{generation, service_state};
+use ksm_test_harness::{Backend, Kind, MANAGED_LABEL, Mode, ObjRef, WAIT};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -53,7 +54,7 @@ async fn collects_orphans(t: &Scenario, remote: &Objects) {
 /// Onboards the cluster of `region` as Region `<namespace>-eu` from a ClusterDeployment: its
 /// kubeconfig Secret `eu-mgmt-kubeconfig` on management, and the test's namespace there;
 /// returns the Region's name and a client of the region.
-async fn onboard(t: &Scenario, region: &ksm_e2e::envtest::ControlPlane) -> (String, Objects) {
+async fn onboard(t: &Scenario, region: &ksm_test_harness::envtest::ControlPlane) -> (String, Objects) {
     let ns = t.namespace();
     let remote = Objects::new(kubeconfig_client(region.admin_kubeconfig()).await.expect("a client of the region"));
     remote.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await;
@@ -289,7 +290,7 @@ async fn a_regional_services_health_is_read_through_the_kubeconfig_on_the_region
         .await;
     // On the target: the release's Deployment wants a replica that never runs (no kubelet).
     on_target.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ingress-nginx"}})).await;
-    let mut deployment = ksm_e2e::fixtures::workload("ingress-nginx", "ingress-nginx-controller", 1);
+    let mut deployment = ksm_test_harness::fixtures::workload("ingress-nginx", "ingress-nginx-controller", 1);
     deployment["metadata"]["labels"]["app.kubernetes.io/instance"] = json!("ingress-nginx");
     on_target.create(deployment).await;
 

@@ -2,10 +2,11 @@
 //! never touches the other's. The chart's shards, started with the arguments Helm renders for
 //! them, serve every ServiceSet exactly once.
 
-use ksm_e2e::adapter::http_get;
-use ksm_e2e::fixtures::two_services;
-use ksm_e2e::status::has_finalizer;
-use ksm_e2e::{Adapter, Mode, Scenario, WAIT, chart};
+use ksm_e2e::{Scenario, chart};
+use ksm_test_harness::adapter::http_get;
+use ksm_test_harness::fixtures::two_services;
+use ksm_test_harness::status::has_finalizer;
+use ksm_test_harness::{Adapter, Mode, WAIT};
 use serde_json::json;
 use std::time::Duration;
 

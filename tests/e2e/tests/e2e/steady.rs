@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use ksm_e2e::fixtures::two_services;
-use ksm_e2e::flux::FluxState;
-use ksm_e2e::status::condition_message;
-use ksm_e2e::{Mode, Scenario};
+use ksm_e2e::Scenario;
+use ksm_test_harness::Mode;
+use ksm_test_harness::fixtures::two_services;
+use ksm_test_harness::flux::FluxState;
+use ksm_test_harness::status::condition_message;
 
 /// How long the host is watched for writes.
 const QUIET_PERIOD: Duration = Duration::from_secs(10);

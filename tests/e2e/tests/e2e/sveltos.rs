@@ -5,10 +5,11 @@
 //! plugin's `reads` and sets the service's state and `lastDeployedHash`. The chart repository
 //! reaches both plugins as the HelmRepository the host hands them (contract 0.2.0), without config.
 
-use ksm_e2e::fixtures::{self, ingress_service};
-use ksm_e2e::objects::{Kind, ObjRef};
-use ksm_e2e::status::{service, service_state};
-use ksm_e2e::{Mode, Scenario, WAIT};
+use ksm_e2e::Scenario;
+use ksm_test_harness::fixtures::{self, ingress_service};
+use ksm_test_harness::objects::{Kind, ObjRef};
+use ksm_test_harness::status::{service, service_state};
+use ksm_test_harness::{Mode, WAIT};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -35,7 +36,7 @@ fn cluster_summary(profile: &Value, cluster: &str, status: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sveltos_plugin_in_python_serves_beside_argocd_and_flux() {
-    let registry = ksm_e2e::registry::Registry::start();
+    let registry = ksm_test_harness::registry::Registry::start();
     let t = Scenario::start("sveltos", Mode::Observe).await;
     // CPython's component is the interpreter and its standard library: large, and slow for
     // cranelift to compile in a debug build on a busy machine (plugins/sveltos-py/README.md has

@@ -3,7 +3,8 @@
 //! golden cases, through kcm's ServiceTemplate schema and Flux's HelmRelease and Kustomization
 //! schemas on a real API server.
 
-use ksm_e2e::{Mode, Scenario};
+use ksm_e2e::Scenario;
+use ksm_test_harness::Mode;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chart_source_and_local_templates_pass_the_real_schemas() {

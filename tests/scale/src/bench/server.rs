@@ -14,11 +14,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use ksm_test_apiserver::TestApiServer;
+use ksm_test_harness::env::{crds, install_crds, kubeconfig_client};
+use ksm_test_harness::envtest::ControlPlane;
+use ksm_test_harness::objects::{Kind, ObjRef, Objects};
 use serde_json::Value;
-
-use crate::env::{crds, install_crds, kubeconfig_client};
-use crate::envtest::ControlPlane;
-use crate::objects::{Kind, ObjRef, Objects};
 
 /// Objects created at once while loading a real API server.
 const LOAD_CONCURRENCY: usize = 32;

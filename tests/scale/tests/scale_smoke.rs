@@ -8,10 +8,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ksm_e2e::adapter::{binary, run_command};
-use ksm_e2e::naive::DEFAULT_CONCURRENCY;
-use ksm_e2e::scale::{ApiServer, Baseline, BaselineKind, CSV_HEADER, Options, run};
-use ksm_e2e::{Backend, envtest};
+use ksm_scale::bench::{ApiServer, Baseline, BaselineKind, CSV_HEADER, Options, run};
+use ksm_scale::naive::DEFAULT_CONCURRENCY;
+use ksm_test_harness::adapter::{binary, run_command};
+use ksm_test_harness::{Backend, envtest};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_scale_benchmark_runs_at_a_small_size() {
@@ -19,11 +19,11 @@ async fn the_scale_benchmark_runs_at_a_small_size() {
         Backend::Simulator => (ApiServer::Simulated, 200),
         Backend::Envtest => (ApiServer::Envtest(std::env::var_os(envtest::ASSETS_VAR).unwrap().into()), 50),
         Backend::Cluster => {
-            ksm_e2e::env::report("scale-smoke", "skipped: the benchmark starts API servers of its own");
+            ksm_test_harness::env::report("scale-smoke", "skipped: the benchmark starts API servers of its own");
             return;
         }
     };
-    ksm_e2e::env::report("scale-smoke", &format!("runs at {n} x 3 on its own API servers"));
+    ksm_test_harness::env::report("scale-smoke", &format!("runs at {n} x 3 on its own API servers"));
     let naive = Baseline {
         kind: BaselineKind::Naive,
         binary: PathBuf::from(env!("CARGO_BIN_EXE_ksm-naive-adapter")),

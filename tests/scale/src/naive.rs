@@ -67,16 +67,15 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use ksm_test_harness::fixtures::now;
+use ksm_test_harness::objects::Kind;
+use ksm_test_harness::{MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL};
 use kube::api::{Api, DynamicObject, PartialObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
-
-use crate::fixtures::now;
-use crate::objects::Kind;
-use crate::{MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL};
 
 pub(crate) mod queue;
 
@@ -213,7 +212,7 @@ async fn work(ctx: Arc<Context>, queue: Arc<Queue>) {
 /// A client for `kubeconfig`, else the usual inference.
 pub(crate) async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
     match kubeconfig {
-        Some(path) => crate::env::kubeconfig_client(path).await,
+        Some(path) => ksm_test_harness::env::kubeconfig_client(path).await,
         None => Ok(Client::try_from(kube::Config::infer().await?)?),
     }
 }

@@ -1,10 +1,10 @@
 //! `ksm-naive-adapter`: the k0rdent guide's ServiceSet controller, the baseline of
-//! `ksm-scale-bench` (see `ksm_e2e::naive`).
+//! `ksm-scale-bench` (see `ksm_scale::naive`).
 
 use std::time::Duration;
 
 use clap::Parser;
-use ksm_e2e::naive::{self, Options, ServeArgs};
+use ksm_scale::naive::{self, Options, ServeArgs};
 
 /// Serves the ServiceSets of one namespace with the naive algorithm of the k0rdent guide "Build
 /// your own KSM provider": GET + UPDATE of every HelmRelease and a ServiceSet status update on

@@ -21,7 +21,7 @@
 //! timeout; if it does not converge in time, the run records how many ServiceSets were deployed
 //! and measures the rest anyway, and the ratios of time and requests are bounds.
 //!
-//! Run it with `cargo run --release -p ksm-e2e --bin ksm-scale-bench -- --help`.
+//! Run it with `cargo run --release -p ksm-scale --bin ksm-scale-bench -- --help`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -31,16 +31,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
+use ksm_test_harness::fixtures::{self, adapter_plugin, service_templates, smp, smp_status};
+use ksm_test_harness::flux::FluxState;
+use ksm_test_harness::objects::Kind;
+use ksm_test_harness::{ADAPTER_NAME, SERVICE_LABEL, SERVICE_SET_LABEL};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-use crate::fixtures::{self, adapter_plugin, service_templates, smp, smp_status};
-use crate::flux::FluxState;
-use crate::objects::Kind;
-use crate::{ADAPTER_NAME, SERVICE_LABEL, SERVICE_SET_LABEL};
 
 mod server;
 
@@ -350,7 +349,7 @@ async fn restart(
     bench: &Bench,
     workdir: &Path,
 ) -> anyhow::Result<Restart> {
-    let metrics = crate::adapter::free_port();
+    let metrics = ksm_test_harness::adapter::free_port();
     let before = bench.server.counts().await?;
     let started = Instant::now();
     let log = workdir.join(format!("{}-restart.log", contender.name()));
@@ -394,7 +393,7 @@ async fn reconciled(url: &str) -> usize {
     if tokio::net::TcpStream::connect(&address).await.is_err() {
         return 0;
     }
-    let (_, body) = crate::adapter::http_get(url).await;
+    let (_, body) = ksm_test_harness::adapter::http_get(url).await;
     body.lines()
         .filter(|line| line.starts_with(r#"ksm_reconciles_total{kind="ServiceSet""#))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())

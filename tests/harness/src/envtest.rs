@@ -282,9 +282,9 @@ impl Drop for ControlPlane {
     }
 }
 
-/// A directory of its own for each control plane: one test binary may run several (the scale
-/// benchmark's beside the tests' shared one), and one must never wipe or rewrite another's
-/// certificates, etcd data or kubeconfig.
+/// A directory of its own for each control plane: one test binary may run several (a test's
+/// other clusters, or the scale benchmark's, beside the tests' shared one), and one must never
+/// wipe or rewrite another's certificates, etcd data or kubeconfig.
 fn fresh_dir() -> PathBuf {
     static STARTED: AtomicU32 = AtomicU32::new(0);
     let n = STARTED.fetch_add(1, Ordering::Relaxed);

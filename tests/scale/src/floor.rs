@@ -30,6 +30,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use ksm_test_harness::SERVICE_SET_LABEL;
+use ksm_test_harness::fixtures::now;
+use ksm_test_harness::objects::Kind;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -37,11 +40,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use crate::fixtures::now;
 use crate::naive::queue::Queue;
-use crate::naive::{ProviderConfig, child_name, controller_reference, field, mutate_helm_release, provider_config};
-use crate::objects::Kind;
-use crate::{SERVICE_SET_LABEL, naive};
+use crate::naive::{
+    self, ProviderConfig, child_name, controller_reference, field, mutate_helm_release, provider_config,
+};
 
 /// The floor's finalizer on the ServiceSets it serves.
 pub const FINALIZER: &str = "floor.ksm.k0rdent.mirantis.com/serviceset";
@@ -414,8 +416,8 @@ async fn write_one(ctx: &Context, name: &str, write: &Write) -> Result<(), kube:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flux::FluxState;
-    use crate::{MANAGED_LABEL, SERVICE_LABEL};
+    use ksm_test_harness::flux::FluxState;
+    use ksm_test_harness::{MANAGED_LABEL, SERVICE_LABEL};
 
     const NOW: &str = "2026-11-27T10:00:00Z";
 

@@ -1,8 +1,8 @@
-//! `ksm-floor-adapter`: the floor of `ksm-scale-bench` (see `ksm_e2e::floor`).
+//! `ksm-floor-adapter`: the floor of `ksm-scale-bench` (see `ksm_scale::floor`).
 
 use clap::Parser;
-use ksm_e2e::floor::{self, Options};
-use ksm_e2e::naive::ServeArgs;
+use ksm_scale::floor::{self, Options};
+use ksm_scale::naive::ServeArgs;
 
 /// Serves the ServiceSets of one namespace with the least any adapter must ask of the API
 /// server: one list+watch of ServiceSets and one of HelmReleases, per ServiceSet one finalizer

@@ -1,13 +1,13 @@
 //! `ksm-scale-bench`: the scale benchmark of `ksm-adapter run`, with the floor (the least any
 //! adapter must ask of the API server) and the naive baseline of the k0rdent guide beside it
-//! (see `ksm_e2e::scale`, `ksm_e2e::floor` and `ksm_e2e::naive`).
+//! (see `ksm_scale::bench`, `ksm_scale::floor` and `ksm_scale::naive`).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use ksm_e2e::scale::{self, ApiServer, Baseline, BaselineKind, Options, Report};
+use ksm_scale::bench::{self, ApiServer, Baseline, BaselineKind, Options, Report};
 
 /// Runs the real `ksm-adapter run` against an API server holding N ServiceSets × S services — the
 /// in-process simulated one, or a real kube-apiserver + etcd (`--apiserver envtest`) — plays Flux
@@ -27,7 +27,7 @@ use ksm_e2e::scale::{self, ApiServer, Baseline, BaselineKind, Options, Report};
 ///   child, a status update on every reconcile, a 30 s requeue.
 ///
 /// Build the adapters first in the same profile, e.g.
-/// `cargo build --release -p ksm-adapter -p ksm-e2e && target/release/ksm-scale-bench`.
+/// `cargo build --release -p ksm-adapter -p ksm-scale && target/release/ksm-scale-bench`.
 #[derive(Debug, Parser)]
 struct Args {
     /// ServiceSets to load.
@@ -57,7 +57,7 @@ struct Args {
     baseline_timeout_seconds: Option<u64>,
     /// ServiceSets each baseline handles at once (ksm-adapter's default; controller-runtime's
     /// is 1).
-    #[arg(long, default_value_t = ksm_e2e::naive::DEFAULT_CONCURRENCY)]
+    #[arg(long, default_value_t = ksm_scale::naive::DEFAULT_CONCURRENCY)]
     baseline_concurrency: u16,
     /// The naive baseline's requeue after a complete reconcile, in seconds (the guide's 30).
     #[arg(long, default_value_t = 30)]
@@ -142,7 +142,7 @@ async fn main() -> anyhow::Result<()> {
             };
             Ok(Baseline {
                 kind,
-                binary: binary(flag, var, kind.binary_name(), "ksm-e2e")?,
+                binary: binary(flag, var, kind.binary_name(), "ksm-scale")?,
                 timeout: args.baseline_timeout_seconds.map(Duration::from_secs),
                 concurrency: args.baseline_concurrency,
                 requeue: Duration::from_secs(args.baseline_requeue_seconds),
@@ -170,20 +170,20 @@ async fn main() -> anyhow::Result<()> {
         apiserver,
     };
     eprintln!("loading {} ServiceSets × {} services ...", options.service_sets, options.services);
-    let ours = scale::run_ours(&options).await?;
+    let ours = bench::run_ours(&options).await?;
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     let mut report = Report { options: options.clone(), ours, baselines: Vec::new() };
     for baseline in &options.baselines {
         // A baseline may take many times as long: show the figures so far while it runs.
         eprintln!("the figures so far, before the {} baseline runs:\n\n{}", baseline.kind.name(), report.table());
-        report.baselines.push(scale::run_baseline(&options, baseline, &report.ours).await?);
+        report.baselines.push(bench::run_baseline(&options, baseline, &report.ours).await?);
     }
     println!("ksm-scale-bench on {cpus} CPUs\n\n{}", report.table());
     if let Some(path) = args.csv {
         let new = !path.exists();
         let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
         if new {
-            writeln!(file, "{}", scale::CSV_HEADER)?;
+            writeln!(file, "{}", bench::CSV_HEADER)?;
         }
         writeln!(file, "{}", report.csv_row())?;
     }
