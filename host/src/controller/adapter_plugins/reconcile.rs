@@ -7,6 +7,7 @@ use super::super::plugin_kinds::children::Waker;
 use super::super::plumbing::backoff::Failures;
 use super::super::plumbing::events::Events;
 use super::super::plumbing::liveness::InFlight;
+use super::super::plumbing::status_writer::{self, OnConflict, Written};
 use super::super::plumbing::watches::wait_listed;
 use super::fetch::fetch;
 use super::load::{Failure, Loader, Step};
@@ -19,7 +20,7 @@ use crate::plan::events::adapter_plugin_events;
 use crate::serving::ServingPlugin;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -173,23 +174,13 @@ impl PluginContext {
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let status = status::decide(plugin, loaded.as_ref(), attempt, self.registry.contested(plugin), &now);
         self.metrics.plugin_ready(&name, status.ready);
-        if plugin.status.as_ref() == Some(&status) {
-            return Ok(());
-        }
         let notes = adapter_plugin_events(plugin.status.as_ref(), &status);
-        let mut object = AdapterPlugin::new(&name, plugin.spec.clone());
-        object.meta_mut().resource_version = plugin.resource_version();
-        object.status = Some(status);
         let api = Api::<AdapterPlugin>::all(self.client.clone());
-        match api.replace_status(&name, &PostParams::default(), &object).await {
-            // Changed meanwhile: the change comes back through the watch.
-            Err(kube::Error::Api(e)) if e.is_conflict() => Ok(()),
-            Err(e) => Err(e),
-            Ok(_) => {
-                self.events.publish(plugin, "Load", &notes).await;
-                Ok(())
-            }
+        // Changed meanwhile: the change comes back through the watch.
+        if status_writer::write(&api, plugin, status, OnConflict::AwaitChange).await? == Written::Replaced {
+            self.events.publish(plugin, "Load", &notes).await;
         }
+        Ok(())
     }
 }
 

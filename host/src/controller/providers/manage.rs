@@ -1,14 +1,15 @@
 //! `manage` mode (no kcm): the host evaluates every SMP naming it as adapter and writes its
 //! status, at least every interval and soon after any SMP changes.
 
+use super::super::plumbing::status_writer::{self, OnConflict};
 use super::super::plumbing::watches::wait_listed;
 use super::look::Providers;
 use crate::conditions;
 use crate::k0rdent::{StateManagementProvider, StateManagementProviderStatus};
 use crate::smp::AdapterIdentity;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::reflector::Store;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -52,16 +53,8 @@ async fn manage_one(client: &Client, providers: &Providers, smp: &StateManagemen
         ready: evaluation.ready,
         conditions: conditions::merge(&old.conditions, evaluation.conditions),
     };
-    if smp.status.as_ref() == Some(&status) {
-        return Ok(());
-    }
-    let mut object = StateManagementProvider::new(&smp.name_any(), smp.spec.clone());
-    object.meta_mut().resource_version = smp.resource_version();
-    object.status = Some(status);
     let api = Api::<StateManagementProvider>::all(client.clone());
-    match api.replace_status(&smp.name_any(), &PostParams::default(), &object).await {
-        // Changed meanwhile: the change wakes the loop, which evaluates the new version.
-        Err(kube::Error::Api(e)) if e.is_conflict() => Ok(()),
-        result => result.map(drop).map_err(Into::into),
-    }
+    // Changed meanwhile: the change wakes the loop, which evaluates the new version.
+    status_writer::write(&api, smp, status, OnConflict::AwaitChange).await?;
+    Ok(())
 }

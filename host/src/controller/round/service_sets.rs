@@ -4,10 +4,10 @@
 
 use super::super::caches::service_set_cache::CachedServiceSet;
 use super::super::plugin_kinds::children::ChildKinds;
+use super::super::plumbing::status_writer::{self, OnConflict, Written};
 use super::super::remote::regions::Home;
 use super::context::Context;
 use super::finalizer;
-use super::status::{self, Written};
 use crate::conditions::reasons;
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
@@ -450,7 +450,8 @@ async fn write_status(
     status: ServiceSetStatus,
 ) -> Result<(), Error> {
     let notes = events::service_set_events(service_set.status.as_ref(), &status);
-    if status::write(api, service_set, status).await.map_err(stale_or_api)? == Written::Replaced {
+    let written = status_writer::write(api, service_set, status, OnConflict::Fail).await;
+    if written.map_err(stale_or_api)? == Written::Replaced {
         tracing::debug!("status written");
         ctx.events.publish(service_set, "Reconcile", &notes).await;
     }
