@@ -175,6 +175,7 @@ pub async fn run(
         identity: settings.identity.clone(),
         interval: settings.smp_interval,
         changed: provider_changed,
+        metrics: metrics.clone(),
     });
     let concurrency = settings.concurrency;
     let health_check = HealthCheck {
@@ -282,11 +283,7 @@ pub async fn run(
         .reconcile_on(plugins_woken)
         .shutdown_on_signal()
         .graceful_shutdown_on(stop)
-        .run(
-            adapter_plugins::reconcile::reconcile,
-            |plugin, error, _| adapter_plugins::reconcile::error_policy(&plugin, error),
-            plugin_ctx,
-        )
+        .run(adapter_plugins::reconcile::reconcile, adapter_plugins::reconcile::error_policy, plugin_ctx)
         .for_each(log_error);
     tracing::info!("controller started");
     let controllers = futures::future::join(service_set_controller, plugin_controller);
@@ -386,7 +383,8 @@ async fn log_error<T, E: std::error::Error + 'static, Q: std::error::Error + 'st
 ) {
     const NOT_CACHED: &str = "woken for an object the cache does not hold (gone meanwhile, or not this host's)";
     match result {
-        // Its error_policy logged it, with the ServiceSet's or AdapterPlugin's field.
+        // Its error_policy logged it, with the ServiceSet's or AdapterPlugin's field (an
+        // AdapterPlugin whose spec did not load says why in its status).
         Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
         Err(controller::Error::ObjectNotFound(object)) => match object.dyntype.kind.as_str() {
             "ServiceSet" => tracing::debug!(serviceset = %object, "{NOT_CACHED}"),

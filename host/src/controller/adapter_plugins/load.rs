@@ -38,7 +38,8 @@ pub enum Step {
 }
 
 /// Why loading a version failed: the step and a message naming what to fix.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct Failure {
     /// Where it failed.
     pub step: Step,
@@ -50,6 +51,16 @@ impl Failure {
     /// A failure at `step`.
     pub fn at(step: Step, message: impl Into<String>) -> Self {
         Self { step, message: message.into() }
+    }
+
+    /// The step that failed, as `ksm_reconcile_errors_total` counts it.
+    pub fn metric_label(&self) -> &'static str {
+        match self.step {
+            Step::Fetch => "fetch",
+            Step::Verify => "verify",
+            Step::Compile => "compile",
+            Step::Validate => "validate",
+        }
     }
 }
 

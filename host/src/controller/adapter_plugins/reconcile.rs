@@ -184,9 +184,31 @@ impl PluginContext {
     }
 }
 
+/// Why an AdapterPlugin's round failed; it is retried (see [`error_policy`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Its current spec did not load; the previous version, if any, keeps serving, and the
+    /// status says why.
+    #[error(transparent)]
+    Load(#[from] Failure),
+    /// Its status could not be written.
+    #[error("writing AdapterPlugin status: {0}")]
+    WriteStatus(#[source] kube::Error),
+}
+
+impl Error {
+    /// What failed, as `ksm_reconcile_errors_total` counts it: the step of the load, or `api`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Load(failure) => failure.metric_label(),
+            Self::WriteStatus(_) => "api",
+        }
+    }
+}
+
 /// Reconciles one AdapterPlugin: loads its current spec when needed, writes its status, wakes
 /// the ServiceSets (and the other AdapterPlugins) a change affects.
-pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> Result<Action, kube::Error> {
+pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> Result<Action, Error> {
     wait_listed(ctx.prepared.clone()).await;
     let started = std::time::Instant::now();
     let _running = ctx.in_flight.enter(format!("AdapterPlugin {}", plugin.name_any()));
@@ -200,24 +222,85 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> R
     if let Some(providers) = affected {
         ctx.wake(&plugin.name_any(), &providers);
     }
-    let written = ctx.write_status(&plugin, &attempt).await;
-    ctx.metrics.reconciled("AdapterPlugin", started, written.is_ok() && attempt.is_ok());
-    written?;
+    let written = ctx.write_status(&plugin, &attempt).await.map_err(Error::WriteStatus);
+    let result = written.and(attempt.map_err(Error::Load));
+    ctx.metrics.reconciled("AdapterPlugin", started, result.as_ref().map(|_| ()).map_err(Error::metric_label));
+    result?;
+    ctx.failures.succeeded(&ObjectRef::from_obj(&*plugin));
     let polled = plugin.spec.source.oci.as_ref().is_some_and(|o| o.pull_policy == PullPolicy::Always);
-    let key = ObjectRef::from_obj(&*plugin);
-    Ok(match &attempt {
-        // Fetching, compiling (metadata included) and validating may all fail for a while: a
-        // registry down, a pool of instances busy, a CRD not installed yet.
-        Err(_) => Action::requeue(ctx.failures.failed(&key).1),
-        Ok(()) => {
-            ctx.failures.succeeded(&key);
-            if polled { Action::requeue(ctx.oci_poll) } else { Action::await_change() }
-        }
-    })
+    Ok(if polled { Action::requeue(ctx.oci_poll) } else { Action::await_change() })
 }
 
-/// A status write that failed is tried again shortly.
-pub fn error_policy(plugin: &AdapterPlugin, error: &kube::Error) -> Action {
-    tracing::warn!(adapterplugin = %plugin.name_any(), "writing AdapterPlugin status: {error}");
-    Action::requeue(Duration::from_secs(5))
+/// How long to wait before retrying an AdapterPlugin whose round failed: a load backs off
+/// exponentially per AdapterPlugin, a status write is tried again shortly.
+pub fn error_policy(plugin: Arc<AdapterPlugin>, error: &Error, ctx: Arc<PluginContext>) -> Action {
+    match error {
+        // Fetching, compiling (metadata included) and validating may all fail for a while: a
+        // registry down, a pool of instances busy, a CRD not installed yet.
+        Error::Load(_) => Action::requeue(ctx.failures.failed(&ObjectRef::from_obj(&*plugin)).1),
+        Error::WriteStatus(_) => {
+            tracing::warn!(adapterplugin = %plugin.name_any(), "{error}");
+            Action::requeue(Duration::from_secs(5))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::mock_api;
+    use super::super::super::plugin_kinds::children::ChildKinds;
+    use super::super::super::plumbing::watches::WatchHealth;
+    use super::super::super::settings::DefaultPlugin;
+    use super::*;
+    use crate::plugin::Limits;
+    use crate::runtime::Runtime;
+    use crate::smp::AdapterIdentity;
+    use kube::runtime::reflector;
+    use serde_json::json;
+
+    /// The context of a host that serves no plugin yet, whose API server is `client`'s.
+    fn context(client: Client) -> Arc<PluginContext> {
+        let metrics = Arc::new(Metrics::default());
+        let health = Arc::new(WatchHealth::default());
+        let (wake_service_sets, _) = futures::channel::mpsc::unbounded();
+        let (wake_plugins, _) = futures::channel::mpsc::unbounded();
+        let children = Arc::new(ChildKinds::new(&client, wake_service_sets.clone(), health.clone()));
+        let identity = AdapterIdentity { name: "ksm-adapter".into(), namespace: "kcm-system".into() };
+        let plugins = reflector::store().0;
+        let runtime = Runtime::new().unwrap();
+        Arc::new(PluginContext {
+            namespace: "kcm-system".into(),
+            registry: Arc::new(Registry::new((identity, DefaultPlugin::None), plugins.clone(), reflector::store().0)),
+            loader: Loader::new(runtime, Limits::default(), client.clone(), (children, health), metrics.clone()),
+            service_sets: reflector::store().0,
+            wake_service_sets,
+            config_maps: ConfigMapWatches::new(client.clone(), plugins, wake_plugins.clone()),
+            wake_plugins,
+            events: Arc::new(Events::new(client.clone(), "ksm-adapter")),
+            metrics,
+            failures: Arc::default(),
+            in_flight: Arc::default(),
+            oci_poll: Duration::from_secs(300),
+            prepared: watch::channel(true).1,
+            client,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_spec_that_does_not_fetch_fails_the_round_under_fetch_and_backs_off() {
+        let plugin = json!({"apiVersion": "ksm.k0rdent.mirantis.com/v1alpha1", "kind": "AdapterPlugin",
+                            "metadata": {"name": "argo", "resourceVersion": "1"},
+                            "spec": {"source": {"builtin": "argo"}, "providers": ["ksm-argocd"]}});
+        let written = plugin.clone();
+        let status = "PUT /apis/ksm.k0rdent.mirantis.com/v1alpha1/adapterplugins/argo/status";
+        let (client, asked) = mock_api::client(move |line| (line == status).then(|| (200, written.clone())));
+        let ctx = context(client);
+        let plugin: Arc<AdapterPlugin> = Arc::new(serde_json::from_value(plugin).unwrap());
+        let error = reconcile(plugin.clone(), ctx.clone()).await.unwrap_err();
+        assert!(matches!(&error, Error::Load(failure) if failure.step == Step::Fetch), "{error}");
+        assert!(error.to_string().starts_with("spec.source.builtin: no built-in plugin \"argo\""), "{error}");
+        assert!(asked.lock().unwrap().iter().any(|line| line.starts_with(status)), "the status says why");
+        assert_eq!(ctx.metrics.reconcile_errors("AdapterPlugin", "fetch"), 1);
+        assert_eq!(error_policy(plugin, &error, ctx), Action::requeue(crate::retry::ROUNDS.after(1)));
+    }
 }

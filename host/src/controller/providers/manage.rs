@@ -3,9 +3,10 @@
 
 use super::super::plumbing::status_writer::{self, OnConflict};
 use super::super::plumbing::watches::wait_listed;
-use super::look::Providers;
+use super::look::{LookError, Providers};
 use crate::conditions;
 use crate::k0rdent::{StateManagementProvider, StateManagementProviderStatus};
+use crate::metrics::Metrics;
 use crate::smp::AdapterIdentity;
 use kube::api::Api;
 use kube::runtime::reflector::Store;
@@ -24,6 +25,29 @@ pub struct Managed {
     pub interval: Duration,
     /// Notified when any SMP changes.
     pub changed: Arc<Notify>,
+    /// Where failed rounds are counted.
+    pub metrics: Arc<Metrics>,
+}
+
+/// Why an SMP's round failed; the loop's next round tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The objects it references could not be read.
+    #[error(transparent)]
+    Look(#[from] LookError),
+    /// Its status could not be written.
+    #[error("writing StateManagementProvider status: {0}")]
+    WriteStatus(#[source] kube::Error),
+}
+
+impl Error {
+    /// What failed, as `ksm_reconcile_errors_total` counts it.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Look(_) => "look",
+            Self::WriteStatus(_) => "api",
+        }
+    }
 }
 
 /// Evaluates every SMP naming this host as its adapter, at least every `interval` and soon
@@ -32,11 +56,8 @@ pub async fn run(client: Client, providers: Arc<Providers>, managed: Managed, pr
     wait_listed(prepared).await;
     loop {
         for smp in managed.smps.state() {
-            if !managed.identity.is_adapter_of(&smp) {
-                continue;
-            }
-            if let Err(e) = manage_one(&client, &providers, &smp).await {
-                tracing::warn!(smp = %smp.name_any(), "{e:#}");
+            if managed.identity.is_adapter_of(&smp) {
+                manage(&client, &providers, &smp, &managed.metrics).await;
             }
         }
         tokio::select! {
@@ -46,7 +67,16 @@ pub async fn run(client: Client, providers: Arc<Providers>, managed: Managed, pr
     }
 }
 
-async fn manage_one(client: &Client, providers: &Providers, smp: &StateManagementProvider) -> anyhow::Result<()> {
+/// One round of `smp`: a failure is logged and counted.
+async fn manage(client: &Client, providers: &Providers, smp: &StateManagementProvider, metrics: &Metrics) {
+    if let Err(e) = manage_one(client, providers, smp).await {
+        metrics.reconcile_failed("StateManagementProvider", e.metric_label());
+        tracing::warn!(smp = %smp.name_any(), "{e}");
+    }
+}
+
+/// Evaluates `smp` and writes its status when it changed.
+async fn manage_one(client: &Client, providers: &Providers, smp: &StateManagementProvider) -> Result<(), Error> {
     let evaluation = providers.evaluate(smp).await?;
     let old = smp.status.clone().unwrap_or_default();
     let status = StateManagementProviderStatus {
@@ -55,6 +85,37 @@ async fn manage_one(client: &Client, providers: &Providers, smp: &StateManagemen
     };
     let api = Api::<StateManagementProvider>::all(client.clone());
     // Changed meanwhile: the change wakes the loop, which evaluates the new version.
-    status_writer::write(&api, smp, status, OnConflict::AwaitChange).await?;
+    status_writer::write(&api, smp, status, OnConflict::AwaitChange).await.map_err(Error::WriteStatus)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::adapter_plugins::registry::Registry;
+    use super::super::super::mock_api;
+    use super::super::super::settings::{DefaultPlugin, Mode};
+    use super::*;
+    use kube::runtime::reflector;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_status_the_api_server_refuses_is_counted_under_api() {
+        let smp: StateManagementProvider = serde_json::from_value(json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "StateManagementProvider",
+            "metadata": {"name": "ksm-flux", "resourceVersion": "1"}, "spec": {"selector": {}},
+        }))
+        .unwrap();
+        let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid",
+                             "message": "refused", "code": 422});
+        let status = "PUT /apis/k0rdent.mirantis.com/v1beta1/statemanagementproviders/ksm-flux/status";
+        let (client, asked) = mock_api::client(move |line| (line == status).then(|| (422, refused.clone())));
+        let identity = AdapterIdentity { name: "ksm-adapter".into(), namespace: "kcm-system".into() };
+        let registry = Registry::new((identity, DefaultPlugin::None), reflector::store().0, reflector::store().0);
+        let providers = Providers::new(client.clone(), Mode::Manage, Arc::new(registry));
+        let metrics = Metrics::default();
+        manage(&client, &providers, &smp, &metrics).await;
+        assert!(asked.lock().unwrap().iter().any(|line| line.starts_with(status)), "{asked:?}");
+        assert_eq!(metrics.reconcile_errors("StateManagementProvider", "api"), 1);
+        assert_eq!(metrics.reconcile_errors("StateManagementProvider", "look"), 0);
+    }
 }

@@ -60,6 +60,20 @@ pub enum Error {
     Uncached(String),
 }
 
+impl Error {
+    /// What failed, as `ksm_reconcile_errors_total` counts it.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Api(_) => "api",
+            Self::Stale(_) => "conflict",
+            Self::Plugin(_) => "plugin",
+            Self::Refused(_) => "refused",
+            Self::Unreachable(_) => "unreachable",
+            Self::Uncached(_) => "uncached",
+        }
+    }
+}
+
 /// Reconciles one ServiceSet.
 pub async fn reconcile(cached: Arc<CachedServiceSet>, ctx: Arc<Context>) -> Result<Action, Error> {
     super::super::plumbing::watches::wait_listed(ctx.prepared.clone()).await;
@@ -73,7 +87,7 @@ pub async fn reconcile(cached: Arc<CachedServiceSet>, ctx: Arc<Context>) -> Resu
         round(&service_set, &ctx).await
     };
     let result = tracing::Instrument::instrument(round, span).await;
-    ctx.metrics.reconciled("ServiceSet", started, result.is_ok());
+    ctx.metrics.reconciled("ServiceSet", started, result.as_ref().map(|_| ()).map_err(Error::metric_label));
     if result.is_ok() {
         ctx.failures.succeeded(&key);
     }
