@@ -112,7 +112,7 @@ pub(super) fn render_one(
     let smp = provider(manifests, &service_set)?;
     let labels = service_set.metadata.labels.clone().unwrap_or_default();
     if let Some(smp) = &smp
-        && !smp::serves(identity, smp, &labels).map_err(anyhow::Error::msg)?
+        && !smp::serves(identity, smp, &labels).map_err(|e| anyhow::anyhow!("{e}"))?
     {
         return Ok(json!({ "serviceSet": doc.key(), "servedByThisHost": false,
             "reason": format!("StateManagementProvider {smp_name:?} names adapter {}/{} or its selector does not match",
