@@ -46,7 +46,7 @@ use std::collections::HashSet;
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Labels of one kind of reconcile and its result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -362,15 +362,36 @@ impl Plugin for Metered {
     }
 }
 
+/// Why `/healthz` fails: a reconcile has run far longer than any honest round.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the reconcile of {what} has run for {}s", .elapsed.as_secs())]
+pub struct Stuck {
+    /// What it reconciles, e.g. `ServiceSet team/prod`.
+    pub what: String,
+    /// How long it has run.
+    pub elapsed: Duration,
+}
+
+/// Why `/readyz` fails.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    /// Not serving yet (neither standby nor leader).
+    #[error("starting")]
+    Starting,
+    /// Caches, plugins or watches it waits for, each said.
+    #[error("{}", .0.join("; "))]
+    Waiting(Vec<String>),
+}
+
 /// What the endpoint asks the controller.
 #[derive(Clone)]
 pub struct Probes {
     /// Updates gauges computed from caches, just before each scrape.
     pub refresh: Arc<dyn Fn() + Send + Sync>,
     /// Answers `/healthz`: why the controller is stuck, if it is.
-    pub healthy: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+    pub healthy: Arc<dyn Fn() -> Result<(), Stuck> + Send + Sync>,
     /// Answers `/readyz`: what keeps the controller from being ready, if anything.
-    pub ready: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+    pub ready: Arc<dyn Fn() -> Result<(), NotReady> + Send + Sync>,
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the process ends.
@@ -592,8 +613,13 @@ mod tests {
         let metrics = Metrics::default();
         let probes = |healthy: bool, ready: bool| Probes {
             refresh: Arc::new(|| {}),
-            healthy: Arc::new(move || if healthy { Ok(()) } else { Err("the reconcile of x has run for 601s".into()) }),
-            ready: Arc::new(move || if ready { Ok(()) } else { Err("caches not listed".into()) }),
+            healthy: Arc::new(move || {
+                let stuck = Stuck { what: "x".into(), elapsed: Duration::from_secs(601) };
+                if healthy { Ok(()) } else { Err(stuck) }
+            }),
+            ready: Arc::new(
+                move || if ready { Ok(()) } else { Err(NotReady::Waiting(vec!["caches not listed".into()])) },
+            ),
         };
         let status = |path: &str, probes: &Probes| respond(path, None, &metrics, probes).status();
         assert_eq!(status("/healthz", &probes(true, false)), StatusCode::OK);

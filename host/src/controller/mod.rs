@@ -345,7 +345,7 @@ async fn serve_metrics(
     let ready = Arc::new(move || match serving.get() {
         Some(ctx) => ctx.readiness(),
         None if standby => Ok(()),
-        None => Err("starting".to_string()),
+        None => Err(crate::metrics::NotReady::Starting),
     });
     let probes = crate::metrics::Probes { refresh, healthy, ready };
     tokio::spawn(async move {

@@ -17,7 +17,7 @@ use super::health::HealthCheck;
 use crate::k0rdent::{
     ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, StateManagementProvider,
 };
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, NotReady};
 use crate::plan::memo::TranslationMemo;
 use crate::plan::placements;
 use crate::plan::route::{self, RegionAccess, Route, Topology};
@@ -98,13 +98,13 @@ impl Context {
     /// Whether the host is ready to serve (for `/readyz`): it is prepared and no watch fails,
     /// but for a CRD other than k0rdent's that is not installed (see [`WatchHealth::blocking`]);
     /// else what is missing.
-    pub fn readiness(&self) -> Result<(), String> {
+    pub fn readiness(&self) -> Result<(), NotReady> {
         let k0rdent = [ServiceSet::kind(&()), StateManagementProvider::kind(&()), ServiceTemplate::kind(&())];
         let mut problems = self.caches.health.blocking(&k0rdent.iter().map(|k| k.as_ref()).collect::<Vec<_>>());
         if !*self.prepared.borrow() {
             problems.insert(0, "caches not listed or plugins not loaded yet".into());
         }
-        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+        if problems.is_empty() { Ok(()) } else { Err(NotReady::Waiting(problems)) }
     }
 
     /// The served ServiceSets (those carrying the host's finalizer) by state, for metrics.
@@ -307,7 +307,8 @@ pub(super) mod tests {
     #[tokio::test]
     async fn the_host_is_ready_once_prepared() {
         let (ctx, prepared) = context(vec![]);
-        assert_eq!(ctx.readiness(), Err("caches not listed or plugins not loaded yet".into()));
+        let waiting = vec!["caches not listed or plugins not loaded yet".to_string()];
+        assert_eq!(ctx.readiness(), Err(NotReady::Waiting(waiting)));
         prepared.send_replace(true);
         assert_eq!(ctx.readiness(), Ok(()));
     }
