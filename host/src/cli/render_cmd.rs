@@ -196,7 +196,7 @@ pub(super) fn route(manifests: &Manifests, service_set: &ServiceSet, system_name
     let credential = |key: &NamespacedName| object(manifests, "Credential", key);
     let region = |name: &str| object(manifests, "Region", &NamespacedName::new("", name));
     let topology = Topology { cluster_deployment: &cluster_deployment, credential: &credential, region: &region };
-    route::route(service_set, &topology, system_namespace)
+    route::route(service_set, &topology, system_namespace).map_err(|e| e.to_string())
 }
 
 /// The host's own evaluation of an SMP from the workloads and CRDs in the files (RBAC cannot be

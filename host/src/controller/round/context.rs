@@ -19,8 +19,8 @@ use crate::k0rdent::{
 };
 use crate::metrics::{Metrics, NotReady};
 use crate::plan::memo::TranslationMemo;
-use crate::plan::placements;
-use crate::plan::route::{self, RegionAccess, Route, Topology};
+use crate::plan::placements::{self, Unreadable};
+use crate::plan::route::{self, RegionAccess, Route, RouteError, Topology};
 use crate::serving::ServingPlugin;
 use crate::smp;
 use ksm_plugin_sdk::sources::SourceRef;
@@ -137,7 +137,7 @@ impl Context {
 
     /// Where `service_set`'s children live, from the cached ClusterDeployments, Credentials and
     /// Regions, or why that cannot be told.
-    pub fn route(&self, service_set: &ServiceSet) -> Result<Route, String> {
+    pub fn route(&self, service_set: &ServiceSet) -> Result<Route, RouteError> {
         let caches = &self.caches.topology;
         let cluster_deployment = |n: &NamespacedName| {
             caches.cluster_deployments.get(&ObjectRef::new(&n.name).within(&n.namespace)).map(|o| (*o).clone())
@@ -154,7 +154,7 @@ impl Context {
     /// recorded on it (see [`placements`]), reached as their Region says now or, once the Region
     /// is gone, as recorded; and the region it is routed to now. `Err` when the record does not
     /// read.
-    pub fn regions_of(&self, service_set: &ServiceSet) -> Result<Vec<RegionAccess>, String> {
+    pub fn regions_of(&self, service_set: &ServiceSet) -> Result<Vec<RegionAccess>, Unreadable> {
         let mut regions = placements::recorded(service_set)?;
         for recorded in &mut regions {
             let region = self.caches.topology.regions.get(&ObjectRef::new(&recorded.name));

@@ -5,7 +5,7 @@
 use super::super::caches::service_set_cache::CachedServiceSet;
 use super::super::plugin_kinds::children::ChildKinds;
 use super::super::plumbing::status_writer::{self, OnConflict, Written};
-use super::super::remote::regions::Home;
+use super::super::remote::regions::{Home, RegionError};
 use super::context::Context;
 use super::finalizer;
 use crate::conditions::reasons;
@@ -231,7 +231,7 @@ async fn plugin_failed(
 }
 
 /// The cluster of `route`, its caches of `serving`'s kinds listed, or why it cannot be reached.
-async fn listed_home(route: &Route, ctx: &Context, serving: &ServingPlugin) -> Result<Home, String> {
+async fn listed_home(route: &Route, ctx: &Context, serving: &ServingPlugin) -> Result<Home, RegionError> {
     let home = ctx.regions.home(route).await?;
     home.listed(serving).await?;
     Ok(home)
@@ -242,8 +242,9 @@ async fn unreachable(
     ctx: &Context,
     api: &Api<ServiceSet>,
     service_set: &ServiceSet,
-    why: String,
+    why: impl std::fmt::Display,
 ) -> Result<Action, Error> {
+    let why = why.to_string();
     write_status(ctx, api, service_set, decide::not_routed(service_set, &why, &now())).await?;
     Err(Error::Unreachable(why))
 }
@@ -367,14 +368,18 @@ async fn clear_elsewhere(
         match clear_region(&access, service_set, ctx).await {
             Ok(left) if left.is_empty() => emptied.push(access.name),
             Ok(_) => {} // going: their deletion comes back through the region's watch
-            Err(why) => refused.push(why),
+            Err(why) => refused.push(why.to_string()),
         }
     }
     Ok(emptied)
 }
 
 /// Deletes `service_set`'s children on the region `access`; returns those still there.
-async fn clear_region(access: &RegionAccess, service_set: &ServiceSet, ctx: &Context) -> Result<Vec<ChildRef>, String> {
+async fn clear_region(
+    access: &RegionAccess,
+    service_set: &ServiceSet,
+    ctx: &Context,
+) -> Result<Vec<ChildRef>, RegionError> {
     let home = ctx.regions.home(&Route::Region(access.clone())).await?;
     home.clear(service_set, &ctx.caches.children).await
 }
@@ -420,11 +425,11 @@ async fn clean_up(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>, api: &Api<S
             for access in regions {
                 match clear_region(&access, service_set, ctx).await {
                     Ok(left) => remaining.extend(left),
-                    Err(why) => unreachable.push(why),
+                    Err(why) => unreachable.push(why.to_string()),
                 }
             }
         }
-        Err(why) => unreachable.push(why),
+        Err(why) => unreachable.push(why.to_string()),
     }
     let mut status = plan.status.expect("a deletion plan has a status");
     if !unreachable.is_empty() {
