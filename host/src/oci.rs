@@ -391,7 +391,7 @@ pub async fn verify(
 fn signature_reference(reference: &str, digest: &str) -> Result<Reference, OciError> {
     let image = parse(reference)?;
     let tag = signature::signature_tag(digest)
-        .map_err(|reason| OciError::InvalidReference { reference: reference.into(), reason })?;
+        .map_err(|e| OciError::InvalidReference { reference: reference.into(), reason: e.to_string() })?;
     Ok(Reference::with_tag(image.registry().into(), image.repository().into(), tag))
 }
 

@@ -10,7 +10,7 @@ use super::super::plumbing::liveness::InFlight;
 use super::super::plumbing::status_writer::{self, OnConflict, Written};
 use super::super::plumbing::watches::wait_listed;
 use super::fetch::fetch;
-use super::load::{Failure, Loader, Step};
+use super::load::{DefaultError, Failure, Loader, Step};
 use super::registry::{Loaded, Registry};
 use super::status;
 use super::verify::{required, verify};
@@ -66,7 +66,7 @@ pub type Attempt = Result<(), Failure>;
 
 impl PluginContext {
     /// Loads the built-in default plugin when it is turned on, and waits for its kinds to list.
-    pub async fn load_default(&self) -> Result<(), String> {
+    pub async fn load_default(&self) -> Result<(), DefaultError> {
         if self.registry.default_plugin() != super::super::settings::DefaultPlugin::Flux {
             return Ok(());
         }
@@ -111,7 +111,7 @@ impl PluginContext {
         let fetched =
             match fetch(&self.client, &self.namespace, &plugin.spec, previous.as_ref().map(|p| &p.fetched)).await {
                 Ok(fetched) => fetched,
-                Err(message) => return (Err(Failure::at(Step::Fetch, message)), None),
+                Err(e) => return (Err(Failure::at(Step::Fetch, e.to_string())), None),
             };
         let generation = plugin.meta().generation;
         if previous.as_ref().is_some_and(|p| p.fetched.sha256 == fetched.sha256 && p.generation == generation) {
@@ -120,7 +120,7 @@ impl PluginContext {
         match verify(&self.client, &self.namespace, plugin, &fetched).await {
             Ok(Some(key)) => tracing::info!(adapterplugin = %name, %key, "signature verified"),
             Ok(None) => {}
-            Err(message) => return (Err(Failure::at(Step::Verify, message)), None),
+            Err(e) => return (Err(Failure::at(Step::Verify, e.to_string())), None),
         }
         let serving = match self.loader.load(plugin, fetched.bytes.clone()).await {
             Ok(serving) => serving,

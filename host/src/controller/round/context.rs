@@ -1,7 +1,7 @@
 //! What every ServiceSet reconcile shares: the client, the caches it gathers its inputs from,
 //! the plugins and provider checks it asks, and the settings.
 
-use super::super::adapter_plugins::registry::Registry;
+use super::super::adapter_plugins::registry::{Registry, Unserved};
 use super::super::caches::service_set_cache::CachedServiceSet;
 use super::super::caches::sources::Sources;
 use super::super::plugin_kinds::children::ChildKinds;
@@ -171,7 +171,7 @@ impl Context {
     }
 
     /// The plugin serving `service_set`'s provider, or why there is none.
-    pub fn serving(&self, service_set: &ServiceSet) -> Result<Arc<ServingPlugin>, String> {
+    pub fn serving(&self, service_set: &ServiceSet) -> Result<Arc<ServingPlugin>, Unserved> {
         self.registry.serving_for(&service_set.spec.provider.name)
     }
 

@@ -162,7 +162,7 @@ async fn plan_and_carry_out(
     let serving = match ctx.serving(service_set) {
         Ok(serving) => serving,
         Err(problem) => {
-            let status = decide::not_translated(service_set, reasons::PLUGIN_NOT_READY, &problem, &now());
+            let status = decide::not_translated(service_set, reasons::PLUGIN_NOT_READY, &problem.to_string(), &now());
             write_status(ctx, api, service_set, status).await?;
             return Ok(Action::await_change());
         }
