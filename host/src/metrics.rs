@@ -48,6 +48,13 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// What failed a reconcile, in one word: the `error` label of `ksm_reconcile_errors_total` (as
+/// kube-rs controller-rs labels its reconcilers' errors).
+pub trait MetricLabel {
+    /// The label: one of a few fixed words.
+    fn metric_label(&self) -> &'static str;
+}
+
 /// Labels of one kind of reconcile and its result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReconcileLabels {

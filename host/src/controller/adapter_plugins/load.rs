@@ -6,7 +6,7 @@ use super::super::plugin_kinds::children::ChildKinds;
 use super::super::plumbing::watches::WatchHealth;
 use crate::adapter_plugin::AdapterPlugin;
 use crate::builtin;
-use crate::metrics::{Metered, Metrics};
+use crate::metrics::{Metered, MetricLabel, Metrics};
 use crate::plugin::{Limits, call_blocking};
 use crate::runtime::{LoadError, Runtime};
 use crate::serving::{Invalid, ServingPlugin, limits, validate};
@@ -53,9 +53,11 @@ impl Failure {
     pub fn at(step: Step, message: impl Into<String>) -> Self {
         Self { step, message: message.into() }
     }
+}
 
-    /// The step that failed, as `ksm_reconcile_errors_total` counts it.
-    pub fn metric_label(&self) -> &'static str {
+/// The step that failed.
+impl MetricLabel for Failure {
+    fn metric_label(&self) -> &'static str {
         match self.step {
             Step::Fetch => "fetch",
             Step::Verify => "verify",

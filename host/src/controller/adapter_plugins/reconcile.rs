@@ -7,7 +7,7 @@ use super::super::plugin_kinds::children::Waker;
 use super::super::plumbing::backoff::Failures;
 use super::super::plumbing::events::Events;
 use super::super::plumbing::liveness::InFlight;
-use super::super::plumbing::status_writer::{self, OnConflict, Written};
+use super::super::plumbing::status_writer::{self, OnConflict, RoundError, Written};
 use super::super::plumbing::watches::wait_listed;
 use super::fetch::fetch;
 use super::load::{DefaultError, Failure, Loader, Step};
@@ -15,7 +15,7 @@ use super::registry::{Loaded, Registry};
 use super::status;
 use super::verify::{required, verify};
 use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
-use crate::metrics::Metrics;
+use crate::metrics::{MetricLabel, Metrics};
 use crate::plan::events::adapter_plugin_events;
 use crate::serving::ServingPlugin;
 use futures::channel::mpsc::UnboundedSender;
@@ -184,27 +184,10 @@ impl PluginContext {
     }
 }
 
-/// Why an AdapterPlugin's round failed; it is retried (see [`error_policy`]).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Its current spec did not load; the previous version, if any, keeps serving, and the
-    /// status says why.
-    #[error(transparent)]
-    Load(#[from] Failure),
-    /// Its status could not be written.
-    #[error("writing AdapterPlugin status: {0}")]
-    WriteStatus(#[source] kube::Error),
-}
-
-impl Error {
-    /// What failed, as `ksm_reconcile_errors_total` counts it: the step of the load, or `api`.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Self::Load(failure) => failure.metric_label(),
-            Self::WriteStatus(_) => "api",
-        }
-    }
-}
+/// Why an AdapterPlugin's round failed: its current spec did not load (the previous version,
+/// if any, keeps serving, and the status says why), or its status was not written. It is
+/// retried (see [`error_policy`]).
+pub type Error = RoundError<Failure>;
 
 /// Reconciles one AdapterPlugin: loads its current spec when needed, writes its status, wakes
 /// the ServiceSets (and the other AdapterPlugins) a change affects.
@@ -222,8 +205,9 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> R
     if let Some(providers) = affected {
         ctx.wake(&plugin.name_any(), &providers);
     }
-    let written = ctx.write_status(&plugin, &attempt).await.map_err(Error::WriteStatus);
-    let result = written.and(attempt.map_err(Error::Load));
+    let written = ctx.write_status(&plugin, &attempt).await;
+    let written = written.map_err(|source| Error::WriteStatus { kind: "AdapterPlugin", source });
+    let result = written.and(attempt.map_err(Error::Work));
     ctx.metrics.reconciled("AdapterPlugin", started, result.as_ref().map(|_| ()).map_err(Error::metric_label));
     result?;
     ctx.failures.succeeded(&ObjectRef::from_obj(&*plugin));
@@ -237,8 +221,8 @@ pub fn error_policy(plugin: Arc<AdapterPlugin>, error: &Error, ctx: Arc<PluginCo
     match error {
         // Fetching, compiling (metadata included) and validating may all fail for a while: a
         // registry down, a pool of instances busy, a CRD not installed yet.
-        Error::Load(_) => Action::requeue(ctx.failures.failed(&ObjectRef::from_obj(&*plugin)).1),
-        Error::WriteStatus(_) => {
+        Error::Work(_) => Action::requeue(ctx.failures.failed(&ObjectRef::from_obj(&*plugin)).1),
+        Error::WriteStatus { .. } => {
             tracing::warn!(adapterplugin = %plugin.name_any(), "{error}");
             Action::requeue(Duration::from_secs(5))
         }
@@ -297,7 +281,7 @@ mod tests {
         let ctx = context(client);
         let plugin: Arc<AdapterPlugin> = Arc::new(serde_json::from_value(plugin).unwrap());
         let error = reconcile(plugin.clone(), ctx.clone()).await.unwrap_err();
-        assert!(matches!(&error, Error::Load(failure) if failure.step == Step::Fetch), "{error}");
+        assert!(matches!(&error, Error::Work(failure) if failure.step == Step::Fetch), "{error}");
         assert!(error.to_string().starts_with("spec.source.builtin: no built-in plugin \"argo\""), "{error}");
         assert!(asked.lock().unwrap().iter().any(|line| line.starts_with(status)), "the status says why");
         assert_eq!(ctx.metrics.reconcile_errors("AdapterPlugin", "fetch"), 1);

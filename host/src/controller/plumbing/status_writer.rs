@@ -1,7 +1,9 @@
 //! Status writes, as the host makes them for every kind whose status it writes (ServiceSets,
 //! AdapterPlugins, and StateManagementProviders in `manage` mode): through the status
 //! subresource, only when the status changed, and only over the version it was decided from.
+//! And the error of a round that ends in one.
 
+use crate::metrics::MetricLabel;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use kube::core::object::HasStatus;
@@ -9,6 +11,31 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
+
+/// Why a round that ends in a status write failed: its own work, or the write.
+#[derive(Debug, thiserror::Error)]
+pub enum RoundError<E> {
+    /// Its own work failed, as `E` says.
+    #[error(transparent)]
+    Work(E),
+    /// The status it decided could not be written.
+    #[error("writing {kind} status: {source}")]
+    WriteStatus {
+        /// The kind written.
+        kind: &'static str,
+        /// Why.
+        source: kube::Error,
+    },
+}
+
+impl<E: MetricLabel> MetricLabel for RoundError<E> {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Work(e) => e.metric_label(),
+            Self::WriteStatus { .. } => "api",
+        }
+    }
+}
 
 /// What a write that lost a race with another writer (409 Conflict: the object changed since it
 /// was read) comes to.

@@ -1,12 +1,12 @@
 //! `manage` mode (no kcm): the host evaluates every SMP naming it as adapter and writes its
 //! status, at least every interval and soon after any SMP changes.
 
-use super::super::plumbing::status_writer::{self, OnConflict};
+use super::super::plumbing::status_writer::{self, OnConflict, RoundError};
 use super::super::plumbing::watches::wait_listed;
 use super::look::{LookError, Providers};
 use crate::conditions;
 use crate::k0rdent::{StateManagementProvider, StateManagementProviderStatus};
-use crate::metrics::Metrics;
+use crate::metrics::{MetricLabel, Metrics};
 use crate::smp::AdapterIdentity;
 use kube::api::Api;
 use kube::runtime::reflector::Store;
@@ -29,26 +29,9 @@ pub struct Managed {
     pub metrics: Arc<Metrics>,
 }
 
-/// Why an SMP's round failed; the loop's next round tries again.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The objects it references could not be read.
-    #[error(transparent)]
-    Look(#[from] LookError),
-    /// Its status could not be written.
-    #[error("writing StateManagementProvider status: {0}")]
-    WriteStatus(#[source] kube::Error),
-}
-
-impl Error {
-    /// What failed, as `ksm_reconcile_errors_total` counts it.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Self::Look(_) => "look",
-            Self::WriteStatus(_) => "api",
-        }
-    }
-}
+/// Why an SMP's round failed: the objects it references could not be read, or its status was
+/// not written. The loop's next round tries again.
+pub type Error = RoundError<LookError>;
 
 /// Evaluates every SMP naming this host as its adapter, at least every `interval` and soon
 /// after any SMP changes, and writes its status when it changed; starts once `prepared`.
@@ -77,7 +60,7 @@ async fn manage(client: &Client, providers: &Providers, smp: &StateManagementPro
 
 /// Evaluates `smp` and writes its status when it changed.
 async fn manage_one(client: &Client, providers: &Providers, smp: &StateManagementProvider) -> Result<(), Error> {
-    let evaluation = providers.evaluate(smp).await?;
+    let evaluation = providers.evaluate(smp).await.map_err(Error::Work)?;
     let old = smp.status.clone().unwrap_or_default();
     let status = StateManagementProviderStatus {
         ready: evaluation.ready,
@@ -85,7 +68,8 @@ async fn manage_one(client: &Client, providers: &Providers, smp: &StateManagemen
     };
     let api = Api::<StateManagementProvider>::all(client.clone());
     // Changed meanwhile: the change wakes the loop, which evaluates the new version.
-    status_writer::write(&api, smp, status, OnConflict::AwaitChange).await.map_err(Error::WriteStatus)?;
+    let written = status_writer::write(&api, smp, status, OnConflict::AwaitChange).await;
+    written.map_err(|source| Error::WriteStatus { kind: "StateManagementProvider", source })?;
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use super::finalizer;
 use crate::conditions::reasons;
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
+use crate::metrics::MetricLabel;
 use crate::plan::claims::ServiceClaims;
 use crate::plan::decide::{self, ChildRef, Inputs, Plan, deletion, foreign_objects};
 use crate::plan::events;
@@ -60,9 +61,8 @@ pub enum Error {
     Uncached(String),
 }
 
-impl Error {
-    /// What failed, as `ksm_reconcile_errors_total` counts it.
-    pub fn metric_label(&self) -> &'static str {
+impl MetricLabel for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
             Self::Api(_) => "api",
             Self::Stale(_) => "conflict",
