@@ -58,7 +58,7 @@ pub enum Error {
     Unreachable(String),
     /// The cached ServiceSet could not be read back (a defect: it was packed by this process).
     #[error("the cached ServiceSet cannot be read back: {0}")]
-    Uncached(String),
+    Uncached(#[source] std::io::Error),
 }
 
 impl MetricLabel for Error {
@@ -83,7 +83,7 @@ pub async fn reconcile(cached: Arc<CachedServiceSet>, ctx: Arc<Context>) -> Resu
         ctx.in_flight.enter(format!("ServiceSet {}/{}", cached.namespace().unwrap_or_default(), cached.name_any()));
     let span = tracing::info_span!("reconcile", serviceset = %key);
     let round = async {
-        let service_set = Arc::new(cached.unpack().map_err(|e| Error::Uncached(e.to_string()))?);
+        let service_set = Arc::new(cached.unpack().map_err(Error::Uncached)?);
         round(&service_set, &ctx).await
     };
     let result = tracing::Instrument::instrument(round, span).await;
