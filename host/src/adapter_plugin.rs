@@ -13,6 +13,48 @@ use sha2::{Digest, Sha256};
 /// The API group of the host's own kinds.
 pub const GROUP: &str = "ksm.k0rdent.mirantis.com";
 
+/// What is wrong with an AdapterPlugin's spec, or with what its source holds, naming the field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// `spec.source` sets none of the sources, or more than one.
+    #[error("spec.source: set exactly one of builtin, configMap and oci")]
+    Source,
+    /// The ConfigMap has no `binaryData` key of that name.
+    #[error("spec.source.configMap: ConfigMap {namespace}/{name} has no binaryData key {key:?} (it has {keys:?})")]
+    NoKey {
+        /// The ConfigMap's namespace.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+        /// The key the spec names.
+        key: String,
+        /// The keys it has.
+        keys: Vec<String>,
+    },
+    /// The component's bytes are not those `spec.source.configMap.sha256` pins.
+    #[error(
+        "spec.source.configMap.sha256: ConfigMap {namespace}/{name} key {key:?} has sha256:{actual}, not the pinned sha256:{expected}"
+    )]
+    NotPinned {
+        /// The ConfigMap's namespace.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The bytes' sha256.
+        actual: String,
+        /// The pinned sha256.
+        expected: String,
+    },
+    /// A key of `spec.source.oci.verify` sets neither of its sources, or both.
+    #[error("{field}: set exactly one of publicKey and secretKeyRef")]
+    KeySource {
+        /// The key's path.
+        field: String,
+    },
+}
+
 /// `AdapterPlugin.spec`: a translation plugin and the providers it serves.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -118,12 +160,12 @@ pub enum Source<'a> {
 
 impl PluginSource {
     /// The source that is set, or an error naming the field unless exactly one is.
-    pub fn get(&self) -> Result<Source<'_>, String> {
+    pub fn get(&self) -> Result<Source<'_>, SpecError> {
         match (&self.builtin, &self.config_map, &self.oci) {
             (Some(name), None, None) => Ok(Source::Builtin(name)),
             (None, Some(config_map), None) => Ok(Source::ConfigMap(config_map)),
             (None, None, Some(oci)) => Ok(Source::Oci(oci)),
-            _ => Err("spec.source: set exactly one of builtin, configMap and oci".into()),
+            _ => Err(SpecError::Source),
         }
     }
 }
@@ -145,32 +187,34 @@ pub struct ConfigMapSource {
 
 impl ConfigMapSource {
     /// The component in `config_map` (this source's ConfigMap), or what is missing or wrong.
-    pub fn bytes_in(&self, config_map: &ConfigMap) -> Result<Vec<u8>, String> {
+    pub fn bytes_in(&self, config_map: &ConfigMap) -> Result<Vec<u8>, SpecError> {
         let binary = config_map.binary_data.as_ref();
         match binary.and_then(|b| b.get(&self.key)) {
             Some(bytes) => self.pinned(&bytes.0).map(|()| bytes.0.clone()),
-            None => Err(format!(
-                "spec.source.configMap: ConfigMap {}/{} has no binaryData key {:?} (it has {:?})",
-                self.namespace,
-                self.name,
-                self.key,
-                binary.map(|b| b.keys().collect::<Vec<_>>()).unwrap_or_default()
-            )),
+            None => Err(SpecError::NoKey {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+                key: self.key.clone(),
+                keys: binary.map(|b| b.keys().cloned().collect()).unwrap_or_default(),
+            }),
         }
     }
 
     /// Whether `bytes` have the pinned sha256, if one is.
-    fn pinned(&self, bytes: &[u8]) -> Result<(), String> {
+    fn pinned(&self, bytes: &[u8]) -> Result<(), SpecError> {
         let Some(expected) = &self.sha256 else { return Ok(()) };
         let expected = expected.strip_prefix("sha256:").unwrap_or(expected).to_ascii_lowercase();
         let actual = hex::encode(Sha256::digest(bytes));
         if expected == actual {
             return Ok(());
         }
-        Err(format!(
-            "spec.source.configMap.sha256: ConfigMap {}/{} key {:?} has sha256:{actual}, not the pinned sha256:{expected}",
-            self.namespace, self.name, self.key
-        ))
+        Err(SpecError::NotPinned {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            key: self.key.clone(),
+            actual,
+            expected,
+        })
     }
 }
 
@@ -244,11 +288,11 @@ pub enum KeySource<'a> {
 impl VerifyKey {
     /// The source that is set, or an error naming the field (`field` is this key's path)
     /// unless exactly one is.
-    pub fn get(&self, field: &str) -> Result<KeySource<'_>, String> {
+    pub fn get(&self, field: &str) -> Result<KeySource<'_>, SpecError> {
         match (&self.public_key, &self.secret_key_ref) {
             (Some(pem), None) => Ok(KeySource::Inline(pem)),
             (None, Some(secret)) => Ok(KeySource::Secret(secret)),
-            _ => Err(format!("{field}: set exactly one of publicKey and secretKeyRef")),
+            _ => Err(SpecError::KeySource { field: field.into() }),
         }
     }
 }
@@ -363,7 +407,7 @@ mod tests {
         };
         assert_eq!(source(None).bytes_in(&config_map).unwrap(), b"\0asm");
         assert!(source(Some(format!("sha256:{}", sha256.to_uppercase()))).bytes_in(&config_map).is_ok());
-        let error = source(Some("0".repeat(64))).bytes_in(&config_map).unwrap_err();
+        let error = source(Some("0".repeat(64))).bytes_in(&config_map).unwrap_err().to_string();
         assert!(error.contains(&format!("has sha256:{sha256}, not the pinned sha256:{}", "0".repeat(64))), "{error}");
         assert!(error.starts_with("spec.source.configMap.sha256: ConfigMap kcm-system/argocd"), "{error}");
     }
@@ -415,7 +459,7 @@ mod tests {
             KeySource::Secret(&SecretKeyRef { name: "signers".into(), key: "team.pub".into() })
         );
         assert_eq!(
-            keys[2].get("spec.source.oci.verify.keys[2]").unwrap_err(),
+            keys[2].get("spec.source.oci.verify.keys[2]").unwrap_err().to_string(),
             "spec.source.oci.verify.keys[2]: set exactly one of publicKey and secretKeyRef"
         );
 

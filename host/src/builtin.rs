@@ -20,9 +20,17 @@ pub fn get(name: &str) -> Option<&'static [u8]> {
     }
 }
 
+/// A name no built-in plugin has.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no built-in plugin {name:?}; built-in plugins: {}", NAMES.join(", "))]
+pub struct UnknownBuiltin {
+    /// The name asked for.
+    pub name: String,
+}
+
 /// The bytes of built-in plugin `name`, or an error listing the built-in plugins.
-pub fn lookup(name: &str) -> Result<&'static [u8], String> {
-    get(name).ok_or_else(|| format!("no built-in plugin {name:?}; built-in plugins: {}", NAMES.join(", ")))
+pub fn lookup(name: &str) -> Result<&'static [u8], UnknownBuiltin> {
+    get(name).ok_or_else(|| UnknownBuiltin { name: name.into() })
 }
 
 /// Names of the built-in plugins.

@@ -12,12 +12,18 @@
 //! | metric | labels | what |
 //! |---|---|---|
 //! | `ksm_reconciles_total` | `kind`, `result` | reconciles of ServiceSets and AdapterPlugins, `ok` or `error` |
+//! | `ksm_reconcile_errors_total` | `kind`, `error` | failed reconciles of ServiceSets, AdapterPlugins and (`manage` mode) SMPs, by what failed (below) |
 //! | `ksm_reconcile_duration_seconds` | `kind` | histogram of reconcile durations |
 //! | `ksm_plugin_call_duration_seconds` | `plugin`, `function` | histogram of plugin calls |
 //! | `ksm_plugin_errors_total` | `plugin`, `kind` | `timeout`, `memory`, `trap`, `output`, `instantiate`, `policy` |
 //! | `ksm_api_requests_total` | `verb` | requests to the API server: `get` (includes lists), `watch`, `create`, `update`, `patch`, `delete` |
 //! | `ksm_servicesets` | `state` | served ServiceSets: `Deployed`, `Failed` (a service failed), `Progressing` |
 //! | `ksm_plugin_ready` | `plugin` | 1 when the AdapterPlugin is ready |
+//!
+//! The `error` of a failed reconcile is its error's `metric_label`: for a ServiceSet `api`,
+//! `conflict`, `plugin`, `refused`, `unreachable` or `uncached`; for an AdapterPlugin the step of
+//! its load that failed (`fetch`, `verify`, `compile`, `validate`) or `api`; for an SMP `look` or
+//! `api`.
 
 use crate::plugin::{CallError, Function, Plugin};
 use bytes::Bytes;
@@ -40,13 +46,27 @@ use std::collections::HashSet;
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// What failed a reconcile, in one word: the `error` label of `ksm_reconcile_errors_total` (as
+/// kube-rs controller-rs labels its reconcilers' errors).
+pub trait MetricLabel {
+    /// The label: one of a few fixed words.
+    fn metric_label(&self) -> &'static str;
+}
 
 /// Labels of one kind of reconcile and its result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReconcileLabels {
     kind: String,
     result: String,
+}
+
+/// Labels of one kind of reconcile and what made it fail.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileErrorLabels {
+    kind: String,
+    error: String,
 }
 
 /// Labels naming a reconciled kind.
@@ -99,6 +119,7 @@ type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 pub struct Metrics {
     registry: Registry,
     reconciles: Family<ReconcileLabels, Counter>,
+    reconcile_errors: Family<ReconcileErrorLabels, Counter>,
     reconcile_duration: Histograms<KindLabels>,
     plugin_calls: Histograms<CallLabels>,
     plugin_errors: Family<ErrorLabels, Counter>,
@@ -118,6 +139,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("ksm");
         let metrics = Self {
             reconciles: Family::default(),
+            reconcile_errors: Family::default(),
             reconcile_duration: Family::new_with_constructor(seconds),
             plugin_calls: Family::new_with_constructor(seconds),
             plugin_errors: Family::default(),
@@ -129,6 +151,7 @@ impl Default for Metrics {
             registry: Registry::default(),
         };
         registry.register("reconciles", "Reconciles by kind and result", metrics.reconciles.clone());
+        registry.register("reconcile_errors", "Failed reconciles by kind and error", metrics.reconcile_errors.clone());
         registry.register("reconcile_duration_seconds", "Reconcile durations", metrics.reconcile_duration.clone());
         registry.register("plugin_call_duration_seconds", "Plugin call durations", metrics.plugin_calls.clone());
         registry.register("plugin_errors", "Plugin errors by kind", metrics.plugin_errors.clone());
@@ -150,18 +173,36 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Records a reconcile of `kind` that took since `started` and succeeded or not.
-    pub fn reconciled(&self, kind: &str, started: Instant, ok: bool) {
-        let result = if ok { "ok" } else { "error" };
+    /// Records a reconcile of `kind` that took since `started`: `Ok`, or `Err` with the metric
+    /// label of the error that failed it.
+    pub fn reconciled(&self, kind: &str, started: Instant, outcome: Result<(), &str>) {
+        let result = match outcome {
+            Ok(()) => "ok",
+            Err(error) => {
+                self.reconcile_failed(kind, error);
+                "error"
+            }
+        };
         self.reconciles.get_or_create(&ReconcileLabels { kind: kind.into(), result: result.into() }).inc();
         self.reconcile_duration
             .get_or_create(&KindLabels { kind: kind.into() })
             .observe(started.elapsed().as_secs_f64());
     }
 
+    /// Counts a failed reconcile of `kind`, by its error's metric label `error`.
+    pub fn reconcile_failed(&self, kind: &str, error: &str) {
+        self.reconcile_errors.get_or_create(&ReconcileErrorLabels { kind: kind.into(), error: error.into() }).inc();
+    }
+
     /// Counts `n` plugin errors of `kind` (a [`CallError`] label or `policy`).
     pub fn plugin_errors(&self, plugin: &str, kind: &str, n: u64) {
         self.plugin_errors.get_or_create(&ErrorLabels { plugin: plugin.into(), kind: kind.into() }).inc_by(n);
+    }
+
+    /// How many reconciles of `kind` failed with an error of metric label `error`.
+    #[cfg(test)]
+    pub fn reconcile_errors(&self, kind: &str, error: &str) -> u64 {
+        self.reconcile_errors.get_or_create(&ReconcileErrorLabels { kind: kind.into(), error: error.into() }).get()
     }
 
     /// Counts a request to the API server.
@@ -328,15 +369,36 @@ impl Plugin for Metered {
     }
 }
 
+/// Why `/healthz` fails: a reconcile has run far longer than any honest round.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the reconcile of {what} has run for {}s", .elapsed.as_secs())]
+pub struct Stuck {
+    /// What it reconciles, e.g. `ServiceSet team/prod`.
+    pub what: String,
+    /// How long it has run.
+    pub elapsed: Duration,
+}
+
+/// Why `/readyz` fails.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    /// Not serving yet (neither standby nor leader).
+    #[error("starting")]
+    Starting,
+    /// Caches, plugins or watches it waits for, each said.
+    #[error("{}", .0.join("; "))]
+    Waiting(Vec<String>),
+}
+
 /// What the endpoint asks the controller.
 #[derive(Clone)]
 pub struct Probes {
     /// Updates gauges computed from caches, just before each scrape.
     pub refresh: Arc<dyn Fn() + Send + Sync>,
     /// Answers `/healthz`: why the controller is stuck, if it is.
-    pub healthy: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+    pub healthy: Arc<dyn Fn() -> Result<(), Stuck> + Send + Sync>,
     /// Answers `/readyz`: what keeps the controller from being ready, if anything.
-    pub ready: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+    pub ready: Arc<dyn Fn() -> Result<(), NotReady> + Send + Sync>,
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the process ends.
@@ -395,7 +457,8 @@ mod tests {
     #[test]
     fn the_listed_series_are_encoded_with_their_labels() {
         let metrics = Metrics::default();
-        metrics.reconciled("ServiceSet", Instant::now(), true);
+        metrics.reconciled("ServiceSet", Instant::now(), Ok(()));
+        metrics.reconciled("AdapterPlugin", Instant::now(), Err("fetch"));
         metrics.plugin_errors("flux", "timeout", 1);
         metrics.api_request("patch");
         metrics.service_sets(&[("Deployed", 3)]);
@@ -403,6 +466,8 @@ mod tests {
         let text = metrics.encode(Format::OpenMetrics);
         for series in [
             r#"ksm_reconciles_total{kind="ServiceSet",result="ok"} 1"#,
+            r#"ksm_reconciles_total{kind="AdapterPlugin",result="error"} 1"#,
+            r#"ksm_reconcile_errors_total{kind="AdapterPlugin",error="fetch"} 1"#,
             r#"ksm_reconcile_duration_seconds_count{kind="ServiceSet"} 1"#,
             r#"ksm_plugin_errors_total{plugin="flux",kind="timeout"} 1"#,
             r#"ksm_api_requests_total{verb="patch"} 1"#,
@@ -444,7 +509,7 @@ mod tests {
     /// Metrics with a series in every family.
     fn every_family() -> Metrics {
         let metrics = Metrics::default();
-        metrics.reconciled("ServiceSet", Instant::now(), false);
+        metrics.reconciled("ServiceSet", Instant::now(), Err("refused"));
         let call = CallLabels { plugin: "flux".into(), function: "translate".into() };
         metrics.plugin_calls.get_or_create(&call).observe(0.002);
         metrics.plugin_errors("flux", "trap", 2);
@@ -555,8 +620,13 @@ mod tests {
         let metrics = Metrics::default();
         let probes = |healthy: bool, ready: bool| Probes {
             refresh: Arc::new(|| {}),
-            healthy: Arc::new(move || if healthy { Ok(()) } else { Err("the reconcile of x has run for 601s".into()) }),
-            ready: Arc::new(move || if ready { Ok(()) } else { Err("caches not listed".into()) }),
+            healthy: Arc::new(move || {
+                let stuck = Stuck { what: "x".into(), elapsed: Duration::from_secs(601) };
+                if healthy { Ok(()) } else { Err(stuck) }
+            }),
+            ready: Arc::new(
+                move || if ready { Ok(()) } else { Err(NotReady::Waiting(vec!["caches not listed".into()])) },
+            ),
         };
         let status = |path: &str, probes: &Probes| respond(path, None, &metrics, probes).status();
         assert_eq!(status("/healthz", &probes(true, false)), StatusCode::OK);

@@ -75,7 +75,11 @@ pub enum OciError {
     NotFound { reference: String, message: String },
     /// The artifact is not exactly one WASM layer.
     #[error("{reference} is not a WASM plugin artifact: {reason}")]
-    Layout { reference: String, reason: String },
+    Layout {
+        reference: String,
+        #[source]
+        reason: Layout,
+    },
     /// Content does not match its digest.
     #[error(
         "{what} mismatch for {reference}: expected {expected}, got {actual}: the artifact changed or the pinned digest is wrong"
@@ -100,6 +104,27 @@ pub enum OciError {
     /// No signature by a trusted key for the manifest digest.
     #[error("{reference} is not signed by a trusted key: {reason}")]
     Unverified { reference: String, reason: signature::Unverified },
+}
+
+/// Why an artifact is not a plugin: a plugin artifact is exactly one WASM layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Layout {
+    /// No layer is WASM.
+    #[error(
+        "no layer of media type {CNCF_LAYER_MEDIA_TYPE} or {WASM_LAYER_MEDIA_TYPE} (config {config}; layers: {found:?})"
+    )]
+    NoWasmLayer {
+        /// The config's media type.
+        config: String,
+        /// The layers' media types.
+        found: Vec<String>,
+    },
+    /// Several layers are.
+    #[error("{0} WASM layers; a plugin artifact has exactly one")]
+    SeveralWasmLayers(usize),
+    /// A multi-platform image.
+    #[error("it is an image index (multi-platform image), not a single WASM artifact")]
+    ImageIndex,
 }
 
 impl OciError {
@@ -366,7 +391,7 @@ pub async fn verify(
 fn signature_reference(reference: &str, digest: &str) -> Result<Reference, OciError> {
     let image = parse(reference)?;
     let tag = signature::signature_tag(digest)
-        .map_err(|reason| OciError::InvalidReference { reference: reference.into(), reason })?;
+        .map_err(|e| OciError::InvalidReference { reference: reference.into(), reason: e.to_string() })?;
     Ok(Reference::with_tag(image.registry().into(), image.repository().into(), tag))
 }
 
@@ -515,20 +540,17 @@ fn client(image: &Reference, reference: &str) -> Result<Client, OciError> {
 }
 
 /// The one layer with a WASM media type (either layout).
-fn wasm_layer(manifest: &OciImageManifest) -> Result<&OciDescriptor, String> {
+fn wasm_layer(manifest: &OciImageManifest) -> Result<&OciDescriptor, Layout> {
     let is_wasm =
         |layer: &&OciDescriptor| [CNCF_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE].contains(&layer.media_type.as_str());
     let wasm: Vec<&OciDescriptor> = manifest.layers.iter().filter(is_wasm).collect();
     match wasm[..] {
         [layer] => Ok(layer),
-        [] => {
-            let found: Vec<&str> = manifest.layers.iter().map(|l| l.media_type.as_str()).collect();
-            Err(format!(
-                "no layer of media type {CNCF_LAYER_MEDIA_TYPE} or {WASM_LAYER_MEDIA_TYPE} (config {}; layers: {found:?})",
-                manifest.config.media_type
-            ))
-        }
-        _ => Err(format!("{} WASM layers; a plugin artifact has exactly one", wasm.len())),
+        [] => Err(Layout::NoWasmLayer {
+            config: manifest.config.media_type.clone(),
+            found: manifest.layers.iter().map(|l| l.media_type.clone()).collect(),
+        }),
+        _ => Err(Layout::SeveralWasmLayers(wasm.len())),
     }
 }
 
@@ -608,10 +630,9 @@ fn classify(reference: &str, error: OciDistributionError) -> OciError {
         OciDistributionError::DigestError(oci_client::errors::DigestError::VerificationError { expected, actual }) => {
             OciError::DigestMismatch { reference, what: "content digest", expected, actual }
         }
-        OciDistributionError::ImageIndexParsingNoPlatformResolverError => OciError::Layout {
-            reference,
-            reason: "it is an image index (multi-platform image), not a single WASM artifact".into(),
-        },
+        OciDistributionError::ImageIndexParsingNoPlatformResolverError => {
+            OciError::Layout { reference, reason: Layout::ImageIndex }
+        }
         other => OciError::Registry { reference, message: other.to_string() },
     }
 }
@@ -769,9 +790,9 @@ mod tests {
             let m = manifest(&["application/vnd.example.sig", media_type]);
             assert_eq!(wasm_layer(&m).unwrap().media_type, media_type);
         }
-        let none = wasm_layer(&manifest(&["application/vnd.oci.image.layer.v1.tar"])).unwrap_err();
+        let none = wasm_layer(&manifest(&["application/vnd.oci.image.layer.v1.tar"])).unwrap_err().to_string();
         assert!(none.contains("application/vnd.oci.image.layer.v1.tar"), "{none}");
-        let two = wasm_layer(&manifest(&[CNCF_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE])).unwrap_err();
+        let two = wasm_layer(&manifest(&[CNCF_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE])).unwrap_err().to_string();
         assert!(two.contains("2 WASM layers"), "{two}");
     }
 

@@ -2,7 +2,7 @@
 //! anything is applied. A violation fails only the service that produced it, with a message
 //! naming the plugin, the object and the rule.
 
-use crate::rules::RuleCache;
+use crate::rules::{RuleCache, RuleError};
 use ksm_plugin_sdk::contract::{PluginMetadata, Target};
 use ksm_plugin_sdk::names::is_dns1123_subdomain;
 use serde_json::{Map, Value, json};
@@ -88,6 +88,109 @@ pub(crate) const FLUX_RULES: [(&str, &str, &str); 2] = [
     ),
 ];
 
+/// Why the host refuses what a plugin returned for a service: the service fails, and the message
+/// names the plugin, the object and the rule.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// More objects than the policy allows one service.
+    #[error(
+        "plugin {plugin:?} returned {count} objects for service {service:?}, over the limit of {limit} (limits.objectsPerService)"
+    )]
+    TooMany {
+        /// The plugin's name.
+        plugin: String,
+        /// How many it returned.
+        count: usize,
+        /// The service.
+        service: String,
+        /// [`Policy::objects_per_service`].
+        limit: usize,
+    },
+    /// An object breaks one of the rules every plugin gets.
+    #[error("plugin {plugin:?} returned {object}: {violation}")]
+    Object {
+        /// The plugin's name.
+        plugin: String,
+        /// `Kind "name"`, or `an object` when it does not read as one.
+        object: String,
+        /// The rule it breaks.
+        #[source]
+        violation: Violation,
+    },
+    /// An object fails a rule of the policy: a built-in Flux rule or one of
+    /// `spec.policy.validations`.
+    #[error(
+        "plugin {plugin:?} returned {object}: refused by {origin}: {message}{}",
+        .error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+    )]
+    Rule {
+        /// The plugin's name.
+        plugin: String,
+        /// `Kind "name"`.
+        object: String,
+        /// The rule, by where it comes from.
+        origin: String,
+        /// What the rule says a refusal means.
+        message: String,
+        /// Why the rule gave no verdict, when it gave none.
+        #[source]
+        error: Option<Box<RuleError>>,
+    },
+}
+
+/// A rule every object a plugin returns must keep.
+#[derive(Debug, thiserror::Error)]
+pub enum Violation {
+    /// Not JSON.
+    #[error("not valid JSON ({0})")]
+    NotJson(#[source] serde_json::Error),
+    /// JSON, but no object.
+    #[error("not a JSON object")]
+    NotAnObject,
+    /// A kind the plugin does not declare.
+    #[error("kind {api_version}/{kind} is not among the kinds the plugin declares")]
+    Undeclared {
+        /// The object's `apiVersion`.
+        api_version: String,
+        /// The object's `kind`.
+        kind: String,
+    },
+    /// A kind the AdapterPlugin does not allow.
+    #[error("kind {api_version}/{kind} is not among the AdapterPlugin's allowedKinds")]
+    NotAllowed {
+        /// The object's `apiVersion`.
+        api_version: String,
+        /// The object's `kind`.
+        kind: String,
+    },
+    /// A cluster-scoped kind.
+    #[error("cluster-scoped objects are not allowed")]
+    ClusterScoped,
+    /// A name Kubernetes would refuse.
+    #[error("metadata.name is not a valid DNS-1123 subdomain")]
+    InvalidName,
+    /// A status, which only the object's controller writes.
+    #[error("status must not be set by a plugin")]
+    Status,
+    /// Metadata that is no object.
+    #[error("metadata is not an object")]
+    Metadata,
+    /// A namespace the AdapterPlugin does not allow.
+    #[error("namespace {namespace:?} is not the ServiceSet's namespace {own:?} nor among allowedNamespaces")]
+    Namespace {
+        /// The object's namespace.
+        namespace: String,
+        /// The ServiceSet's.
+        own: String,
+    },
+    /// A metadata field the host sets.
+    #[error("metadata.{0} is set by the host, not by plugins")]
+    Reserved(&'static str),
+    /// A label of the host's prefix.
+    #[error("label {0:?} is reserved for the host")]
+    ReservedLabel(String),
+}
+
 /// The compiled rules of every policy (operators' rules are few; each is compiled once).
 static RULES: LazyLock<RuleCache> = LazyLock::new(RuleCache::new);
 
@@ -141,14 +244,14 @@ impl Policy {
         facts: &Facts,
         service: &str,
         objects: &[String],
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, Refused> {
         if objects.len() > self.objects_per_service {
-            return Err(format!(
-                "plugin {:?} returned {} objects for service {service:?}, over the limit of {} (limits.objectsPerService)",
-                plugin.name,
-                objects.len(),
-                self.objects_per_service
-            ));
+            return Err(Refused::TooMany {
+                plugin: plugin.name.clone(),
+                count: objects.len(),
+                service: service.into(),
+                limit: self.objects_per_service,
+            });
         }
         let target = target_value(facts.target, (facts.local)(service));
         let accounts = json!(self.service_account_names);
@@ -169,7 +272,7 @@ impl Policy {
         facts: &Facts,
         (target, accounts): (&Value, &Value),
         object: &Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refused> {
         let group = object["apiVersion"].as_str().unwrap_or_default().split_once('/').map_or("", |(g, _)| g);
         let flux: &[_] = if FLUX_GROUPS.contains(&group) { &FLUX_RULES } else { &[] };
         let expressions = flux
@@ -190,23 +293,28 @@ impl Policy {
                 (rule.origin.clone(), rule.message.as_str())
             }
         };
-        let refused = match error {
-            None => message.to_string(),
-            Some(e) => format!("{message} ({e})"),
-        };
         let (kind, name) = (object["kind"].as_str().unwrap_or_default(), &object["metadata"]["name"]);
-        Err(format!("plugin {:?} returned {kind} {name}: refused by {origin}: {refused}", plugin.name))
+        Err(Refused::Rule {
+            plugin: plugin.name.clone(),
+            object: format!("{kind} {name}"),
+            origin,
+            message: message.into(),
+            error: error.map(Box::new),
+        })
     }
 }
 
 /// Checks one object returned by `plugin` for a ServiceSet in `namespace`, and returns it
 /// parsed, with `metadata.namespace` filled in.
-pub fn check_object(plugin: &PluginMetadata, policy: &Policy, namespace: &str, text: &str) -> Result<Value, String> {
-    let violation = |object: &str, rule: String| format!("plugin {:?} returned {object}: {rule}", plugin.name);
-    let mut object: Value =
-        serde_json::from_str(text).map_err(|e| violation("an object", format!("not valid JSON ({e})")))?;
+pub fn check_object(plugin: &PluginMetadata, policy: &Policy, namespace: &str, text: &str) -> Result<Value, Refused> {
+    let violation = |object: &str, broken| Refused::Object {
+        plugin: plugin.name.clone(),
+        object: object.into(),
+        violation: broken,
+    };
+    let mut object: Value = serde_json::from_str(text).map_err(|e| violation("an object", Violation::NotJson(e)))?;
     let Some(fields) = object.as_object_mut() else {
-        return Err(violation("an object", "not a JSON object".into()));
+        return Err(violation("an object", Violation::NotAnObject));
     };
     let api_version = str_field(fields, "apiVersion");
     let kind = str_field(fields, "kind");
@@ -214,25 +322,22 @@ pub fn check_object(plugin: &PluginMetadata, policy: &Policy, namespace: &str, t
     let what = format!("{kind} {name:?}");
     let declared = plugin.creates.iter().find(|k| k.api_version() == api_version && k.kind == kind);
     let Some(declared) = declared else {
-        return Err(violation(&what, format!("kind {api_version}/{kind} is not among the kinds the plugin declares")));
+        return Err(violation(&what, Violation::Undeclared { api_version, kind }));
     };
     if !policy.allows_kind(&declared.group, &declared.kind) {
-        return Err(violation(
-            &what,
-            format!("kind {api_version}/{kind} is not among the AdapterPlugin's allowedKinds"),
-        ));
+        return Err(violation(&what, Violation::NotAllowed { api_version, kind }));
     }
     if !declared.namespaced {
-        return Err(violation(&what, "cluster-scoped objects are not allowed".into()));
+        return Err(violation(&what, Violation::ClusterScoped));
     }
     if !is_dns1123_subdomain(&name) {
-        return Err(violation(&what, "metadata.name is not a valid DNS-1123 subdomain".into()));
+        return Err(violation(&what, Violation::InvalidName));
     }
     if fields.contains_key("status") {
-        return Err(violation(&what, "status must not be set by a plugin".into()));
+        return Err(violation(&what, Violation::Status));
     }
     let Some(metadata) = fields.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return Err(violation(&what, "metadata is not an object".into()));
+        return Err(violation(&what, Violation::Metadata));
     };
     match metadata.get("namespace").and_then(Value::as_str) {
         None | Some("") => {
@@ -240,20 +345,18 @@ pub fn check_object(plugin: &PluginMetadata, policy: &Policy, namespace: &str, t
         }
         Some(ns) if ns == namespace || policy.allowed_namespaces.iter().any(|allowed| allowed == ns) => {}
         Some(ns) => {
-            return Err(violation(
-                &what,
-                format!("namespace {ns:?} is not the ServiceSet's namespace {namespace:?} nor among allowedNamespaces"),
-            ));
+            let (namespace, own) = (ns.to_string(), namespace.to_string());
+            return Err(violation(&what, Violation::Namespace { namespace, own }));
         }
     }
     for reserved in ["ownerReferences", "managedFields", "uid", "resourceVersion", "deletionTimestamp", "finalizers"] {
         if metadata.contains_key(reserved) {
-            return Err(violation(&what, format!("metadata.{reserved} is set by the host, not by plugins")));
+            return Err(violation(&what, Violation::Reserved(reserved)));
         }
     }
     let labels = metadata.get("labels").and_then(Value::as_object);
     if let Some(label) = labels.and_then(|l| l.keys().find(|k| k.starts_with(RESERVED_LABEL_PREFIX))) {
-        return Err(violation(&what, format!("label {label:?} is reserved for the host")));
+        return Err(violation(&what, Violation::ReservedLabel(label.clone())));
     }
     Ok(object)
 }
@@ -285,7 +388,7 @@ mod tests {
         }
     }
 
-    fn check(object: Value) -> Result<Value, String> {
+    fn check(object: Value) -> Result<Value, Refused> {
         check_object(&meta(), &Policy::default(), "team-a", &object.to_string())
     }
 
@@ -312,7 +415,7 @@ mod tests {
     }
 
     /// `spec` as a HelmRelease's, checked with `policy` for a ServiceSet going to `target`.
-    fn checked(policy: &Policy, target: &Target, spec: Value) -> Result<Vec<Value>, String> {
+    fn checked(policy: &Policy, target: &Target, spec: Value) -> Result<Vec<Value>, Refused> {
         checked_service(policy, target, "ingress", spec)
     }
 
@@ -323,7 +426,7 @@ mod tests {
     }
 
     /// [`checked`], for service `service` (`local` has a `deploymentType: Local` template).
-    fn checked_service(policy: &Policy, target: &Target, service: &str, spec: Value) -> Result<Vec<Value>, String> {
+    fn checked_service(policy: &Policy, target: &Target, service: &str, spec: Value) -> Result<Vec<Value>, Refused> {
         let object = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
             "metadata": {"name": "prod.ingress"}, "spec": spec});
         policy.check_service(&meta(), &facts(target), service, &[object.to_string()])
@@ -343,11 +446,13 @@ mod tests {
             (remote(), kubeconfig("prod-eu-1-kubeconfig", "admin")),
             (Target::SelfManagement, kubeconfig("prod-eu-1-kubeconfig", "value")),
         ] {
-            let err = checked(&open, &target, spec).unwrap_err();
+            let err = checked(&open, &target, spec).unwrap_err().to_string();
             assert!(err.contains("refused by the built-in Flux rule \"kubeconfig\""), "{err}");
             assert!(err.starts_with("plugin \"flux\" returned HelmRelease \"prod.ingress\""), "{err}");
         }
-        let err = checked(&open, &remote(), to_target(json!({"serviceAccountName": "cluster-admin"}))).unwrap_err();
+        let err = checked(&open, &remote(), to_target(json!({"serviceAccountName": "cluster-admin"})))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("spec.policy.serviceAccountNames"), "{err}");
         let configured = Policy { service_account_names: vec!["deployer".into()], ..Policy::default() };
         assert!(checked(&configured, &remote(), to_target(json!({"serviceAccountName": "deployer"}))).is_ok());
@@ -364,18 +469,21 @@ mod tests {
         let policy = |expression: &str| Policy { validations: vec![rule(expression)], ..Policy::default() };
         let own = "object.spec.targetNamespace == serviceSet.metadata.namespace && target.cluster == 'prod-eu-1'";
         assert!(checked(&policy(own), &remote(), to_target(json!({"targetNamespace": "team-a"}))).is_ok());
-        let err = checked(&policy(own), &remote(), to_target(json!({"targetNamespace": "kube-system"}))).unwrap_err();
+        let err = checked(&policy(own), &remote(), to_target(json!({"targetNamespace": "kube-system"})))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("refused by spec.policy.validations[0]: releases go to"), "{err}");
         // A rule that cannot run refuses: a policy fails closed.
-        let err = checked(&policy("object.spec.missing == 1"), &remote(), to_target(json!({}))).unwrap_err();
+        let err =
+            checked(&policy("object.spec.missing == 1"), &remote(), to_target(json!({}))).unwrap_err().to_string();
         assert!(err.contains("failed to evaluate"), "{err}");
-        let err = checked(&policy("object.spec.("), &remote(), to_target(json!({}))).unwrap_err();
+        let err = checked(&policy("object.spec.("), &remote(), to_target(json!({}))).unwrap_err().to_string();
         assert!(err.contains("does not compile"), "{err}");
         // So does one over its budget, named with the budget.
         let costly = "object.spec.values.all(a, object.spec.values.all(b, a == b || a != b))";
         let values = |n: usize| to_target(json!({"values": (0..n).collect::<Vec<_>>()}));
         assert!(checked(&policy(costly), &remote(), values(10)).is_ok());
-        let err = checked(&policy(costly), &remote(), values(5000)).unwrap_err();
+        let err = checked(&policy(costly), &remote(), values(5000)).unwrap_err().to_string();
         assert!(err.contains("refused by spec.policy.validations[0]: releases go to"), "{err}");
         assert!(err.contains("exceeds its budget: its estimated cost "), "{err}");
         assert!(err.ends_with(" is over the cost limit of 1000000)"), "{err}");
@@ -408,11 +516,16 @@ mod tests {
             ),
         ];
         for (object, rule) in cases {
-            let err = check(object).unwrap_err();
+            let err = check(object).unwrap_err().to_string();
             assert!(err.starts_with("plugin \"flux\" returned "), "{err}");
             assert!(err.contains(rule), "{err} should mention {rule}");
         }
-        assert!(check_object(&meta(), &Policy::default(), "ns", "{not json").unwrap_err().contains("not valid JSON"));
+        assert!(
+            check_object(&meta(), &Policy::default(), "ns", "{not json")
+                .unwrap_err()
+                .to_string()
+                .contains("not valid JSON")
+        );
     }
 
     #[test]
@@ -424,14 +537,15 @@ mod tests {
             ..Policy::default()
         };
         let check = |object: Value| check_object(&meta(), &policy, "team-a", &object.to_string());
-        let err = check(hr(json!({"name": "x"}))).unwrap_err();
+        let err = check(hr(json!({"name": "x"}))).unwrap_err().to_string();
         assert!(err.contains("allowedKinds"), "{err}");
         let open = Policy { allowed_kinds: None, ..policy.clone() };
         let placed =
             check_object(&meta(), &open, "team-a", &hr(json!({"name": "x", "namespace": "flux-system"})).to_string());
         assert_eq!(placed.unwrap()["metadata"]["namespace"], "flux-system");
         let two = [hr(json!({"name": "a"})).to_string(), hr(json!({"name": "b"})).to_string()];
-        let err = open.check_service(&meta(), &facts(&Target::SelfManagement), "ingress", &two).unwrap_err();
+        let err =
+            open.check_service(&meta(), &facts(&Target::SelfManagement), "ingress", &two).unwrap_err().to_string();
         assert!(err.contains("2 objects for service \"ingress\", over the limit of 1"), "{err}");
         assert_eq!(
             open.check_service(&meta(), &facts(&Target::SelfManagement), "ingress", &two[..1]).unwrap().len(),

@@ -127,8 +127,29 @@ fn quoted(rule: &str) -> String {
     format!("{}…", &rule[..rule.floor_char_boundary(MAX_QUOTED)])
 }
 
+/// Why a rule does not compile. Kept with the compiled rules (and cloned out of them), so CEL's
+/// parse error and the thread's are kept as their text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// CEL does not parse it.
+    #[error("{0}")]
+    Parse(String),
+    /// Longer than [`MAX_RULE_BYTES`].
+    #[error("it is {0} bytes long, over the limit of {MAX_RULE_BYTES}")]
+    TooLong(usize),
+    /// Deeper than [`MAX_DEPTH`].
+    #[error("it nests {0} deep, deeper than {MAX_DEPTH}")]
+    TooDeep(usize),
+    /// No evaluator thread could be started (not kept: the next try may find one).
+    #[error("no thread to compile it on: {0}")]
+    NoThread(String),
+    /// Parsing it panicked.
+    #[error("compiling it panicked")]
+    Panicked,
+}
+
 /// A compilation: the rule, or why it does not compile.
-type Compiled = Result<Arc<Rule>, String>;
+type Compiled = Result<Arc<Rule>, CompileError>;
 
 /// A compiled rule, with what it reads of each identifier it names (see [`Reads`]).
 struct Rule {
@@ -161,8 +182,19 @@ enum Returned {
     Other(String),
 }
 
-/// What the evaluator thread hands back for one rule: what it returned, or CEL's error.
-type Evaluated = Result<Returned, String>;
+/// Why a rule that ran returned nothing, as the evaluator thread hands it back.
+#[derive(Debug, thiserror::Error)]
+enum Stopped {
+    /// CEL's error, e.g. a missing field.
+    #[error("{0}")]
+    Failed(#[source] cel::ExecutionError),
+    /// The evaluation panicked.
+    #[error("the evaluation panicked")]
+    Panicked,
+}
+
+/// What the evaluator thread hands back for one rule: what it returned, or why nothing.
+type Evaluated = Result<Returned, Stopped>;
 
 /// Variables bound once (converted to CEL once) for the rules they serve, and the sizes inside
 /// each (what the cost estimate counts on).
@@ -217,7 +249,7 @@ impl RuleCache {
     }
 
     /// Why `rule` does not compile, if it does not (an empty rule compiles: it holds).
-    pub fn check(&self, rule: &str) -> Result<(), String> {
+    pub fn check(&self, rule: &str) -> Result<(), CompileError> {
         self.rule(rule).map_or(Ok(()), |compiled| compiled.map(drop))
     }
 
@@ -314,7 +346,7 @@ impl RuleCache {
     /// `rule` compiled and within budget for `binding`; `None` when it is blank (it holds).
     fn admit(&self, rule: &str, binding: &Binding) -> Result<Option<Arc<Rule>>, RuleError> {
         let Some(compiled) = self.rule(rule) else { return Ok(None) };
-        let compiled = compiled.map_err(|message| RuleError::Compile { rule: rule.to_owned(), message })?;
+        let compiled = compiled.map_err(|e| RuleError::Compile { rule: rule.to_owned(), message: e.to_string() })?;
         let over = |budget| RuleError::OverBudget { rule: rule.to_owned(), budget };
         if lock(&self.overran).contains(rule) {
             return Err(over(Budget::Deadline(self.limits.deadline)));
@@ -331,12 +363,12 @@ impl RuleCache {
         let failed = |message: String| RuleError::Evaluate { rule: rule.to_owned(), message };
         let receiver = evaluator.as_ref().map_err(|e| failed(format!("no thread to run it on: {e}")))?;
         match receiver.recv_timeout(self.limits.deadline) {
-            Ok(returned) => returned.map_err(failed),
+            Ok(returned) => returned.map_err(|stopped| failed(stopped.to_string())),
             Err(RecvTimeoutError::Timeout) => {
                 lock(&self.overran).insert(rule.to_owned());
                 Err(RuleError::OverBudget { rule: rule.to_owned(), budget: Budget::Deadline(self.limits.deadline) })
             }
-            Err(RecvTimeoutError::Disconnected) => Err(failed("the evaluation panicked".into())),
+            Err(RecvTimeoutError::Disconnected) => Err(failed(Stopped::Panicked.to_string())),
         }
     }
 
@@ -353,16 +385,16 @@ impl RuleCache {
         }
         self.compiled.fetch_add(1, Ordering::Relaxed);
         let compiled = if rule.len() > MAX_RULE_BYTES {
-            Err(format!("it is {} bytes long, over the limit of {MAX_RULE_BYTES}", rule.len()))
+            Err(CompileError::TooLong(rule.len()))
         } else {
             let (env, text) = (Arc::clone(&self.env), rule.to_owned());
             let compiling = deadline::start(move |compiled| {
                 let _ = compiled.send(compile(&env, &text));
             });
             // Not kept: the next try may find a thread.
-            let compiled = compiling.map_err(|e| format!("no thread to compile it on: {e}"))?;
+            let compiled = compiling.map_err(|e| CompileError::NoThread(e.to_string()))?;
             // Bounded by the text's length: waited for to the end.
-            compiled.recv().unwrap_or_else(|_| Err("compiling it panicked".into()))
+            compiled.recv().unwrap_or(Err(CompileError::Panicked))
         };
         lock(&self.programs).insert(rule, compiled.clone());
         compiled
@@ -373,10 +405,10 @@ impl RuleCache {
 /// evaluator thread, whose stack is deep enough for any rule within [`MAX_RULE_BYTES`]: a
 /// rule too deep is parsed, and dropped, there.
 fn compile(env: &Env, rule: &str) -> Compiled {
-    let program = env.compile(rule).map_err(|e| e.to_string())?;
+    let program = env.compile(rule).map_err(|e| CompileError::Parse(e.to_string()))?;
     let depth = ast::depth(program.expression());
     if depth > MAX_DEPTH {
-        return Err(format!("it nests {depth} deep, deeper than {MAX_DEPTH}"));
+        return Err(CompileError::TooDeep(depth));
     }
     let mut reads = HashMap::new();
     collect_reads(program.expression(), &mut reads);
@@ -401,8 +433,8 @@ fn execute_all(rules: &[Arc<Rule>], context: &Context, results: &Sender<Evaluate
             Ok(Ok(cel::Value::Bool(holds))) => Ok(Returned::Bool(holds)),
             Ok(Ok(cel::Value::String(text))) => Ok(Returned::Text(text.to_string())),
             Ok(Ok(value)) => Ok(Returned::Other(format!("{value:?}"))),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("the evaluation panicked".to_string()),
+            Ok(Err(e)) => Err(Stopped::Failed(e)),
+            Err(_) => Err(Stopped::Panicked),
         };
         let last = !matches!(returned, Ok(Returned::Bool(true)));
         if results.send(returned).is_err() || last {
@@ -857,7 +889,7 @@ mod tests {
             assert!(err.to_string().len() < 300, "the rule is quoted, not copied: {err}");
         }
         let err = rules.check(&chain("+1", MAX_RULE_BYTES / 2)).unwrap_err();
-        assert_eq!(err, format!("it is {} bytes long, over the limit of 16384", 1 + MAX_RULE_BYTES));
+        assert_eq!(err.to_string(), format!("it is {} bytes long, over the limit of 16384", 1 + MAX_RULE_BYTES));
         let deepest = format!("{}1 == {}", "1 + ".repeat(MAX_DEPTH - 2), MAX_DEPTH - 1);
         assert_eq!(rules.evaluate(&deepest, &json!({})), Ok(true), "{MAX_DEPTH} deep runs");
     }

@@ -135,44 +135,91 @@ pub fn is_flux_provider(smp: &StateManagementProvider) -> bool {
     })
 }
 
+/// Why a plugin may not serve under its AdapterPlugin's spec, naming the plugin, the kind and
+/// the field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    /// A plugin from a ConfigMap or an OCI registry, and no `spec.allowedKinds`.
+    #[error(
+        "spec.allowedKinds: a plugin from a ConfigMap or an OCI registry may create only the kinds listed there \
+         (none by default); plugin {plugin:?} declares {declared}"
+    )]
+    KindsNotListed {
+        /// The plugin's name.
+        plugin: String,
+        /// The kinds it declares, `group/Kind` joined.
+        declared: String,
+    },
+    /// The plugin creates nothing.
+    #[error("plugin {plugin:?} declares no kinds it creates")]
+    NoKinds {
+        /// The plugin's name.
+        plugin: String,
+    },
+    /// The plugin creates a cluster-scoped kind.
+    #[error(
+        "plugin {plugin:?} declares cluster-scoped kind {group}/{kind}; plugins may create only namespaced objects"
+    )]
+    ClusterScoped {
+        /// The plugin's name.
+        plugin: String,
+        /// The kind's group.
+        group: String,
+        /// The kind.
+        kind: String,
+    },
+    /// The plugin reads Secrets.
+    #[error("plugin {plugin:?} declares it reads {kind}: plugins never read Secrets")]
+    ReadsSecrets {
+        /// The plugin's name.
+        plugin: String,
+        /// The kind.
+        kind: String,
+    },
+    /// The plugin reads a kind `spec.allowedKinds` does not list.
+    #[error("spec.allowedKinds does not list {group}/{kind}, which plugin {plugin:?} reads")]
+    ReadNotAllowed {
+        /// The plugin's name.
+        plugin: String,
+        /// The kind's group.
+        group: String,
+        /// The kind.
+        kind: String,
+    },
+    /// `spec.allowedKinds` allows none of the kinds the plugin creates.
+    #[error("spec.allowedKinds leaves none of the kinds plugin {plugin:?} declares ({declared})")]
+    NoneAllowed {
+        /// The plugin's name.
+        plugin: String,
+        /// The kinds it declares, `group/Kind` joined.
+        declared: String,
+    },
+}
+
 /// The host's checks of a compiled plugin against its AdapterPlugin.
-pub fn validate(serving: &ServingPlugin, spec: &AdapterPluginSpec) -> Result<(), String> {
+pub fn validate(serving: &ServingPlugin, spec: &AdapterPluginSpec) -> Result<(), Invalid> {
     let metadata = serving.metadata();
+    let plugin = || metadata.name.clone();
     let declared = || metadata.creates.iter().map(|k| format!("{}/{}", k.group, k.kind)).collect::<Vec<_>>().join(", ");
     if spec.source.builtin.is_none() && spec.allowed_kinds.is_none() {
-        return Err(format!(
-            "spec.allowedKinds: a plugin from a ConfigMap or an OCI registry may create only the kinds listed there \
-             (none by default); plugin {:?} declares {}",
-            metadata.name,
-            declared()
-        ));
+        return Err(Invalid::KindsNotListed { plugin: plugin(), declared: declared() });
     }
     if metadata.creates.is_empty() {
-        return Err(format!("plugin {:?} declares no kinds it creates", metadata.name));
+        return Err(Invalid::NoKinds { plugin: plugin() });
     }
     if let Some(kind) = metadata.creates.iter().find(|k| !k.namespaced) {
-        return Err(format!(
-            "plugin {:?} declares cluster-scoped kind {}/{}; plugins may create only namespaced objects",
-            metadata.name, kind.group, kind.kind
-        ));
+        return Err(Invalid::ClusterScoped { plugin: plugin(), group: kind.group.clone(), kind: kind.kind.clone() });
     }
     // The host watches what a plugin reads with its own permissions: only what the operator lets
     // the plugin touch, and never Secrets.
     if let Some(kind) = serving.reads().find(|k| k.group.is_empty() && k.kind == "Secret") {
-        return Err(format!("plugin {:?} declares it reads {}: plugins never read Secrets", metadata.name, kind.kind));
+        return Err(Invalid::ReadsSecrets { plugin: plugin(), kind: kind.kind.clone() });
     }
     if let Some(kind) = serving.reads().find(|k| !serving.policy.allows_kind(&k.group, &k.kind)) {
-        return Err(format!(
-            "spec.allowedKinds does not list {}/{}, which plugin {:?} reads",
-            kind.group, kind.kind, metadata.name
-        ));
+        return Err(Invalid::ReadNotAllowed { plugin: plugin(), group: kind.group.clone(), kind: kind.kind.clone() });
     }
     if serving.kinds().next().is_none() {
-        return Err(format!(
-            "spec.allowedKinds leaves none of the kinds plugin {:?} declares ({})",
-            metadata.name,
-            declared()
-        ));
+        return Err(Invalid::NoneAllowed { plugin: plugin(), declared: declared() });
     }
     Ok(())
 }
@@ -232,18 +279,38 @@ pub fn assignment<'a>(
     }
 }
 
+/// Why no AdapterPlugin serves a provider.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unassigned {
+    /// None names it.
+    #[error(
+        "no AdapterPlugin serves StateManagementProvider {provider:?}: declare one with spec.providers: [{provider:?}]"
+    )]
+    Unserved {
+        /// The provider.
+        provider: String,
+    },
+    /// Several name it.
+    #[error(
+        "AdapterPlugins {} all name StateManagementProvider {provider:?} in spec.providers; none serves it until only one does",
+        .plugins.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+    )]
+    Contested {
+        /// The provider.
+        provider: String,
+        /// The AdapterPlugins naming it.
+        plugins: Vec<String>,
+    },
+}
+
 impl Assignment {
-    /// Why the provider has no plugin, for a ServiceSet's condition; `None` when one serves it.
-    pub fn problem(&self, provider: &str) -> Option<String> {
+    /// The AdapterPlugin serving `provider`, or why none does (for a ServiceSet's condition).
+    pub fn plugin(&self, provider: &str) -> Result<&str, Unassigned> {
+        let provider = provider.to_string();
         match self {
-            Self::One(_) => None,
-            Self::Unserved => Some(format!(
-                "no AdapterPlugin serves StateManagementProvider {provider:?}: declare one with spec.providers: [{provider:?}]"
-            )),
-            Self::Contested(names) => Some(format!(
-                "AdapterPlugins {} all name StateManagementProvider {provider:?} in spec.providers; none serves it until only one does",
-                names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
-            )),
+            Self::One(name) => Ok(name),
+            Self::Unserved => Err(Unassigned::Unserved { provider }),
+            Self::Contested(plugins) => Err(Unassigned::Contested { provider, plugins: plugins.clone() }),
         }
     }
 }
@@ -345,12 +412,12 @@ mod tests {
         };
         let summaries = vec![kind("config.projectsveltos.io", "ClusterSummary")];
         assert_eq!(check(summaries.clone(), &allowed(&["Profile", "ClusterSummary"])), Ok(()));
-        let refused = check(summaries, &allowed(&["Profile"])).unwrap_err();
+        let refused = check(summaries, &allowed(&["Profile"])).unwrap_err().to_string();
         assert_eq!(
             refused,
             "spec.allowedKinds does not list config.projectsveltos.io/ClusterSummary, which plugin \"sveltos\" reads"
         );
-        let secrets = check(vec![kind("", "Secret")], &allowed(&["Profile"])).unwrap_err();
+        let secrets = check(vec![kind("", "Secret")], &allowed(&["Profile"])).unwrap_err().to_string();
         assert!(secrets.contains("plugins never read Secrets"), "{secrets}");
     }
 
@@ -366,8 +433,9 @@ mod tests {
         assert_eq!(assignment(plugins, "ksm-fleet"), Assignment::Unserved);
         let contested = assignment(plugins, "ksm-argocd");
         assert_eq!(contested, Assignment::Contested(vec!["argo".into(), "argo-2".into()]));
-        let message = contested.problem("ksm-argocd").unwrap();
+        let message = contested.plugin("ksm-argocd").unwrap_err().to_string();
         assert!(message.contains("\"argo\", \"argo-2\"") && message.contains("none serves it"), "{message}");
-        assert!(Assignment::Unserved.problem("ksm-fleet").unwrap().contains("spec.providers: [\"ksm-fleet\"]"));
+        let unserved = Assignment::Unserved.plugin("ksm-fleet").unwrap_err().to_string();
+        assert!(unserved.contains("spec.providers: [\"ksm-fleet\"]"), "{unserved}");
     }
 }

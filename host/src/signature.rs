@@ -12,6 +12,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use sigstore::crypto::signing_key::SigStoreKeyPair;
 use sigstore::crypto::{CosignVerificationKey, SigStoreSigner, Signature, SigningScheme};
+use sigstore::errors::SigstoreError;
 
 /// Media type of a signature layer.
 pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -20,12 +21,20 @@ pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// `critical.type` of a container image signature payload.
 const SIGNATURE_TYPE: &str = "cosign container image signature";
 
+/// A digest that is no sha256 manifest digest: no signature tag can name it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{digest:?} is not a sha256 manifest digest (sha256:<64 hex digits>)")]
+pub struct NotADigest {
+    /// The digest given.
+    pub digest: String,
+}
+
 /// The tag cosign stores the signatures of manifest `digest` (`sha256:<hex>`) under:
 /// `sha256-<hex>.sig`.
-pub fn signature_tag(digest: &str) -> Result<String, String> {
+pub fn signature_tag(digest: &str) -> Result<String, NotADigest> {
     let hex = digest.strip_prefix("sha256:").unwrap_or_default();
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!("{digest:?} is not a sha256 manifest digest (sha256:<64 hex digits>)"));
+        return Err(NotADigest { digest: digest.into() });
     }
     Ok(format!("sha256-{}.sig", hex.to_ascii_lowercase()))
 }
@@ -66,6 +75,36 @@ struct Image {
     docker_manifest_digest: String,
 }
 
+/// Why a key cannot be read, made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// Not a PEM public key.
+    #[error("{origin}: not a PEM public key: {source}")]
+    NotAPublicKey {
+        /// Where the key was listed.
+        origin: String,
+        /// Why it does not read.
+        source: SigstoreError,
+    },
+    /// Not a PEM private key (or, encrypted, not with this password).
+    #[error("not a PEM private key{}: {source}", if *.encrypted { " (is the password right?)" } else { "" })]
+    NotAPrivateKey {
+        /// Whether it is encrypted.
+        encrypted: bool,
+        /// Why it does not read.
+        source: SigstoreError,
+    },
+    /// A private key of another algorithm.
+    #[error("only ECDSA P-256 keys (cosign's default) sign plugins: {0}")]
+    NotP256(#[source] SigstoreError),
+    /// A new key pair could not be made.
+    #[error("{0}")]
+    Generate(#[source] SigstoreError),
+    /// The payload could not be signed.
+    #[error("signing: {0}")]
+    Sign(#[source] SigstoreError),
+}
+
 /// A public key the operator trusts, named by where it was listed (for messages).
 pub struct TrustedKey {
     /// Where the key was listed, e.g. `spec.source.oci.verify.keys[0]` or a file.
@@ -76,11 +115,11 @@ pub struct TrustedKey {
 impl TrustedKey {
     /// The PEM public key (`-----BEGIN PUBLIC KEY-----`, as `cosign.pub`) listed at `origin`;
     /// the algorithm (ECDSA P-256 for cosign's keys) follows from the key.
-    pub fn from_pem(origin: impl Into<String>, pem: &[u8]) -> Result<Self, String> {
+    pub fn from_pem(origin: impl Into<String>, pem: &[u8]) -> Result<Self, KeyError> {
         let origin = origin.into();
         match CosignVerificationKey::try_from_pem(pem) {
             Ok(key) => Ok(Self { origin, key }),
-            Err(e) => Err(format!("{origin}: not a PEM public key: {e}")),
+            Err(source) => Err(KeyError::NotAPublicKey { origin, source }),
         }
     }
 }
@@ -108,8 +147,8 @@ pub enum Rejected {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unverified {
     /// The digest is not a sha256 manifest digest: no signature tag can name it.
-    #[error("{0}")]
-    BadDigest(String),
+    #[error(transparent)]
+    BadDigest(#[from] NotADigest),
     /// No signature tag, or one holding no signature layer.
     #[error("no signature: the repository has no tag {tag} holding a {SIMPLE_SIGNING_MEDIA_TYPE} layer")]
     Unsigned {
@@ -141,7 +180,7 @@ pub fn verify<'k>(
     digest: &str,
     stored: Option<&[StoredSignature]>,
 ) -> Result<&'k str, Unverified> {
-    let tag = signature_tag(digest).map_err(Unverified::BadDigest)?;
+    let tag = signature_tag(digest)?;
     let stored = stored.unwrap_or_default();
     if stored.is_empty() {
         return Err(Unverified::Unsigned { tag });
@@ -187,32 +226,27 @@ pub struct SigningKey(SigStoreSigner);
 impl SigningKey {
     /// Reads cosign's encrypted private key (`cosign.key`, decrypted with `password`) or an
     /// unencrypted PKCS#8 PEM private key.
-    pub fn from_pem(pem: &[u8], password: &[u8]) -> Result<Self, String> {
+    pub fn from_pem(pem: &[u8], password: &[u8]) -> Result<Self, KeyError> {
         let encrypted = String::from_utf8_lossy(pem).contains("-----BEGIN ENCRYPTED");
         let pair =
             if encrypted { SigStoreKeyPair::from_encrypted_pem(pem, password) } else { SigStoreKeyPair::from_pem(pem) }
-                .map_err(|e| {
-                    let hint = if encrypted { " (is the password right?)" } else { "" };
-                    format!("not a PEM private key{hint}: {e}")
-                })?;
-        pair.to_sigstore_signer(&SigningScheme::ECDSA_P256_SHA256_ASN1)
-            .map(Self)
-            .map_err(|e| format!("only ECDSA P-256 keys (cosign's default) sign plugins: {e}"))
+                .map_err(|source| KeyError::NotAPrivateKey { encrypted, source })?;
+        pair.to_sigstore_signer(&SigningScheme::ECDSA_P256_SHA256_ASN1).map(Self).map_err(KeyError::NotP256)
     }
 
     /// A new key pair: the private key encrypted with `password` in cosign's format
     /// (`cosign.key`), and the public key PEM (`cosign.pub`).
-    pub fn generate(password: &[u8]) -> Result<(String, String), String> {
-        let signer = SigningScheme::ECDSA_P256_SHA256_ASN1.create_signer().map_err(|e| e.to_string())?;
-        let pair = signer.to_sigstore_keypair().map_err(|e| e.to_string())?;
-        let private = pair.private_key_to_encrypted_pem(password).map_err(|e| e.to_string())?;
-        let public = pair.public_key_to_pem().map_err(|e| e.to_string())?;
+    pub fn generate(password: &[u8]) -> Result<(String, String), KeyError> {
+        let signer = SigningScheme::ECDSA_P256_SHA256_ASN1.create_signer().map_err(KeyError::Generate)?;
+        let pair = signer.to_sigstore_keypair().map_err(KeyError::Generate)?;
+        let private = pair.private_key_to_encrypted_pem(password).map_err(KeyError::Generate)?;
+        let public = pair.public_key_to_pem().map_err(KeyError::Generate)?;
         Ok((private.to_string(), public))
     }
 
     /// The signature of manifest `digest` of `repository` (`registry/repository`, the payload's
     /// `docker-reference`), as cosign makes it.
-    pub fn sign(&self, repository: &str, digest: &str) -> Result<StoredSignature, String> {
+    pub fn sign(&self, repository: &str, digest: &str) -> Result<StoredSignature, KeyError> {
         let payload = Payload {
             critical: Critical {
                 identity: Identity { docker_reference: repository.into() },
@@ -222,7 +256,7 @@ impl SigningKey {
             optional: None,
         };
         let payload = serde_json::to_vec(&payload).expect("a payload serializes");
-        let raw = self.0.sign(&payload).map_err(|e| format!("signing: {e}"))?;
+        let raw = self.0.sign(&payload).map_err(KeyError::Sign)?;
         Ok(StoredSignature { payload, signature: Some(base64::engine::general_purpose::STANDARD.encode(raw)) })
     }
 }
@@ -262,7 +296,7 @@ mod tests {
             &DIGEST[7..],
             "sha256:zz23456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         ] {
-            assert!(signature_tag(bad).unwrap_err().contains("not a sha256 manifest digest"), "{bad}");
+            assert!(signature_tag(bad).unwrap_err().to_string().contains("not a sha256 manifest digest"), "{bad}");
         }
     }
 
@@ -354,15 +388,16 @@ mod tests {
 
     #[test]
     fn keys_that_are_not_pem_public_keys_are_named() {
-        let error = TrustedKey::from_pem("spec.source.oci.verify.keys[1].publicKey", b"nope").err().unwrap();
+        let error =
+            TrustedKey::from_pem("spec.source.oci.verify.keys[1].publicKey", b"nope").err().unwrap().to_string();
         assert!(error.starts_with("spec.source.oci.verify.keys[1].publicKey: not a PEM public key"), "{error}");
-        let private = TrustedKey::from_pem("k", PAIRS[1].0.as_bytes()).err().unwrap();
+        let private = TrustedKey::from_pem("k", PAIRS[1].0.as_bytes()).err().unwrap().to_string();
         assert!(private.starts_with("k: not a PEM public key"), "{private}");
     }
 
     #[test]
     fn a_private_key_needs_its_password() {
-        let error = SigningKey::from_pem(PAIRS[0].0.as_bytes(), b"wrong").err().unwrap();
+        let error = SigningKey::from_pem(PAIRS[0].0.as_bytes(), b"wrong").err().unwrap().to_string();
         assert!(error.contains("is the password right?"), "{error}");
         assert!(SigningKey::from_pem(PAIRS[0].1.as_bytes(), b"").is_err(), "a public key does not sign");
     }

@@ -66,13 +66,13 @@ impl OfflinePlugins {
         };
         let specs = declared.iter().map(|(p, _)| (p.metadata.name.as_deref().unwrap_or_default(), &p.spec));
         match assignment(specs, provider) {
-            Assignment::One(name) => {
+            Assignment::Unserved if smp.is_some_and(is_flux_provider) => Ok(default.clone()),
+            assigned => {
+                let name = assigned.plugin(provider).map_err(|e| e.to_string())?;
                 let (_, loaded) =
-                    declared.iter().find(|(p, _)| p.metadata.name.as_deref() == Some(&name)).expect("assigned");
+                    declared.iter().find(|(p, _)| p.metadata.name.as_deref() == Some(name)).expect("assigned");
                 loaded.clone().map_err(|e| format!("AdapterPlugin {name:?}: {e}"))
             }
-            Assignment::Unserved if smp.is_some_and(is_flux_provider) => Ok(default.clone()),
-            other => Err(other.problem(provider).unwrap_or_default()),
         }
     }
 }
@@ -85,8 +85,8 @@ fn load_declared(
     defaults: Limits,
 ) -> Result<Arc<ServingPlugin>, String> {
     let name = plugin.metadata.name.clone().unwrap_or_default();
-    let bytes = match plugin.spec.source.get()? {
-        Source::Builtin(builtin) => builtin::lookup(builtin)?.to_vec(),
+    let bytes = match plugin.spec.source.get().map_err(|e| e.to_string())? {
+        Source::Builtin(builtin) => builtin::lookup(builtin).map_err(|e| e.to_string())?.to_vec(),
         Source::ConfigMap(reference) => {
             let doc = manifests.find("v1", "ConfigMap", &reference.namespace, &reference.name).ok_or_else(|| {
                 format!(
@@ -96,7 +96,7 @@ fn load_declared(
             })?;
             let config_map: ConfigMap =
                 serde_json::from_value(doc.object.clone()).map_err(|e| format!("{}: {e}", doc.origin))?;
-            reference.bytes_in(&config_map)?
+            reference.bytes_in(&config_map).map_err(|e| e.to_string())?
         }
         Source::Oci(_) if pulled.contains_key(&name) => pulled[&name].clone()?,
         Source::Oci(oci) => {
@@ -108,6 +108,6 @@ fn load_declared(
     };
     let wasm = runtime.load(&bytes, limits(&plugin.spec, defaults)).map_err(|e| e.to_string())?;
     let serving = ServingPlugin::configured(&name, Arc::new(wasm), &plugin.spec);
-    validate(&serving, &plugin.spec)?;
+    validate(&serving, &plugin.spec).map_err(|e| e.to_string())?;
     Ok(Arc::new(serving))
 }

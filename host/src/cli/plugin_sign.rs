@@ -52,7 +52,7 @@ pub fn sign(args: SignArgs) -> anyhow::Result<Value> {
         .map_err(|e| anyhow!("{}: {e}", args.key.display()))?;
     let credentials = args.registry.credentials(&args.reference)?;
     let digest = block_on(oci::resolve(&args.reference, &credentials, oci::RESOLVE_DEADLINE))?;
-    let signature = key.sign(&oci::repository(&args.reference)?, &digest).map_err(|e| anyhow!(e))?;
+    let signature = key.sign(&oci::repository(&args.reference)?, &digest).map_err(|e| anyhow!("{e}"))?;
     let (tag, count) = block_on(oci::push_signature(&args.reference, &digest, &signature, &credentials))?;
     Ok(json!({ "reference": oci::pin(&args.reference, &digest)?, "signature": tag, "signatures": count }))
 }
@@ -60,7 +60,7 @@ pub fn sign(args: SignArgs) -> anyhow::Result<Value> {
 /// `plugin keygen`: a new key pair, `cosign.key` (private, mode 0600) and `cosign.pub`, never
 /// over existing files; returns their paths.
 pub fn keygen(args: KeygenArgs) -> anyhow::Result<Value> {
-    let (private, public) = SigningKey::generate(args.password.key_password.as_bytes()).map_err(|e| anyhow!(e))?;
+    let (private, public) = SigningKey::generate(args.password.key_password.as_bytes()).map_err(|e| anyhow!("{e}"))?;
     let (private_path, public_path) = (args.output_dir.join("cosign.key"), args.output_dir.join("cosign.pub"));
     for path in [&private_path, &public_path] {
         if path.exists() {
@@ -89,7 +89,7 @@ pub fn trusted_keys(paths: &[PathBuf]) -> anyhow::Result<Vec<TrustedKey>> {
         .iter()
         .map(|path| {
             let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            TrustedKey::from_pem(path.display().to_string(), &pem).map_err(|e| anyhow!(e))
+            TrustedKey::from_pem(path.display().to_string(), &pem).map_err(|e| anyhow!("{e}"))
         })
         .collect()
 }

@@ -112,7 +112,7 @@ pub(super) fn render_one(
     let smp = provider(manifests, &service_set)?;
     let labels = service_set.metadata.labels.clone().unwrap_or_default();
     if let Some(smp) = &smp
-        && !smp::serves(identity, smp, &labels).map_err(anyhow::Error::msg)?
+        && !smp::serves(identity, smp, &labels).map_err(|e| anyhow::anyhow!("{e}"))?
     {
         return Ok(json!({ "serviceSet": doc.key(), "servedByThisHost": false,
             "reason": format!("StateManagementProvider {smp_name:?} names adapter {}/{} or its selector does not match",
@@ -196,7 +196,7 @@ pub(super) fn route(manifests: &Manifests, service_set: &ServiceSet, system_name
     let credential = |key: &NamespacedName| object(manifests, "Credential", key);
     let region = |name: &str| object(manifests, "Region", &NamespacedName::new("", name));
     let topology = Topology { cluster_deployment: &cluster_deployment, credential: &credential, region: &region };
-    route::route(service_set, &topology, system_namespace)
+    route::route(service_set, &topology, system_namespace).map_err(|e| e.to_string())
 }
 
 /// The host's own evaluation of an SMP from the workloads and CRDs in the files (RBAC cannot be

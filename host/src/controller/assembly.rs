@@ -161,6 +161,7 @@ pub(super) fn assemble(
         identity: settings.identity.clone(),
         interval: settings.smp_interval,
         changed: provider_changed,
+        metrics: metrics.clone(),
     });
     let (health_check, regions) = other_clusters(&client, &settings, health_rules, (children.clone(), child_wake));
     let ctx = Arc::new(Context {

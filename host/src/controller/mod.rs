@@ -170,11 +170,7 @@ fn plugin_controller(
         .reconcile_on(triggers.woken)
         .shutdown_on_signal()
         .graceful_shutdown_on(stop)
-        .run(
-            adapter_plugins::reconcile::reconcile,
-            |plugin, error, _| adapter_plugins::reconcile::error_policy(&plugin, error),
-            plugin_ctx,
-        )
+        .run(adapter_plugins::reconcile::reconcile, adapter_plugins::reconcile::error_policy, plugin_ctx)
         .for_each(log_error)
 }
 
@@ -219,7 +215,7 @@ async fn serve_metrics(
     let ready = Arc::new(move || match serving.get() {
         Some(ctx) => ctx.readiness(),
         None if standby => Ok(()),
-        None => Err("starting".to_string()),
+        None => Err(crate::metrics::NotReady::Starting),
     });
     let probes = crate::metrics::Probes { refresh, healthy, ready };
     tokio::spawn(async move {
@@ -257,7 +253,8 @@ async fn log_error<T, E: std::error::Error + 'static, Q: std::error::Error + 'st
 ) {
     const NOT_CACHED: &str = "woken for an object the cache does not hold (gone meanwhile, or not this host's)";
     match result {
-        // Its error_policy logged it, with the ServiceSet's or AdapterPlugin's field.
+        // Its error_policy logged it, with the ServiceSet's or AdapterPlugin's field (an
+        // AdapterPlugin whose spec did not load says why in its status).
         Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
         Err(controller::Error::ObjectNotFound(object)) => match object.dyntype.kind.as_str() {
             "ServiceSet" => tracing::debug!(serviceset = %object, "{NOT_CACHED}"),

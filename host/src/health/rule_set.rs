@@ -10,7 +10,7 @@
 
 use super::{DATA_KEY, GLOBAL, TARGET_LABEL};
 use crate::k0rdent::ServiceSet;
-use crate::rules::RuleCache;
+use crate::rules::{CompileError, RuleCache};
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde::Deserialize;
 use serde_json::Value;
@@ -84,6 +84,41 @@ impl std::fmt::Display for LoadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.source, self.message)
     }
+}
+
+/// Why a ConfigMap's rules, or one of its rules, cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Unusable {
+    /// The ConfigMap holds more than [`MAX_CONFIG_MAP_BYTES`].
+    #[error("{DATA_KEY:?} holds {0} bytes, over the cap of {MAX_CONFIG_MAP_BYTES}; not loaded")]
+    TooLarge(usize),
+    /// Its rules are not a YAML list.
+    #[error("parse {DATA_KEY:?}: {0}")]
+    Unparsable(#[source] serde_norway::Error),
+    /// It holds more than [`MAX_CONFIG_MAP_RULES`].
+    #[error("{DATA_KEY:?} holds {0} rules, over the cap of {MAX_CONFIG_MAP_RULES}; not loaded")]
+    TooMany(usize),
+    /// A document that is not a rule.
+    #[error("not a rule: {0}")]
+    NotARule(#[source] serde_json::Error),
+    /// A rule without kind or version.
+    #[error("kind and version are required")]
+    NoKind,
+    /// A scope other than `Namespaced` or `Cluster`.
+    #[error("scope must be \"Namespaced\" or \"Cluster\", got {0:?}")]
+    Scope(String),
+    /// A rule of scope `Cluster` confined to a namespace (its own).
+    #[error("scope Cluster: {}; not applied", confinement(.0))]
+    Confined(String),
+    /// A rule without `healthy`.
+    #[error("healthy is required")]
+    NoHealthy,
+    /// `healthy` does not compile.
+    #[error("healthy: {0}")]
+    Healthy(#[source] CompileError),
+    /// `message` does not compile.
+    #[error("message: {0}")]
+    Message(#[source] CompileError),
 }
 
 /// The rules applying to one ServiceSet, by kind (an object must pass every rule of its kind),
@@ -202,8 +237,8 @@ pub fn load<C: Deref<Target = ConfigMap>>(config_maps: &[C], tenant: Option<&str
         }
         let docs = match parse(text) {
             Ok(docs) => docs,
-            Err(message) => {
-                set.errors.push(LoadError { source: name, message });
+            Err(e) => {
+                set.errors.push(LoadError { source: name, message: e.to_string() });
                 continue;
             }
         };
@@ -211,7 +246,7 @@ pub fn load<C: Deref<Target = ConfigMap>>(config_maps: &[C], tenant: Option<&str
             let source = format!("{name}#{index}");
             match rule(doc, source.clone(), confined_to, cel) {
                 Ok((kind, rule)) => add(&mut set, kind, rule),
-                Err(message) => set.errors.push(LoadError { source, message }),
+                Err(e) => set.errors.push(LoadError { source, message: e.to_string() }),
             }
         }
     }
@@ -220,15 +255,13 @@ pub fn load<C: Deref<Target = ConfigMap>>(config_maps: &[C], tenant: Option<&str
 
 /// The rule documents of a ConfigMap's `text`, within [`MAX_CONFIG_MAP_BYTES`] and
 /// [`MAX_CONFIG_MAP_RULES`].
-fn parse(text: &str) -> Result<Vec<Value>, String> {
+fn parse(text: &str) -> Result<Vec<Value>, Unusable> {
     if text.len() > MAX_CONFIG_MAP_BYTES {
-        let size = text.len();
-        return Err(format!("{DATA_KEY:?} holds {size} bytes, over the cap of {MAX_CONFIG_MAP_BYTES}; not loaded"));
+        return Err(Unusable::TooLarge(text.len()));
     }
-    let docs = serde_norway::from_str::<Vec<Value>>(text).map_err(|e| format!("parse {DATA_KEY:?}: {e}"))?;
+    let docs = serde_norway::from_str::<Vec<Value>>(text).map_err(Unusable::Unparsable)?;
     if docs.len() > MAX_CONFIG_MAP_RULES {
-        let count = docs.len();
-        return Err(format!("{DATA_KEY:?} holds {count} rules, over the cap of {MAX_CONFIG_MAP_RULES}; not loaded"));
+        return Err(Unusable::TooMany(docs.len()));
     }
     Ok(docs)
 }
@@ -245,24 +278,24 @@ fn add(set: &mut RuleSet, kind: GroupKind, rule: Rule) {
 
 /// One rule document, checked and compiled; confined to `confined_to`, where one of scope
 /// `Cluster` is refused.
-fn rule(doc: Value, source: String, confined_to: Option<&str>, cel: &RuleCache) -> Result<(GroupKind, Rule), String> {
-    let doc: RuleDoc = serde_json::from_value(doc).map_err(|e| format!("not a rule: {e}"))?;
+fn rule(doc: Value, source: String, confined_to: Option<&str>, cel: &RuleCache) -> Result<(GroupKind, Rule), Unusable> {
+    let doc: RuleDoc = serde_json::from_value(doc).map_err(Unusable::NotARule)?;
     if doc.kind.is_empty() || doc.version.is_empty() {
-        return Err("kind and version are required".into());
+        return Err(Unusable::NoKind);
     }
     let scope = match doc.scope.as_str() {
         "Namespaced" => Scope::Namespaced,
         "Cluster" => Scope::Cluster,
-        other => return Err(format!("scope must be \"Namespaced\" or \"Cluster\", got {other:?}")),
+        other => return Err(Unusable::Scope(other.into())),
     };
     if let (Scope::Cluster, Some(namespace)) = (scope, confined_to) {
-        return Err(format!("scope Cluster: {}; not applied", confinement(namespace)));
+        return Err(Unusable::Confined(namespace.into()));
     }
     if doc.healthy.trim().is_empty() {
-        return Err("healthy is required".into());
+        return Err(Unusable::NoHealthy);
     }
-    cel.check(&doc.healthy).map_err(|e| format!("healthy: {e}"))?;
-    cel.check(&doc.message).map_err(|e| format!("message: {e}"))?;
+    cel.check(&doc.healthy).map_err(Unusable::Healthy)?;
+    cel.check(&doc.message).map_err(Unusable::Message)?;
     let kind = GroupKind { group: doc.group, kind: doc.kind };
     let confined_to = confined_to.map(str::to_string);
     Ok((kind, Rule { version: doc.version, scope, healthy: doc.healthy, message: doc.message, source, confined_to }))

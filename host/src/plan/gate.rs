@@ -50,7 +50,7 @@ pub fn gate(
     match smp.map(|smp| smp::serves(identity, smp, service_set.labels())) {
         Some(Ok(true)) => {}
         Some(Ok(false)) => return Gate::Release,
-        Some(Err(e)) => return Gate::Undecided(e),
+        Some(Err(e)) => return Gate::Undecided(e.to_string()),
         None if ours => {}
         None => return Gate::Leave,
     }

@@ -38,13 +38,17 @@ impl From<Recorded> for RegionAccess {
     }
 }
 
-/// The regions recorded on `service_set`, or why the record does not read (someone edited it).
-pub fn recorded(service_set: &ServiceSet) -> Result<Vec<RegionAccess>, String> {
+/// A record that does not read: someone edited it.
+#[derive(Debug, thiserror::Error)]
+#[error("annotation {REGIONS_ANNOTATION} is not the host's record of regions: {0}")]
+pub struct Unreadable(#[source] serde_json::Error);
+
+/// The regions recorded on `service_set`, or why the record does not read.
+pub fn recorded(service_set: &ServiceSet) -> Result<Vec<RegionAccess>, Unreadable> {
     let Some(text) = service_set.metadata.annotations.as_ref().and_then(|a| a.get(REGIONS_ANNOTATION)) else {
         return Ok(Vec::new());
     };
-    let recorded: Vec<Recorded> = serde_json::from_str(text)
-        .map_err(|e| format!("annotation {REGIONS_ANNOTATION} is not the host's record of regions: {e}"))?;
+    let recorded: Vec<Recorded> = serde_json::from_str(text).map_err(Unreadable)?;
     Ok(recorded.into_iter().map(RegionAccess::from).collect())
 }
 
@@ -97,27 +101,27 @@ mod tests {
     #[test]
     fn a_region_is_recorded_once_and_updated_when_it_is_reached_another_way() {
         let none = service_set(None);
-        assert_eq!(recorded(&none), Ok(vec![]));
+        assert_eq!(recorded(&none).unwrap(), vec![]);
         let first = recording(&none, &access("eu", "eu-kc")).unwrap();
         assert_eq!(first, r#"[{"region":"eu","secret":"kcm-system/eu-kc","key":"value"}]"#);
         let eu = service_set(Some(&first));
-        assert_eq!(recorded(&eu), Ok(vec![access("eu", "eu-kc")]));
+        assert_eq!(recorded(&eu).unwrap(), vec![access("eu", "eu-kc")]);
         assert_eq!(recording(&eu, &access("eu", "eu-kc")), None, "recorded already: no write");
         let moved = service_set(Some(&recording(&eu, &access("eu", "eu-kc-2")).unwrap()));
-        assert_eq!(recorded(&moved), Ok(vec![access("eu", "eu-kc-2")]), "one entry per region");
+        assert_eq!(recorded(&moved).unwrap(), vec![access("eu", "eu-kc-2")], "one entry per region");
         let both = service_set(Some(&recording(&moved, &access("us", "us-kc")).unwrap()));
         assert_eq!(recorded(&both).unwrap().len(), 2);
         let left = service_set(Some(&forgetting(&both, &["eu".into()]).unwrap()));
-        assert_eq!(recorded(&left), Ok(vec![access("us", "us-kc")]));
+        assert_eq!(recorded(&left).unwrap(), vec![access("us", "us-kc")]);
         assert_eq!(forgetting(&left, &["eu".into()]), None, "not recorded: no write");
     }
 
     #[test]
     fn a_record_someone_edited_says_so_and_is_replaced_when_a_region_is_recorded() {
         let edited = service_set(Some("eu"));
-        let why = recorded(&edited).unwrap_err();
+        let why = recorded(&edited).unwrap_err().to_string();
         assert!(why.starts_with("annotation ksm.k0rdent.mirantis.com/regions is not the host's record"), "{why}");
         let replaced = service_set(Some(&recording(&edited, &access("eu", "eu-kc")).unwrap()));
-        assert_eq!(recorded(&replaced), Ok(vec![access("eu", "eu-kc")]));
+        assert_eq!(recorded(&replaced).unwrap(), vec![access("eu", "eu-kc")]);
     }
 }

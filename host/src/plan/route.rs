@@ -35,6 +35,35 @@ pub struct RegionAccess {
     pub key: String,
 }
 
+/// Why the route of a ServiceSet's children cannot be told, naming the object and field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// The ClusterDeployment names a Credential that does not exist.
+    #[error("Credential {credential} (spec.credential of ClusterDeployment {cluster_deployment}) not found")]
+    NoCredential {
+        /// The Credential named.
+        credential: NamespacedName,
+        /// The ClusterDeployment naming it.
+        cluster_deployment: NamespacedName,
+    },
+    /// The Credential names a Region that does not exist.
+    #[error("Region {region} (spec.region of Credential {credential}) not found")]
+    NoRegion {
+        /// The Region named.
+        region: String,
+        /// The Credential naming it.
+        credential: NamespacedName,
+    },
+    /// The Region says no kubeconfig, or two.
+    #[error(
+        "Region {region}: exactly one of spec.kubeConfig (with a name) and spec.clusterDeployment (with a name and namespace) must be set"
+    )]
+    NoKubeconfig {
+        /// The Region.
+        region: String,
+    },
+}
+
 /// What routing reads: the ClusterDeployments, Credentials and Regions of the management cluster.
 pub struct Topology<'a> {
     /// A ClusterDeployment by namespace and name.
@@ -48,7 +77,7 @@ pub struct Topology<'a> {
 /// The route of `service_set`'s children, or why it cannot be told (naming the object and field).
 /// Self-management, and a cluster that is no ClusterDeployment (a ServiceSet made by hand), go to
 /// the management cluster; so does a Credential without `spec.region`.
-pub fn route(service_set: &ServiceSet, topology: &Topology, system_namespace: &str) -> Result<Route, String> {
+pub fn route(service_set: &ServiceSet, topology: &Topology, system_namespace: &str) -> Result<Route, RouteError> {
     let spec = &service_set.spec;
     if spec.provider.self_management || spec.cluster.is_empty() {
         return Ok(Route::Management);
@@ -60,21 +89,20 @@ pub fn route(service_set: &ServiceSet, topology: &Topology, system_namespace: &s
         return Ok(Route::Management);
     }
     let credential_name = NamespacedName::new(&namespace, &cd.spec.credential);
-    let credential = (topology.credential)(&credential_name).ok_or_else(|| {
-        format!("Credential {credential_name} (spec.credential of ClusterDeployment {cd_name}) not found")
-    })?;
+    let credential = (topology.credential)(&credential_name)
+        .ok_or_else(|| RouteError::NoCredential { credential: credential_name.clone(), cluster_deployment: cd_name })?;
     let region_name = credential.spec.region;
     if region_name.is_empty() {
         return Ok(Route::Management);
     }
     let region = (topology.region)(&region_name)
-        .ok_or_else(|| format!("Region {region_name} (spec.region of Credential {credential_name}) not found"))?;
+        .ok_or_else(|| RouteError::NoRegion { region: region_name.clone(), credential: credential_name })?;
     access(&region_name, &region, system_namespace).map(Route::Region)
 }
 
 /// Where Region `name`'s kubeconfig is: `spec.kubeConfig` in the system namespace, or the
 /// kubeconfig Secret of `spec.clusterDeployment`.
-pub fn access(name: &str, region: &Region, system_namespace: &str) -> Result<RegionAccess, String> {
+pub fn access(name: &str, region: &Region, system_namespace: &str) -> Result<RegionAccess, RouteError> {
     let (secret, key) = match (&region.spec.kube_config, &region.spec.cluster_deployment) {
         (Some(kubeconfig), None) if !kubeconfig.name.is_empty() => {
             let key = if kubeconfig.key.is_empty() { KUBECONFIG_KEY } else { &kubeconfig.key };
@@ -83,11 +111,7 @@ pub fn access(name: &str, region: &Region, system_namespace: &str) -> Result<Reg
         (None, Some(cd)) if !cd.name.is_empty() && !cd.namespace.is_empty() => {
             (cluster_kubeconfig(&cd.namespace, &cd.name), KUBECONFIG_KEY.to_string())
         }
-        _ => {
-            return Err(format!(
-                "Region {name}: exactly one of spec.kubeConfig (with a name) and spec.clusterDeployment (with a name and namespace) must be set"
-            ));
-        }
+        _ => return Err(RouteError::NoKubeconfig { region: name.to_string() }),
     };
     Ok(RegionAccess { name: name.to_string(), secret, key })
 }
@@ -116,7 +140,7 @@ mod tests {
 
     /// Routes `service_set` over one ClusterDeployment `web` (credential `cred`), one Credential
     /// `cred` (`region`) and the Region `regions` holds, if any.
-    fn routed(service_set: &ServiceSet, region: &str, regions: Option<Value>) -> Result<Route, String> {
+    fn routed(service_set: &ServiceSet, region: &str, regions: Option<Value>) -> Result<Route, RouteError> {
         let cd = |n: &NamespacedName| {
             (n.name == "web").then(|| object("ClusterDeployment", "web", json!({"credential": "cred"})))
         };
@@ -162,16 +186,16 @@ mod tests {
 
     #[test]
     fn what_cannot_be_routed_names_the_object_and_field() {
-        let missing = routed(&service_set("web", false), "us", None).unwrap_err();
+        let missing = routed(&service_set("web", false), "us", None).unwrap_err().to_string();
         assert_eq!(missing, "Region us (spec.region of Credential team/cred) not found");
-        let neither = routed(&service_set("web", false), "eu", Some(json!({}))).unwrap_err();
+        let neither = routed(&service_set("web", false), "eu", Some(json!({}))).unwrap_err().to_string();
         assert!(neither.starts_with("Region eu: exactly one of spec.kubeConfig"), "{neither}");
         let both = json!({"kubeConfig": {"name": "a"}, "clusterDeployment": {"name": "b", "namespace": "c"}});
         assert!(routed(&service_set("web", false), "eu", Some(both)).is_err());
         let cd = |_: &NamespacedName| Some(object("ClusterDeployment", "web", json!({"credential": "gone"})));
         let topology = Topology { cluster_deployment: &cd, credential: &|_| None, region: &|_| None };
         assert_eq!(
-            route(&service_set("web", false), &topology, "kcm-system").unwrap_err(),
+            route(&service_set("web", false), &topology, "kcm-system").unwrap_err().to_string(),
             "Credential team/gone (spec.credential of ClusterDeployment team/web) not found"
         );
     }

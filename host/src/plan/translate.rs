@@ -126,7 +126,7 @@ fn translate_checked(
                 Ok(objects) => serving
                     .policy
                     .check_service(plugin.metadata(), &facts, &t.service, &objects)
-                    .map_or_else(ServiceOutcome::Refused, ServiceOutcome::Objects),
+                    .map_or_else(|refused| ServiceOutcome::Refused(refused.to_string()), ServiceOutcome::Objects),
             };
             let claims = if matches!(outcome, ServiceOutcome::Objects(_)) { t.claims } else { vec![] };
             TranslatedService { service: t.service, outcome, claims }

@@ -109,21 +109,47 @@ impl DiskCache {
     }
 }
 
+/// Why a cache file is not used.
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    /// It cannot be read.
+    #[error("{0}")]
+    Read(#[from] std::io::Error),
+    /// Not a file, or another user's: its code could be anyone's.
+    #[error("not a file of the host's user (uid {user})")]
+    NotOwn {
+        /// The host's user.
+        user: u32,
+    },
+    /// Others may write it.
+    #[error("writable by others (mode {mode:o})")]
+    Writable {
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// Shorter than the hash that heads it.
+    #[error("shorter than its header")]
+    Short,
+    /// Its code is not what its hash says.
+    #[error("its content does not match its hash (damaged or half-written)")]
+    Damaged,
+}
+
 /// The machine code in the cache file `path`, if the file is the host's own and whole.
-fn read_own(path: &Path) -> Result<Vec<u8>, String> {
-    let metadata = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+fn read_own(path: &Path) -> Result<Vec<u8>, Unusable> {
+    let metadata = std::fs::symlink_metadata(path)?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let user = unsafe { libc::geteuid() };
     if !metadata.is_file() || metadata.uid() != user {
-        return Err(format!("not a file of the host's user (uid {user})"));
+        return Err(Unusable::NotOwn { user });
     }
     if metadata.mode() & 0o022 != 0 {
-        return Err(format!("writable by others (mode {:o})", metadata.mode() & 0o777));
+        return Err(Unusable::Writable { mode: metadata.mode() & 0o777 });
     }
-    let file = std::fs::read(path).map_err(|e| e.to_string())?;
-    let (hash, code) = file.split_at_checked(32).ok_or("shorter than its header")?;
+    let file = std::fs::read(path)?;
+    let (hash, code) = file.split_at_checked(32).ok_or(Unusable::Short)?;
     if Sha256::digest(code).as_slice() != hash {
-        return Err("its content does not match its hash (damaged or half-written)".into());
+        return Err(Unusable::Damaged);
     }
     Ok(code.to_vec())
 }
@@ -202,7 +228,7 @@ pub(super) mod tests {
         assert_eq!(origin(&dir, &variant(0)), Origin::Compiled);
         let file = &files(&dir)[0];
         std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert!(read_own(file).unwrap_err().contains("writable by others"));
+        assert!(read_own(file).unwrap_err().to_string().contains("writable by others"));
         assert_eq!(origin(&dir, &variant(0)), Origin::Compiled);
         std::fs::remove_dir_all(&dir).unwrap();
     }

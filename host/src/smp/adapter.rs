@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::selector::selector_matches;
+use super::selector::{InvalidRequirement, selector_matches};
 use crate::k0rdent::StateManagementProvider;
 
 /// The adapter workload this host runs as (its own Deployment's name and namespace).
@@ -21,6 +21,17 @@ impl AdapterIdentity {
     }
 }
 
+/// An SMP naming this host whose `spec.selector` is not valid: whether it serves a ServiceSet
+/// cannot be told.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("StateManagementProvider {smp}: spec.selector: {source}")]
+pub struct InvalidSelector {
+    /// The SMP's name.
+    pub smp: String,
+    /// What is wrong with its selector.
+    pub source: InvalidRequirement,
+}
+
 /// Whether this host handles a ServiceSet with `service_set_labels` whose provider is `smp`:
 /// `spec.adapter.{name,namespace}` must equal `identity` and the labels must match
 /// `spec.selector`. An SMP naming another adapter is `Ok(false)` without looking at its selector;
@@ -29,13 +40,12 @@ pub fn serves(
     identity: &AdapterIdentity,
     smp: &StateManagementProvider,
     service_set_labels: &BTreeMap<String, String>,
-) -> Result<bool, String> {
+) -> Result<bool, InvalidSelector> {
     if !identity.is_adapter_of(smp) {
         return Ok(false);
     }
-    selector_matches(&smp.spec.selector, service_set_labels).map_err(|e| {
-        format!("StateManagementProvider {}: spec.selector: {e}", smp.metadata.name.as_deref().unwrap_or(""))
-    })
+    selector_matches(&smp.spec.selector, service_set_labels)
+        .map_err(|source| InvalidSelector { smp: smp.metadata.name.clone().unwrap_or_default(), source })
 }
 
 #[cfg(test)]
@@ -87,7 +97,7 @@ mod tests {
     #[test]
     fn invalid_selector_is_an_error_only_for_our_smp() {
         let smp = smp(json!({"matchExpressions": [{"key": "env", "operator": "In"}]}));
-        let err = serves(&me(), &smp, &labels(&[])).unwrap_err();
+        let err = serves(&me(), &smp, &labels(&[])).unwrap_err().to_string();
         assert!(err.starts_with("StateManagementProvider flux: spec.selector:"), "{err}");
         let other = AdapterIdentity { name: "other".into(), ..me() };
         assert_eq!(serves(&other, &smp, &labels(&[])), Ok(false));

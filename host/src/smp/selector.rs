@@ -9,7 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 ///
 /// Every expression is validated, whatever the labels: an unknown operator, `In`/`NotIn` without
 /// values or `Exists`/`DoesNotExist` with values is an error naming the key and operator.
-pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> Result<bool, String> {
+pub fn selector_matches(
+    selector: &LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool, InvalidRequirement> {
     let mut matches = selector.match_labels.iter().flatten().all(|(key, value)| labels.get(key) == Some(value));
     for requirement in selector.match_expressions.iter().flatten() {
         matches &= requirement_matches(requirement, labels)?;
@@ -21,7 +24,7 @@ pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, Stri
 fn requirement_matches(
     requirement: &LabelSelectorRequirement,
     labels: &BTreeMap<String, String>,
-) -> Result<bool, String> {
+) -> Result<bool, InvalidRequirement> {
     let values = requirement.values.as_deref().unwrap_or_default();
     let label = labels.get(&requirement.key);
     match requirement.operator.as_str() {
@@ -34,7 +37,11 @@ fn requirement_matches(
 }
 
 /// Checks that the requirement has values (`In`, `NotIn`) or has none (`Exists`, `DoesNotExist`).
-fn needs_values(requirement: &LabelSelectorRequirement, values: &[String], wanted: bool) -> Result<(), String> {
+fn needs_values(
+    requirement: &LabelSelectorRequirement,
+    values: &[String],
+    wanted: bool,
+) -> Result<(), InvalidRequirement> {
     match (wanted, values.is_empty()) {
         (true, true) => Err(invalid(requirement, "values must be non-empty")),
         (false, false) => Err(invalid(requirement, "values must be empty")),
@@ -42,12 +49,21 @@ fn needs_values(requirement: &LabelSelectorRequirement, values: &[String], wante
     }
 }
 
+/// A `matchExpressions` requirement that is not valid, whatever the labels.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid label selector requirement (key {key:?}, operator {operator:?}): {problem}")]
+pub struct InvalidRequirement {
+    /// Its key.
+    pub key: String,
+    /// Its operator.
+    pub operator: String,
+    /// What is wrong with it.
+    pub problem: &'static str,
+}
+
 /// The error for an invalid requirement, naming its key and operator.
-fn invalid(requirement: &LabelSelectorRequirement, problem: &str) -> String {
-    format!(
-        "invalid label selector requirement (key {:?}, operator {:?}): {problem}",
-        requirement.key, requirement.operator
-    )
+fn invalid(requirement: &LabelSelectorRequirement, problem: &'static str) -> InvalidRequirement {
+    InvalidRequirement { key: requirement.key.clone(), operator: requirement.operator.clone(), problem }
 }
 
 #[cfg(test)]
@@ -140,7 +156,7 @@ mod tests {
                 match_labels: Some(labels(&[("never", "there")])),
                 match_expressions: Some(vec![requirement]),
             };
-            let err = selector_matches(&selector, &labels(&[])).unwrap_err();
+            let err = selector_matches(&selector, &labels(&[])).unwrap_err().to_string();
             assert!(err.contains("\"env\"") && err.contains(&format!("{operator:?}")), "{err}");
             assert!(err.contains(problem), "{err}");
         }

@@ -6,14 +6,15 @@ use super::super::plugin_kinds::children::ChildKinds;
 use super::super::plumbing::watches::WatchHealth;
 use crate::adapter_plugin::AdapterPlugin;
 use crate::builtin;
-use crate::metrics::{Metered, Metrics};
+use crate::metrics::{Metered, MetricLabel, Metrics};
 use crate::plugin::{Limits, call_blocking};
-use crate::runtime::Runtime;
-use crate::serving::{ServingPlugin, limits, validate};
+use crate::runtime::{LoadError, Runtime};
+use crate::serving::{Invalid, ServingPlugin, limits, validate};
 use kube::Client;
 use kube::ResourceExt;
 use kube::core::GroupVersionKind;
 use kube::discovery::{Scope, pinned_kind};
+use kube::error::DiscoveryError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,7 +39,8 @@ pub enum Step {
 }
 
 /// Why loading a version failed: the step and a message naming what to fix.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct Failure {
     /// Where it failed.
     pub step: Step,
@@ -51,6 +53,96 @@ impl Failure {
     pub fn at(step: Step, message: impl Into<String>) -> Self {
         Self { step, message: message.into() }
     }
+}
+
+/// The step that failed.
+impl MetricLabel for Failure {
+    fn metric_label(&self) -> &'static str {
+        match self.step {
+            Step::Fetch => "fetch",
+            Step::Verify => "verify",
+            Step::Compile => "compile",
+            Step::Validate => "validate",
+        }
+    }
+}
+
+/// Why a compiled plugin may not serve: its spec's rules, or the API server's discovery and
+/// the host's caches of its kinds.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateError {
+    /// The plugin breaks the rules of its AdapterPlugin.
+    #[error(transparent)]
+    Spec(#[from] Invalid),
+    /// A kind the plugin creates or reads is not served.
+    #[error(
+        "the API server does not serve {api_version} {kind}, which plugin {plugin:?} {role}{}: is its CRD installed?",
+        .discovery.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+    )]
+    NotServed {
+        /// The kind's `apiVersion`.
+        api_version: String,
+        /// The kind.
+        kind: String,
+        /// The plugin's name.
+        plugin: String,
+        /// `creates` or `reads`.
+        role: &'static str,
+        /// What discovery said, when it said why.
+        #[source]
+        discovery: Option<DiscoveryError>,
+    },
+    /// Discovery failed.
+    #[error("discovering {api_version} {kind}: {source}")]
+    Discovery {
+        /// The kind's `apiVersion`.
+        api_version: String,
+        /// The kind.
+        kind: String,
+        /// Why.
+        source: kube::Error,
+    },
+    /// A kind is served otherwise than the plugin declares it.
+    #[error(
+        "plugin {plugin:?} declares {api_version} {kind} as {} with plural {declared_plural:?}; the API server says {} with plural {served_plural:?}",
+        scope(*.declared_namespaced),
+        scope(*.served_namespaced)
+    )]
+    Mismatch {
+        /// The plugin's name.
+        plugin: String,
+        /// The kind's `apiVersion`.
+        api_version: String,
+        /// The kind.
+        kind: String,
+        /// Whether the plugin declares it namespaced.
+        declared_namespaced: bool,
+        /// The plural it declares.
+        declared_plural: String,
+        /// Whether the API server serves it namespaced.
+        served_namespaced: bool,
+        /// The plural it serves.
+        served_plural: String,
+    },
+    /// The watches of its kinds fail.
+    #[error("cannot list the kinds plugin {plugin:?} creates and reads: {}", .failing.join("; "))]
+    NotListed {
+        /// The plugin's name.
+        plugin: String,
+        /// Each failing watch: its kind and why.
+        failing: Vec<String>,
+    },
+}
+
+/// Why the built-in default plugin does not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum DefaultError {
+    /// It does not load.
+    #[error("the built-in Flux plugin does not load: {0}")]
+    Load(#[source] LoadError),
+    /// Its kinds do not list.
+    #[error(transparent)]
+    Kinds(#[from] ValidateError),
 }
 
 /// What loading needs: the runtime and its default limits, the API server's discovery, and the
@@ -79,11 +171,9 @@ impl Loader {
     }
 
     /// The built-in Flux plugin, once its kinds list.
-    pub async fn builtin_flux(&self) -> Result<ServingPlugin, String> {
+    pub async fn builtin_flux(&self) -> Result<ServingPlugin, DefaultError> {
         let (runtime, limits) = (self.runtime.clone(), self.defaults);
-        let wasm = call_blocking(move || runtime.load(builtin::FLUX, limits))
-            .await
-            .map_err(|e| format!("the built-in Flux plugin does not load: {e}"))?;
+        let wasm = call_blocking(move || runtime.load(builtin::FLUX, limits)).await.map_err(DefaultError::Load)?;
         let metered = Metered::new(Arc::new(wasm), DEFAULT_PLUGIN_NAME, self.metrics.clone());
         let serving = ServingPlugin::configured(DEFAULT_PLUGIN_NAME, Arc::new(metered), &Default::default());
         self.kinds_listed(&serving).await?;
@@ -108,13 +198,13 @@ impl Loader {
             self.check_kinds_served(&serving).await?;
             self.kinds_listed(&serving).await
         };
-        validated.await.map_err(|message| Failure::at(Step::Validate, message))?;
+        validated.await.map_err(|e: ValidateError| Failure::at(Step::Validate, e.to_string()))?;
         Ok(serving)
     }
 
     /// Waits until the caches of the plugin's kinds hold a complete list; a plugin must not
     /// serve before the host can see the objects it already made (see [`listed_unless_failing`]).
-    async fn kinds_listed(&self, serving: &ServingPlugin) -> Result<(), String> {
+    async fn kinds_listed(&self, serving: &ServingPlugin) -> Result<(), ValidateError> {
         let listed = self.children.listed_with_reads(serving.kinds(), serving.reads());
         let failing = || {
             serving
@@ -124,40 +214,44 @@ impl Loader {
                 .collect()
         };
         let plugin = &serving.metadata().name;
-        listed_unless_failing(listed, failing, plugin).await.map_err(|failing| {
-            format!("cannot list the kinds plugin {plugin:?} creates and reads: {}", failing.join("; "))
-        })
+        listed_unless_failing(listed, failing, plugin)
+            .await
+            .map_err(|failing| ValidateError::NotListed { plugin: plugin.clone(), failing })
     }
 
     /// Checks the plugin's kinds against the API server's discovery: served, same plural, and
     /// namespaced as declared (a plugin that calls a cluster-scoped kind namespaced would slip
     /// past the namespace rule).
-    async fn check_kinds_served(&self, serving: &ServingPlugin) -> Result<(), String> {
+    async fn check_kinds_served(&self, serving: &ServingPlugin) -> Result<(), ValidateError> {
         let plugin = &serving.metadata().name;
         let roles = serving.kinds().map(|k| (k, "creates")).chain(serving.reads().map(|k| (k, "reads")));
         for (kind, role) in roles {
             let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
-            let what = format!("{} {}", gvk.api_version(), kind.kind);
-            let not_served = |detail: String| {
-                format!(
-                    "the API server does not serve {what}, which plugin {plugin:?} {role}{detail}: is its CRD installed?"
-                )
+            let (api_version, plugin) = (gvk.api_version(), plugin.clone());
+            let not_served = |discovery| ValidateError::NotServed {
+                api_version: api_version.clone(),
+                kind: kind.kind.clone(),
+                plugin: plugin.clone(),
+                role,
+                discovery,
             };
             let (resource, capabilities) = match pinned_kind(&self.client, &gvk).await {
                 Ok(found) => found,
-                Err(kube::Error::Api(e)) if e.is_not_found() => return Err(not_served(String::new())),
-                Err(kube::Error::Discovery(e)) => return Err(not_served(format!(" ({e})"))),
-                Err(e) => return Err(format!("discovering {what}: {e}")),
+                Err(kube::Error::Api(e)) if e.is_not_found() => return Err(not_served(None)),
+                Err(kube::Error::Discovery(e)) => return Err(not_served(Some(e))),
+                Err(source) => return Err(ValidateError::Discovery { api_version, kind: kind.kind.clone(), source }),
             };
             let namespaced = capabilities.scope == Scope::Namespaced;
             if namespaced != kind.namespaced || resource.plural != kind.plural {
-                return Err(format!(
-                    "plugin {plugin:?} declares {what} as {} with plural {:?}; the API server says {} with plural {:?}",
-                    scope(kind.namespaced),
-                    kind.plural,
-                    scope(namespaced),
-                    resource.plural
-                ));
+                return Err(ValidateError::Mismatch {
+                    plugin,
+                    api_version,
+                    kind: kind.kind.clone(),
+                    declared_namespaced: kind.namespaced,
+                    declared_plural: kind.plural.clone(),
+                    served_namespaced: namespaced,
+                    served_plural: resource.plural,
+                });
             }
         }
         Ok(())

@@ -7,19 +7,20 @@ use super::super::plugin_kinds::children::Waker;
 use super::super::plumbing::backoff::Failures;
 use super::super::plumbing::events::Events;
 use super::super::plumbing::liveness::InFlight;
+use super::super::plumbing::status_writer::{self, OnConflict, RoundError, Written};
 use super::super::plumbing::watches::wait_listed;
 use super::fetch::fetch;
-use super::load::{Failure, Loader, Step};
+use super::load::{DefaultError, Failure, Loader, Step};
 use super::registry::{Loaded, Registry};
 use super::status;
 use super::verify::{required, verify};
 use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
-use crate::metrics::Metrics;
+use crate::metrics::{MetricLabel, Metrics};
 use crate::plan::events::adapter_plugin_events;
 use crate::serving::ServingPlugin;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -65,7 +66,7 @@ pub type Attempt = Result<(), Failure>;
 
 impl PluginContext {
     /// Loads the built-in default plugin when it is turned on, and waits for its kinds to list.
-    pub async fn load_default(&self) -> Result<(), String> {
+    pub async fn load_default(&self) -> Result<(), DefaultError> {
         if self.registry.default_plugin() != super::super::settings::DefaultPlugin::Flux {
             return Ok(());
         }
@@ -110,7 +111,7 @@ impl PluginContext {
         let fetched =
             match fetch(&self.client, &self.namespace, &plugin.spec, previous.as_ref().map(|p| &p.fetched)).await {
                 Ok(fetched) => fetched,
-                Err(message) => return (Err(Failure::at(Step::Fetch, message)), None),
+                Err(e) => return (Err(Failure::at(Step::Fetch, e.to_string())), None),
             };
         let generation = plugin.meta().generation;
         if previous.as_ref().is_some_and(|p| p.fetched.sha256 == fetched.sha256 && p.generation == generation) {
@@ -119,7 +120,7 @@ impl PluginContext {
         match verify(&self.client, &self.namespace, plugin, &fetched).await {
             Ok(Some(key)) => tracing::info!(adapterplugin = %name, %key, "signature verified"),
             Ok(None) => {}
-            Err(message) => return (Err(Failure::at(Step::Verify, message)), None),
+            Err(e) => return (Err(Failure::at(Step::Verify, e.to_string())), None),
         }
         let serving = match self.loader.load(plugin, fetched.bytes.clone()).await {
             Ok(serving) => serving,
@@ -173,29 +174,24 @@ impl PluginContext {
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let status = status::decide(plugin, loaded.as_ref(), attempt, self.registry.contested(plugin), &now);
         self.metrics.plugin_ready(&name, status.ready);
-        if plugin.status.as_ref() == Some(&status) {
-            return Ok(());
-        }
         let notes = adapter_plugin_events(plugin.status.as_ref(), &status);
-        let mut object = AdapterPlugin::new(&name, plugin.spec.clone());
-        object.meta_mut().resource_version = plugin.resource_version();
-        object.status = Some(status);
         let api = Api::<AdapterPlugin>::all(self.client.clone());
-        match api.replace_status(&name, &PostParams::default(), &object).await {
-            // Changed meanwhile: the change comes back through the watch.
-            Err(kube::Error::Api(e)) if e.is_conflict() => Ok(()),
-            Err(e) => Err(e),
-            Ok(_) => {
-                self.events.publish(plugin, "Load", &notes).await;
-                Ok(())
-            }
+        // Changed meanwhile: the change comes back through the watch.
+        if status_writer::write(&api, plugin, status, OnConflict::AwaitChange).await? == Written::Replaced {
+            self.events.publish(plugin, "Load", &notes).await;
         }
+        Ok(())
     }
 }
 
+/// Why an AdapterPlugin's round failed: its current spec did not load (the previous version,
+/// if any, keeps serving, and the status says why), or its status was not written. It is
+/// retried (see [`error_policy`]).
+pub type Error = RoundError<Failure>;
+
 /// Reconciles one AdapterPlugin: loads its current spec when needed, writes its status, wakes
 /// the ServiceSets (and the other AdapterPlugins) a change affects.
-pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> Result<Action, kube::Error> {
+pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> Result<Action, Error> {
     wait_listed(ctx.prepared.clone()).await;
     let started = std::time::Instant::now();
     let _running = ctx.in_flight.enter(format!("AdapterPlugin {}", plugin.name_any()));
@@ -210,23 +206,85 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> R
         ctx.wake(&plugin.name_any(), &providers);
     }
     let written = ctx.write_status(&plugin, &attempt).await;
-    ctx.metrics.reconciled("AdapterPlugin", started, written.is_ok() && attempt.is_ok());
-    written?;
+    let written = written.map_err(|source| Error::WriteStatus { kind: "AdapterPlugin", source });
+    let result = written.and(attempt.map_err(Error::Work));
+    ctx.metrics.reconciled("AdapterPlugin", started, result.as_ref().map(|_| ()).map_err(Error::metric_label));
+    result?;
+    ctx.failures.succeeded(&ObjectRef::from_obj(&*plugin));
     let polled = plugin.spec.source.oci.as_ref().is_some_and(|o| o.pull_policy == PullPolicy::Always);
-    let key = ObjectRef::from_obj(&*plugin);
-    Ok(match &attempt {
-        // Fetching, compiling (metadata included) and validating may all fail for a while: a
-        // registry down, a pool of instances busy, a CRD not installed yet.
-        Err(_) => Action::requeue(ctx.failures.failed(&key).1),
-        Ok(()) => {
-            ctx.failures.succeeded(&key);
-            if polled { Action::requeue(ctx.oci_poll) } else { Action::await_change() }
-        }
-    })
+    Ok(if polled { Action::requeue(ctx.oci_poll) } else { Action::await_change() })
 }
 
-/// A status write that failed is tried again shortly.
-pub fn error_policy(plugin: &AdapterPlugin, error: &kube::Error) -> Action {
-    tracing::warn!(adapterplugin = %plugin.name_any(), "writing AdapterPlugin status: {error}");
-    Action::requeue(Duration::from_secs(5))
+/// How long to wait before retrying an AdapterPlugin whose round failed: a load backs off
+/// exponentially per AdapterPlugin, a status write is tried again shortly.
+pub fn error_policy(plugin: Arc<AdapterPlugin>, error: &Error, ctx: Arc<PluginContext>) -> Action {
+    match error {
+        // Fetching, compiling (metadata included) and validating may all fail for a while: a
+        // registry down, a pool of instances busy, a CRD not installed yet.
+        Error::Work(_) => Action::requeue(ctx.failures.failed(&ObjectRef::from_obj(&*plugin)).1),
+        Error::WriteStatus { .. } => {
+            tracing::warn!(adapterplugin = %plugin.name_any(), "{error}");
+            Action::requeue(Duration::from_secs(5))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::mock_api;
+    use super::super::super::plugin_kinds::children::ChildKinds;
+    use super::super::super::plumbing::watches::WatchHealth;
+    use super::super::super::settings::DefaultPlugin;
+    use super::*;
+    use crate::plugin::Limits;
+    use crate::runtime::Runtime;
+    use crate::smp::AdapterIdentity;
+    use kube::runtime::reflector;
+    use serde_json::json;
+
+    /// The context of a host that serves no plugin yet, whose API server is `client`'s.
+    fn context(client: Client) -> Arc<PluginContext> {
+        let metrics = Arc::new(Metrics::default());
+        let health = Arc::new(WatchHealth::default());
+        let (wake_service_sets, _) = futures::channel::mpsc::unbounded();
+        let (wake_plugins, _) = futures::channel::mpsc::unbounded();
+        let children = Arc::new(ChildKinds::new(&client, wake_service_sets.clone(), health.clone()));
+        let identity = AdapterIdentity { name: "ksm-adapter".into(), namespace: "kcm-system".into() };
+        let plugins = reflector::store().0;
+        let runtime = Runtime::new().unwrap();
+        Arc::new(PluginContext {
+            namespace: "kcm-system".into(),
+            registry: Arc::new(Registry::new((identity, DefaultPlugin::None), plugins.clone(), reflector::store().0)),
+            loader: Loader::new(runtime, Limits::default(), client.clone(), (children, health), metrics.clone()),
+            service_sets: reflector::store().0,
+            wake_service_sets,
+            config_maps: ConfigMapWatches::new(client.clone(), plugins, wake_plugins.clone()),
+            wake_plugins,
+            events: Arc::new(Events::new(client.clone(), "ksm-adapter")),
+            metrics,
+            failures: Arc::default(),
+            in_flight: Arc::default(),
+            oci_poll: Duration::from_secs(300),
+            prepared: watch::channel(true).1,
+            client,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_spec_that_does_not_fetch_fails_the_round_under_fetch_and_backs_off() {
+        let plugin = json!({"apiVersion": "ksm.k0rdent.mirantis.com/v1alpha1", "kind": "AdapterPlugin",
+                            "metadata": {"name": "argo", "resourceVersion": "1"},
+                            "spec": {"source": {"builtin": "argo"}, "providers": ["ksm-argocd"]}});
+        let written = plugin.clone();
+        let status = "PUT /apis/ksm.k0rdent.mirantis.com/v1alpha1/adapterplugins/argo/status";
+        let (client, asked) = mock_api::client(move |line| (line == status).then(|| (200, written.clone())));
+        let ctx = context(client);
+        let plugin: Arc<AdapterPlugin> = Arc::new(serde_json::from_value(plugin).unwrap());
+        let error = reconcile(plugin.clone(), ctx.clone()).await.unwrap_err();
+        assert!(matches!(&error, Error::Work(failure) if failure.step == Step::Fetch), "{error}");
+        assert!(error.to_string().starts_with("spec.source.builtin: no built-in plugin \"argo\""), "{error}");
+        assert!(asked.lock().unwrap().iter().any(|line| line.starts_with(status)), "the status says why");
+        assert_eq!(ctx.metrics.reconcile_errors("AdapterPlugin", "fetch"), 1);
+        assert_eq!(error_policy(plugin, &error, ctx), Action::requeue(crate::retry::ROUNDS.after(1)));
+    }
 }

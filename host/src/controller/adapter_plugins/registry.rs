@@ -7,7 +7,7 @@ use super::fetch::Fetched;
 use crate::adapter_plugin::{AdapterPlugin, Verify};
 use crate::k0rdent::StateManagementProvider;
 use crate::policy::Policy;
-use crate::serving::{Assignment, ServingPlugin, assignment, is_flux_provider};
+use crate::serving::{Assignment, ServingPlugin, Unassigned, assignment, is_flux_provider};
 use crate::smp::AdapterIdentity;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -31,6 +31,32 @@ pub struct Loaded {
     pub verify: Option<Verify>,
     /// The providers that generation named.
     pub providers: Vec<String>,
+}
+
+/// Why no plugin serves a StateManagementProvider, for its ServiceSets' condition.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unserved {
+    /// No AdapterPlugin names it, or several do.
+    #[error(transparent)]
+    Unassigned(#[from] Unassigned),
+    /// The AdapterPlugin naming it has not loaded.
+    #[error("AdapterPlugin {plugin:?} serves StateManagementProvider {provider:?} but has no plugin loaded: {error}")]
+    NotLoaded {
+        /// The AdapterPlugin.
+        plugin: String,
+        /// The provider.
+        provider: String,
+        /// Why, as its status says (or that it has not loaded yet).
+        error: String,
+    },
+    /// The built-in default serves it, and did not load.
+    #[error(
+        "StateManagementProvider {provider:?} is served by the built-in Flux plugin, which did not load (see the host's log)"
+    )]
+    DefaultNotLoaded {
+        /// The provider.
+        provider: String,
+    },
 }
 
 /// The plugins loaded from AdapterPlugins, by AdapterPlugin name, and the built-in default.
@@ -110,7 +136,7 @@ impl Registry {
 
     /// The plugin serving StateManagementProvider `provider`, or why there is none (for the
     /// ServiceSet's condition).
-    pub fn serving_for(&self, provider: &str) -> Result<Arc<ServingPlugin>, String> {
+    pub fn serving_for(&self, provider: &str) -> Result<Arc<ServingPlugin>, Unserved> {
         let specs = self.specs.state();
         let assigned = assign(&specs, provider);
         if assigned == Assignment::Unserved
@@ -118,9 +144,7 @@ impl Registry {
         {
             return default;
         }
-        let Assignment::One(name) = &assigned else {
-            return Err(assigned.problem(provider).unwrap_or_default());
-        };
+        let name = assigned.plugin(provider)?;
         self.current(name).map(|l| l.serving).ok_or_else(|| {
             let error = specs
                 .iter()
@@ -129,9 +153,7 @@ impl Registry {
                 .map(|s| s.error.clone())
                 .filter(|e| !e.is_empty())
                 .unwrap_or_else(|| "not loaded yet".into());
-            format!(
-                "AdapterPlugin {name:?} serves StateManagementProvider {provider:?} but has no plugin loaded: {error}"
-            )
+            Unserved::NotLoaded { plugin: name.into(), provider: provider.into(), error }
         })
     }
 
@@ -142,23 +164,21 @@ impl Registry {
             .spec
             .providers
             .iter()
-            .filter_map(|provider| {
-                let assigned = assign(&specs, provider);
-                matches!(assigned, Assignment::Contested(_)).then(|| assigned.problem(provider).unwrap_or_default())
+            .filter_map(|provider| match assign(&specs, provider).plugin(provider) {
+                Err(contested @ Unassigned::Contested { .. }) => Some(contested.to_string()),
+                _ => None,
             })
             .collect()
     }
 
     /// The built-in default for `provider`, an SMP no AdapterPlugin names: `None` when the
     /// default does not apply to it (turned off, or not a Flux provider).
-    fn default_for(&self, provider: &str) -> Option<Result<Arc<ServingPlugin>, String>> {
+    fn default_for(&self, provider: &str) -> Option<Result<Arc<ServingPlugin>, Unserved>> {
         let smp = self.providers.get(&ObjectRef::new(provider))?;
         if self.default_plugin != DefaultPlugin::Flux || !is_flux_provider(&smp) {
             return None;
         }
-        Some(self.default.get().cloned().ok_or_else(|| {
-            format!("StateManagementProvider {provider:?} is served by the built-in Flux plugin, which did not load (see the host's log)")
-        }))
+        Some(self.default.get().cloned().ok_or_else(|| Unserved::DefaultNotLoaded { provider: provider.into() }))
     }
 }
 
@@ -234,14 +254,14 @@ pub(super) mod tests {
     #[test]
     fn an_smp_no_adapter_plugin_names_gets_the_builtin_default_when_it_is_for_flux() {
         let registry = registry(DefaultPlugin::Flux, vec![]);
-        let not_loaded = registry.serving_for("ksm-flux").err().unwrap();
+        let not_loaded = registry.serving_for("ksm-flux").err().unwrap().to_string();
         assert!(not_loaded.contains("built-in Flux plugin, which did not load"), "{not_loaded}");
         registry.serve_default(ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new())));
         assert!(registry.serving_for("ksm-flux").is_ok());
-        let argo = registry.serving_for("ksm-argo").err().unwrap();
+        let argo = registry.serving_for("ksm-argo").err().unwrap().to_string();
         assert!(argo.starts_with("no AdapterPlugin serves StateManagementProvider \"ksm-argo\""), "{argo}");
         let off = registry_with_default_off();
-        assert!(off.serving_for("ksm-flux").err().unwrap().starts_with("no AdapterPlugin serves"));
+        assert!(off.serving_for("ksm-flux").err().unwrap().to_string().starts_with("no AdapterPlugin serves"));
     }
 
     fn registry_with_default_off() -> Registry {
@@ -251,7 +271,7 @@ pub(super) mod tests {
     #[test]
     fn the_one_adapter_plugin_naming_an_smp_serves_it_once_loaded() {
         let registry = registry(DefaultPlugin::Flux, vec![adapter_plugin("argo", &["ksm-argo"], "fetch failed")]);
-        let waiting = registry.serving_for("ksm-argo").err().unwrap();
+        let waiting = registry.serving_for("ksm-argo").err().unwrap().to_string();
         assert!(waiting.ends_with("has no plugin loaded: fetch failed"), "{waiting}");
         registry.serve("argo".into(), loaded(&["ksm-argo"]));
         assert!(registry.serving_for("ksm-argo").is_ok());
@@ -264,7 +284,7 @@ pub(super) mod tests {
         let (a, b) = (adapter_plugin("a", &["ksm-flux"], ""), adapter_plugin("b", &["ksm-flux", "ksm-argo"], ""));
         let registry = registry(DefaultPlugin::Flux, vec![a.clone(), b.clone()]);
         registry.serve("a".into(), loaded(&["ksm-flux"]));
-        let contested = registry.serving_for("ksm-flux").err().unwrap();
+        let contested = registry.serving_for("ksm-flux").err().unwrap().to_string();
         assert!(contested.contains("none serves it until only one does"), "{contested}");
         assert_eq!(registry.contested(&a).len(), 1);
         assert_eq!(registry.contested(&b).len(), 1, "ksm-argo is b's alone");

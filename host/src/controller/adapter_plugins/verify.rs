@@ -1,11 +1,46 @@
 //! The signature check of a plugin from an OCI registry (`spec.source.oci.verify`), between
 //! fetching and compiling: nothing of a plugin that no trusted key signed is ever compiled.
 
-use super::fetch::{Fetched, credentials, secret_key};
-use crate::adapter_plugin::{AdapterPlugin, KeySource, Verify};
-use crate::oci;
-use crate::signature::TrustedKey;
+use super::fetch::{FetchError, Fetched, SecretError, credentials, secret_key};
+use crate::adapter_plugin::{AdapterPlugin, KeySource, SpecError, Verify};
+use crate::k0rdent::NamespacedName;
+use crate::oci::{self, OciError};
+use crate::signature::{KeyError, TrustedKey};
 use kube::{Client, ResourceExt};
+
+/// Why a plugin's signature is not verified, naming the AdapterPlugin, the field or the key.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// Not pulled from a registry: there is no manifest to have signed.
+    #[error("AdapterPlugin {plugin:?}: no manifest digest to verify")]
+    NoDigest {
+        /// The AdapterPlugin.
+        plugin: String,
+    },
+    /// `verify` lists no key.
+    #[error("spec.source.oci.verify.keys: list at least one public key")]
+    NoKeys,
+    /// A key sets none of its sources, or both.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// A key is not one.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// A key's Secret cannot be read.
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    /// The pull secret cannot be used.
+    #[error(transparent)]
+    Credentials(#[from] FetchError),
+    /// No trusted key signed the manifest, or the signatures cannot be read.
+    #[error("AdapterPlugin {plugin:?}: {source}")]
+    Unverified {
+        /// The AdapterPlugin.
+        plugin: String,
+        /// Why.
+        source: OciError,
+    },
+}
 
 /// The `verify` of `plugin`'s spec, if it asks for one.
 pub fn required(plugin: &AdapterPlugin) -> Option<&Verify> {
@@ -20,23 +55,22 @@ pub async fn verify(
     namespace: &str,
     plugin: &AdapterPlugin,
     fetched: &Fetched,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, VerifyError> {
     let (Some(source), Some(verify)) = (plugin.spec.source.oci.as_ref(), required(plugin)) else { return Ok(None) };
-    let name = plugin.name_any();
-    let pulled =
-        fetched.pulled.as_ref().ok_or_else(|| format!("AdapterPlugin {name:?}: no manifest digest to verify"))?;
+    let plugin = plugin.name_any();
+    let Some(pulled) = fetched.pulled.as_ref() else { return Err(VerifyError::NoDigest { plugin }) };
     let keys = keys(client, namespace, verify).await?;
     let credentials = credentials(client, namespace, &source.url, source.pull_secret.as_deref()).await?;
     match oci::verify(&source.url, &pulled.digest, &credentials, &keys, oci::SIGNATURES_DEADLINE).await {
         Ok(origin) => Ok(Some(origin)),
-        Err(e) => Err(format!("AdapterPlugin {name:?}: {e}")),
+        Err(source) => Err(VerifyError::Unverified { plugin, source }),
     }
 }
 
 /// The keys `verify` lists, each named by its field (and Secret) in errors.
-async fn keys(client: &Client, namespace: &str, verify: &Verify) -> Result<Vec<TrustedKey>, String> {
+async fn keys(client: &Client, namespace: &str, verify: &Verify) -> Result<Vec<TrustedKey>, VerifyError> {
     if verify.keys.is_empty() {
-        return Err("spec.source.oci.verify.keys: list at least one public key".into());
+        return Err(VerifyError::NoKeys);
     }
     let mut keys = Vec::new();
     for (i, key) in verify.keys.iter().enumerate() {
@@ -44,9 +78,9 @@ async fn keys(client: &Client, namespace: &str, verify: &Verify) -> Result<Vec<T
         keys.push(match key.get(&field)? {
             KeySource::Inline(pem) => TrustedKey::from_pem(format!("{field}.publicKey"), pem.as_bytes())?,
             KeySource::Secret(secret) => {
-                let what = format!("{field}.secretKeyRef: Secret {namespace}/{}", secret.name);
-                let pem = secret_key(client, namespace, &secret.name, &secret.key, &what).await?;
-                TrustedKey::from_pem(format!("{what} key {}", secret.key), &pem)?
+                let (named, field) = (NamespacedName::new(namespace, &secret.name), format!("{field}.secretKeyRef"));
+                let pem = secret_key(client, &named, &secret.key, &field).await?;
+                TrustedKey::from_pem(format!("{field}: Secret {named} key {}", secret.key), &pem)?
             }
         });
     }
@@ -77,11 +111,11 @@ mod tests {
     async fn keys_are_read_and_named_before_the_registry_is_asked() {
         let (client, asked) = mock_api::client(|_| None);
         let bad_pem = plugin(json!({"keys": [{"publicKey": "not a key"}]}));
-        let error = verify(&client, "kcm-system", &bad_pem, &fetched()).await.unwrap_err();
+        let error = verify(&client, "kcm-system", &bad_pem, &fetched()).await.unwrap_err().to_string();
         assert!(error.starts_with("spec.source.oci.verify.keys[0].publicKey: not a PEM public key"), "{error}");
 
         let in_secret = plugin(json!({"keys": [{"secretKeyRef": {"name": "signers", "key": "team.pub"}}]}));
-        let error = verify(&client, "kcm-system", &in_secret, &fetched()).await.unwrap_err();
+        let error = verify(&client, "kcm-system", &in_secret, &fetched()).await.unwrap_err().to_string();
         assert_eq!(error, "spec.source.oci.verify.keys[0].secretKeyRef: Secret kcm-system/signers not found");
         assert_eq!(*asked.lock().unwrap(), ["GET /api/v1/namespaces/kcm-system/secrets/signers"]);
 
@@ -90,11 +124,11 @@ mod tests {
                 (200, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "signers"}, "data": {}}))
             })
         });
-        let error = verify(&client, "kcm-system", &in_secret, &fetched()).await.unwrap_err();
+        let error = verify(&client, "kcm-system", &in_secret, &fetched()).await.unwrap_err().to_string();
         assert!(error.ends_with("Secret kcm-system/signers has no team.pub key"), "{error}");
 
         let none = plugin(json!({"keys": []}));
-        let error = verify(&client, "kcm-system", &none, &fetched()).await.unwrap_err();
+        let error = verify(&client, "kcm-system", &none, &fetched()).await.unwrap_err().to_string();
         assert_eq!(error, "spec.source.oci.verify.keys: list at least one public key");
     }
 
@@ -102,7 +136,7 @@ mod tests {
     async fn a_spec_without_verify_checks_nothing() {
         let (client, asked) = mock_api::client(|_| None);
         let unsigned = plugin(json!(null));
-        assert_eq!(verify(&client, "kcm-system", &unsigned, &fetched()).await, Ok(None));
+        assert_eq!(verify(&client, "kcm-system", &unsigned, &fetched()).await.unwrap(), None);
         assert!(asked.lock().unwrap().is_empty());
     }
 }

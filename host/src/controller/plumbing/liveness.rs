@@ -2,6 +2,7 @@
 //! one that has run far longer than any honest round (plugin calls and API requests are all
 //! bounded) means the process should be restarted.
 
+use crate::metrics::Stuck;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,12 +26,12 @@ impl InFlight {
         Running { in_flight: self, id }
     }
 
-    /// The longest-running reconcile that has run more than `after` by `now`, described.
-    pub fn stuck(&self, now: Instant, after: Duration) -> Option<String> {
+    /// The longest-running reconcile, if it has run more than `after` by `now`.
+    pub fn stuck(&self, now: Instant, after: Duration) -> Option<Stuck> {
         let running = self.lock();
         let (what, started) = running.values().min_by_key(|(_, started)| *started)?;
         let elapsed = now.saturating_duration_since(*started);
-        (elapsed > after).then(|| format!("the reconcile of {what} has run for {}s", elapsed.as_secs()))
+        (elapsed > after).then(|| Stuck { what: what.clone(), elapsed })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (String, Instant)>> {
@@ -63,10 +64,10 @@ mod tests {
         let first = in_flight.enter("ServiceSet team-a/slow".into());
         let _second = in_flight.enter("AdapterPlugin flux".into());
         assert_eq!(in_flight.stuck(later(10), STUCK_AFTER), None);
-        let stuck = in_flight.stuck(later(700), STUCK_AFTER).unwrap();
+        let stuck = in_flight.stuck(later(700), STUCK_AFTER).unwrap().to_string();
         assert!(stuck.contains("ServiceSet team-a/slow") && stuck.contains("run for 70"), "{stuck}");
         drop(first);
-        let stuck = in_flight.stuck(later(700), STUCK_AFTER).unwrap();
+        let stuck = in_flight.stuck(later(700), STUCK_AFTER).unwrap().to_string();
         assert!(stuck.contains("AdapterPlugin flux"), "{stuck}");
     }
 }

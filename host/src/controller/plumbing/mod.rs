@@ -1,12 +1,14 @@
 //! What both controllers (ServiceSets, AdapterPlugins) run on, beside their own work: one active
-//! replica, the probes' view of them, the health of their watches, their retries, their Events
-//! and the host's own permissions.
+//! replica, the probes' view of them, the health of their watches, their retries, their Events,
+//! their status writes and the host's own permissions.
 //!
 //! - [`leader`]: leader election on a Lease (one active replica);
 //! - [`liveness`]: the reconciles running now, for `/healthz` to tell a stuck controller;
 //! - [`watches`]: which watches fail and why, for the log and `/readyz`;
 //! - [`backoff`]: failed rounds per object, for the retry backoff;
 //! - [`events`]: Kubernetes Events on transitions;
+//! - [`status_writer`]: status writes (ServiceSets, AdapterPlugins, SMPs), only when the status
+//!   changed and over the version read;
 //! - `access`: the host's own permissions (SelfSubjectAccessReview).
 
 pub(super) mod access;
@@ -14,4 +16,5 @@ pub mod backoff;
 pub mod events;
 pub mod leader;
 pub mod liveness;
+pub mod status_writer;
 pub mod watches;

@@ -7,6 +7,7 @@ use super::discovery::Discovery;
 use super::rbac;
 use super::stamped::Stamped;
 use crate::k0rdent::StateManagementProvider;
+use crate::metrics::MetricLabel;
 use crate::plugin::call_blocking;
 use crate::rules::RuleCache;
 use crate::smp::{self, RbacCheck, SmpEvaluation, SmpObservation};
@@ -30,6 +31,13 @@ pub struct LookError {
     smp: String,
     what: String,
     source: kube::Error,
+}
+
+/// The objects an SMP references could not be read.
+impl MetricLabel for LookError {
+    fn metric_label(&self) -> &'static str {
+        "look"
+    }
 }
 
 /// What the host needs to look at SMPs, and what it learnt.

@@ -1,14 +1,16 @@
 //! `manage` mode (no kcm): the host evaluates every SMP naming it as adapter and writes its
 //! status, at least every interval and soon after any SMP changes.
 
+use super::super::plumbing::status_writer::{self, OnConflict, RoundError};
 use super::super::plumbing::watches::wait_listed;
-use super::look::Providers;
+use super::look::{LookError, Providers};
 use crate::conditions;
 use crate::k0rdent::{StateManagementProvider, StateManagementProviderStatus};
+use crate::metrics::{MetricLabel, Metrics};
 use crate::smp::AdapterIdentity;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::reflector::Store;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -23,7 +25,13 @@ pub struct Managed {
     pub interval: Duration,
     /// Notified when any SMP changes.
     pub changed: Arc<Notify>,
+    /// Where failed rounds are counted.
+    pub metrics: Arc<Metrics>,
 }
+
+/// Why an SMP's round failed: the objects it references could not be read, or its status was
+/// not written. The loop's next round tries again.
+pub type Error = RoundError<LookError>;
 
 /// Evaluates every SMP naming this host as its adapter, at least every `interval` and soon
 /// after any SMP changes, and writes its status when it changed; starts once `prepared`.
@@ -31,11 +39,8 @@ pub async fn run(client: Client, providers: Arc<Providers>, managed: Managed, pr
     wait_listed(prepared).await;
     loop {
         for smp in managed.smps.state() {
-            if !managed.identity.is_adapter_of(&smp) {
-                continue;
-            }
-            if let Err(e) = manage_one(&client, &providers, &smp).await {
-                tracing::warn!(smp = %smp.name_any(), "{e:#}");
+            if managed.identity.is_adapter_of(&smp) {
+                manage(&client, &providers, &smp, &managed.metrics).await;
             }
         }
         tokio::select! {
@@ -45,23 +50,56 @@ pub async fn run(client: Client, providers: Arc<Providers>, managed: Managed, pr
     }
 }
 
-async fn manage_one(client: &Client, providers: &Providers, smp: &StateManagementProvider) -> anyhow::Result<()> {
-    let evaluation = providers.evaluate(smp).await?;
+/// One round of `smp`: a failure is logged and counted.
+async fn manage(client: &Client, providers: &Providers, smp: &StateManagementProvider, metrics: &Metrics) {
+    if let Err(e) = manage_one(client, providers, smp).await {
+        metrics.reconcile_failed("StateManagementProvider", e.metric_label());
+        tracing::warn!(smp = %smp.name_any(), "{e}");
+    }
+}
+
+/// Evaluates `smp` and writes its status when it changed.
+async fn manage_one(client: &Client, providers: &Providers, smp: &StateManagementProvider) -> Result<(), Error> {
+    let evaluation = providers.evaluate(smp).await.map_err(Error::Work)?;
     let old = smp.status.clone().unwrap_or_default();
     let status = StateManagementProviderStatus {
         ready: evaluation.ready,
         conditions: conditions::merge(&old.conditions, evaluation.conditions),
     };
-    if smp.status.as_ref() == Some(&status) {
-        return Ok(());
-    }
-    let mut object = StateManagementProvider::new(&smp.name_any(), smp.spec.clone());
-    object.meta_mut().resource_version = smp.resource_version();
-    object.status = Some(status);
     let api = Api::<StateManagementProvider>::all(client.clone());
-    match api.replace_status(&smp.name_any(), &PostParams::default(), &object).await {
-        // Changed meanwhile: the change wakes the loop, which evaluates the new version.
-        Err(kube::Error::Api(e)) if e.is_conflict() => Ok(()),
-        result => result.map(drop).map_err(Into::into),
+    // Changed meanwhile: the change wakes the loop, which evaluates the new version.
+    let written = status_writer::write(&api, smp, status, OnConflict::AwaitChange).await;
+    written.map_err(|source| Error::WriteStatus { kind: "StateManagementProvider", source })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::adapter_plugins::registry::Registry;
+    use super::super::super::mock_api;
+    use super::super::super::settings::{DefaultPlugin, Mode};
+    use super::*;
+    use kube::runtime::reflector;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_status_the_api_server_refuses_is_counted_under_api() {
+        let smp: StateManagementProvider = serde_json::from_value(json!({
+            "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "StateManagementProvider",
+            "metadata": {"name": "ksm-flux", "resourceVersion": "1"}, "spec": {"selector": {}},
+        }))
+        .unwrap();
+        let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid",
+                             "message": "refused", "code": 422});
+        let status = "PUT /apis/k0rdent.mirantis.com/v1beta1/statemanagementproviders/ksm-flux/status";
+        let (client, asked) = mock_api::client(move |line| (line == status).then(|| (422, refused.clone())));
+        let identity = AdapterIdentity { name: "ksm-adapter".into(), namespace: "kcm-system".into() };
+        let registry = Registry::new((identity, DefaultPlugin::None), reflector::store().0, reflector::store().0);
+        let providers = Providers::new(client.clone(), Mode::Manage, Arc::new(registry));
+        let metrics = Metrics::default();
+        manage(&client, &providers, &smp, &metrics).await;
+        assert!(asked.lock().unwrap().iter().any(|line| line.starts_with(status)), "{asked:?}");
+        assert_eq!(metrics.reconcile_errors("StateManagementProvider", "api"), 1);
+        assert_eq!(metrics.reconcile_errors("StateManagementProvider", "look"), 0);
     }
 }

@@ -12,7 +12,7 @@
 
 use futures::future::BoxFuture;
 use http::Uri;
-use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
+use hyper_util::client::legacy::connect::dns::{GaiResolver, InvalidNameError, Name};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -101,6 +101,52 @@ fn class_of_name(name: &str) -> Option<Class> {
     }
 }
 
+/// Why a kubeconfig may not send the host where it points, naming the server, host or address.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// An address, name or scheme of a class the operator does not allow.
+    #[error(
+        "{what}: {class}, which the host does not connect to unless --allow-cluster-addresses names {}",
+        .class.flag_value()
+    )]
+    Class {
+        /// The server, host or address, and how it came to it (`host x resolves to y`).
+        what: String,
+        /// Its class.
+        class: Class,
+    },
+    /// A server URL without a host.
+    #[error("server {0} names no host")]
+    NoHost(Uri),
+    /// A host that is no domain name.
+    #[error("host {host}: {source}")]
+    InvalidName {
+        /// The host.
+        host: String,
+        /// Why.
+        source: InvalidNameError,
+    },
+    /// A host that does not resolve.
+    #[error("host {host} does not resolve: {source}")]
+    Unresolved {
+        /// The host.
+        host: String,
+        /// The resolver's error.
+        source: std::io::Error,
+    },
+}
+
+/// A connection [`Resolver`] refused, naming the kubeconfig.
+#[derive(Debug, thiserror::Error)]
+#[error("{origin}: {refused}")]
+pub struct RefusedFrom {
+    /// The kubeconfig's Secret and key.
+    origin: Arc<str>,
+    /// Why.
+    #[source]
+    refused: Refused,
+}
+
 /// The classes the operator allows; none by default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Allowed(BTreeSet<Class>);
@@ -118,23 +164,19 @@ impl Allowed {
     }
 
     /// Why `what` (an address, or the server URL) of class `class` is refused, if it is.
-    fn judge(&self, class: Option<Class>, what: impl fmt::Display) -> Result<(), String> {
+    fn judge(&self, class: Option<Class>, what: impl fmt::Display) -> Result<(), Refused> {
         match class {
-            Some(class) if !self.allows(class) => Err(format!(
-                "{what}: {class}, which the host does not connect to unless \
-                 --allow-cluster-addresses names {}",
-                class.flag_value()
-            )),
+            Some(class) if !self.allows(class) => Err(Refused::Class { what: what.to_string(), class }),
             _ => Ok(()),
         }
     }
 
     /// Checks the server URL `server` as far as it can without resolving: the scheme, an IP
     /// literal, a refused name. Returns the host name left to resolve, if any.
-    pub fn check_server(&self, server: &Uri) -> Result<Option<String>, String> {
+    pub fn check_server(&self, server: &Uri) -> Result<Option<String>, Refused> {
         let http = (server.scheme_str() != Some("https")).then_some(Class::Http);
         self.judge(http, format_args!("server {server}"))?;
-        let host = server.host().ok_or_else(|| format!("server {server} names no host"))?;
+        let host = server.host().ok_or_else(|| Refused::NoHost(server.clone()))?;
         if let Ok(ip) = IpAddr::from_str(host.trim_start_matches('[').trim_end_matches(']')) {
             self.judge(class_of_ip(ip), format_args!("server {server} connects to {ip}"))?;
             return Ok(None);
@@ -145,7 +187,7 @@ impl Allowed {
 
     /// Checks what the host name `name` resolved to: each address must pass, or a connection
     /// could fall through to a refused one.
-    fn check_resolved(&self, name: &str, addresses: &[SocketAddr]) -> Result<(), String> {
+    fn check_resolved(&self, name: &str, addresses: &[SocketAddr]) -> Result<(), Refused> {
         self.judge(class_of_name(name), format_args!("host {name}"))?;
         for address in addresses {
             self.judge(class_of_ip(address.ip()), format_args!("host {name} resolves to {}", address.ip()))?;
@@ -175,16 +217,16 @@ impl Resolver {
     }
 
     /// Resolves `host` and checks every address, as it does for each connection.
-    pub async fn check(&self, host: &str) -> Result<(), String> {
-        let name = Name::from_str(host).map_err(|e| format!("host {host}: {e}"))?;
+    pub async fn check(&self, host: &str) -> Result<(), Refused> {
+        let name = Name::from_str(host).map_err(|source| Refused::InvalidName { host: host.into(), source })?;
         resolve(self.system.clone(), &self.allowed, name).await.map(drop)
     }
 }
 
 /// The addresses `system` resolves `name` to, each allowed by `allowed`.
-async fn resolve(mut system: GaiResolver, allowed: &Allowed, name: Name) -> Result<Vec<SocketAddr>, String> {
+async fn resolve(mut system: GaiResolver, allowed: &Allowed, name: Name) -> Result<Vec<SocketAddr>, Refused> {
     let host = name.as_str().to_string();
-    let resolved = system.call(name).await.map_err(|e| format!("host {host} does not resolve: {e}"))?;
+    let resolved = system.call(name).await.map_err(|source| Refused::Unresolved { host: host.clone(), source })?;
     let resolved: Vec<SocketAddr> = resolved.collect();
     allowed.check_resolved(&host, &resolved)?;
     Ok(resolved)
@@ -202,7 +244,7 @@ impl Service<Name> for Resolver {
     fn call(&mut self, name: Name) -> Self::Future {
         let (system, allowed, origin) = (self.system.clone(), self.allowed.clone(), self.origin.clone());
         Box::pin(async move {
-            let resolved = resolve(system, &allowed, name).await.map_err(|e| format!("{origin}: {e}"))?;
+            let resolved = resolve(system, &allowed, name).await.map_err(|refused| RefusedFrom { origin, refused })?;
             Ok(resolved.into_iter())
         })
     }
@@ -264,14 +306,14 @@ mod tests {
             ("https://metadata.google.internal", Class::Metadata, "names metadata.google.internal"),
             ("https://localhost:6443", Class::Loopback, "names localhost"),
         ] {
-            let err = none.check_server(&uri(server)).unwrap_err();
+            let err = none.check_server(&uri(server)).unwrap_err().to_string();
             assert!(err.contains(&format!("{address}: {class}, which")), "{server}: {err}");
             assert!(err.ends_with(&format!("--allow-cluster-addresses names {}", class.flag_value())), "{err}");
             let allowed = allowing(&[class]);
             assert!(allowed.check_server(&uri(server)).is_ok(), "{server} allowed by {class:?}");
         }
-        assert_eq!(none.check_server(&uri("https://10.0.0.1:6443")), Ok(None), "an IP literal needs no resolving");
-        assert_eq!(none.check_server(&uri("https://api.example.com")), Ok(Some("api.example.com".into())));
+        assert_eq!(none.check_server(&uri("https://10.0.0.1:6443")).unwrap(), None, "an IP literal needs no resolving");
+        assert_eq!(none.check_server(&uri("https://api.example.com")).unwrap(), Some("api.example.com".into()));
         let loopback_only = allowing(&[Class::Loopback]);
         assert!(loopback_only.check_server(&uri("http://127.0.0.1")).is_err(), "http is its own class");
         assert!(allowing(&[Class::LinkLocal]).check_server(&uri("https://169.254.169.254")).is_err());
@@ -283,9 +325,11 @@ mod tests {
             ips.iter().map(|ip| SocketAddr::new(ip.parse().unwrap(), 443)).collect()
         };
         let none = Allowed::default();
-        assert_eq!(none.check_resolved("api.example.com", &addresses(&["203.0.113.7", "2001:db8::1"])), Ok(()));
-        let err =
-            none.check_resolved("rebound.example.com", &addresses(&["203.0.113.7", "169.254.169.254"])).unwrap_err();
+        assert!(none.check_resolved("api.example.com", &addresses(&["203.0.113.7", "2001:db8::1"])).is_ok());
+        let err = none
+            .check_resolved("rebound.example.com", &addresses(&["203.0.113.7", "169.254.169.254"]))
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("host rebound.example.com resolves to 169.254.169.254: a cloud metadata"), "{err}");
         assert!(allowing(&[Class::Metadata]).check_resolved("x", &addresses(&["169.254.169.254"])).is_ok());
     }
@@ -296,7 +340,7 @@ mod tests {
         let mut refusing = Resolver::new(Arc::new(Allowed::default()), origin);
         let err = refusing.call(Name::from_str("localhost").unwrap()).await.unwrap_err().to_string();
         assert!(err.starts_with(&format!("{origin}: host localhost: a loopback address")), "{err}");
-        assert!(refusing.check("localhost").await.unwrap_err().starts_with("host localhost: a loopback"));
+        assert!(refusing.check("localhost").await.unwrap_err().to_string().starts_with("host localhost: a loopback"));
         // Allowed, `localhost` is resolved, and what it resolves to judged address by address.
         let mut allowed = Resolver::new(Arc::new(allowing(&[Class::Loopback])), origin);
         let resolved: Vec<SocketAddr> = allowed.call(Name::from_str("localhost").unwrap()).await.unwrap().collect();

@@ -10,7 +10,7 @@
 //! A Secret is read on the cluster the caller names: the management cluster, or a regional one
 //! (where a regional cluster's children keep their kubeconfig Secrets, as in kcm 1.12).
 
-use super::addresses::{Allowed, Resolver};
+use super::addresses::{Allowed, Refused, Resolver};
 use super::bounded::{BoundedLayer, Limits};
 use crate::health::rule_set::{GroupKind, Scope};
 use crate::k0rdent::NamespacedName;
@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::client::ConfigExt;
 use kube::client::retry::RetryPolicy;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Api, Client, Config, discovery};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -94,6 +94,106 @@ impl Reads {
 /// often than a ServiceSet's own requests; a change is seen within this time.
 pub(super) const SECRET_FRESH: Duration = Duration::from_secs(30);
 
+/// Why a kubeconfig Secret cannot be used, as a read of it found (kept for [`SECRET_FRESH`]).
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum SecretUnusable {
+    /// It cannot be read.
+    #[error("reading Secret {secret}{on}: {source}")]
+    Read {
+        /// The Secret.
+        secret: NamespacedName,
+        /// ` on <the cluster>` it was read on; empty for the management cluster.
+        on: String,
+        /// Why.
+        source: Arc<kube::Error>,
+    },
+    /// It does not exist.
+    #[error("Secret {secret} not found{on}")]
+    NotFound {
+        /// The Secret.
+        secret: NamespacedName,
+        /// ` on <the cluster>` it was looked for on; empty for the management cluster.
+        on: String,
+    },
+}
+
+/// Why the cluster of a kubeconfig Secret cannot be reached, naming the Secret and its key.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The Secret cannot be used.
+    #[error(transparent)]
+    Secret(#[from] SecretUnusable),
+    /// The Secret has no such key.
+    #[error("Secret {secret} has no key {key:?}")]
+    NoKey {
+        /// The Secret.
+        secret: NamespacedName,
+        /// The key.
+        key: String,
+    },
+    /// The key's value is not text.
+    #[error("Secret {secret} key {key:?} is not UTF-8")]
+    NotUtf8 {
+        /// The Secret.
+        secret: NamespacedName,
+        /// The key.
+        key: String,
+    },
+    /// The kubeconfig cannot be used.
+    #[error("Secret {secret} key {key:?}: {source}")]
+    Kubeconfig {
+        /// The Secret.
+        secret: NamespacedName,
+        /// The key.
+        key: String,
+        /// Why.
+        source: Box<Unusable>,
+    },
+}
+
+/// What a kubeconfig should say instead of a certificate-authority file.
+const INLINE_CA: &str = "use certificate-authority-data";
+
+/// Why a kubeconfig gives no client the host may use.
+#[derive(Debug, thiserror::Error)]
+pub enum Unusable {
+    /// It does not parse.
+    #[error("not a kubeconfig: {0}")]
+    Parse(#[source] KubeconfigError),
+    /// A user runs a command or reads a file of the host's.
+    #[error("user {user:?} uses {field}, which the host does not allow: put the credentials inline")]
+    NotInline {
+        /// The user's name.
+        user: String,
+        /// The field.
+        field: &'static str,
+    },
+    /// A cluster's certificate authority is a file of the host's.
+    #[error("cluster {cluster:?} uses certificate-authority (a file), which the host does not allow: {}", INLINE_CA)]
+    CaFile {
+        /// The cluster's name.
+        cluster: String,
+    },
+    /// kube does not make a configuration of it.
+    #[error("not a usable kubeconfig: {0}")]
+    Config(#[source] KubeconfigError),
+    /// It names a proxy.
+    #[error("the host reaches other clusters without a proxy, and this one names {0}")]
+    Proxy(http::Uri),
+    /// Its server may not be connected to.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// Its server's host name did not resolve in time.
+    #[error("host {host} did not resolve within {}s", CONNECT_TIMEOUT.as_secs())]
+    Unresolved {
+        /// The host name.
+        host: String,
+    },
+    /// kube makes no client of it.
+    #[error("no client: {0}")]
+    NoClient(#[source] kube::Error),
+}
+
 /// The clients of other clusters.
 pub struct Clusters {
     capacity: usize,
@@ -110,7 +210,7 @@ pub struct Clusters {
 type SecretAt = (String, NamespacedName);
 
 /// What a read of a kubeconfig Secret said: its resourceVersion, or why it cannot be used.
-type SecretRead = Result<String, String>;
+type SecretRead = Result<String, SecretUnusable>;
 
 struct Pooled {
     resource_version: String,
@@ -139,7 +239,7 @@ impl Clusters {
 
     /// The cluster whose kubeconfig is key `key` of Secret `secret` on cluster `on`, or why it
     /// cannot be reached.
-    pub async fn of(&self, on: &Cluster, secret: &NamespacedName, key: &str) -> Result<Arc<Cluster>, String> {
+    pub async fn of(&self, on: &Cluster, secret: &NamespacedName, key: &str) -> Result<Arc<Cluster>, ClusterError> {
         let at = (on.name.clone(), secret.clone());
         match self.fresh(&at) {
             Some(Ok(version)) => {
@@ -147,7 +247,7 @@ impl Clusters {
                     return Ok(cluster);
                 }
             }
-            Some(Err(why)) => return Err(why),
+            Some(Err(why)) => return Err(why.into()),
             None => {}
         }
         let found = self.read_secret(on, secret).await;
@@ -161,22 +261,26 @@ impl Clusters {
             return Ok(cluster);
         }
         let bytes = found.data.as_ref().and_then(|data| data.get(key)).map(|b| b.0.as_slice());
-        let text = bytes.ok_or_else(|| format!("Secret {secret} has no key {key:?}"))?;
-        let text = std::str::from_utf8(text).map_err(|_| format!("Secret {secret} key {key:?} is not UTF-8"))?;
+        let text = bytes.ok_or_else(|| ClusterError::NoKey { secret: secret.clone(), key: key.into() })?;
+        let text =
+            std::str::from_utf8(text).map_err(|_| ClusterError::NotUtf8 { secret: secret.clone(), key: key.into() })?;
         let origin = format!("Secret {secret} key {key:?}");
         let client = client(text, self.reads, &Resolver::new(self.allowed.clone(), &origin))
             .await
-            .map_err(|e| format!("{origin}: {e}"))?;
+            .map_err(|e| ClusterError::Kubeconfig { secret: secret.clone(), key: key.into(), source: Box::new(e) })?;
         let cluster = Arc::new(Cluster::new(format!("the cluster of Secret {secret}{}", on.on()), client));
         self.keep(at, version, cluster.clone());
         Ok(cluster)
     }
 
     /// Secret `secret` as it is on `on`, or why it cannot be used.
-    async fn read_secret(&self, on: &Cluster, secret: &NamespacedName) -> Result<Secret, String> {
+    async fn read_secret(&self, on: &Cluster, secret: &NamespacedName) -> Result<Secret, SecretUnusable> {
         let api = Api::<Secret>::namespaced(on.client.clone(), &secret.namespace);
-        let found = api.get_opt(&secret.name).await.map_err(|e| format!("reading Secret {secret}{}: {e}", on.on()))?;
-        found.ok_or_else(|| format!("Secret {secret} not found{}", on.on()))
+        match api.get_opt(&secret.name).await {
+            Ok(Some(found)) => Ok(found),
+            Ok(None) => Err(SecretUnusable::NotFound { secret: secret.clone(), on: on.on() }),
+            Err(e) => Err(SecretUnusable::Read { secret: secret.clone(), on: on.on(), source: Arc::new(e) }),
+        }
     }
 
     /// What the latest read of `secret` said, if it was read less than [`SECRET_FRESH`] ago.
@@ -303,21 +407,20 @@ impl Cluster {
 
 /// A client for the kubeconfig `text`, once it is known to need nothing from the host's
 /// machine and to point at an address `resolver` allows.
-async fn client(text: &str, reads: Reads, resolver: &Resolver) -> Result<Client, String> {
-    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
+async fn client(text: &str, reads: Reads, resolver: &Resolver) -> Result<Client, Unusable> {
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(Unusable::Parse)?;
     self_contained(&kubeconfig)?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| format!("not a usable kubeconfig: {e}"))?;
+    let config =
+        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.map_err(Unusable::Config)?;
     if let Some(proxy) = &config.proxy_url {
         // The connection would go to the proxy, whose address the host does not check.
-        return Err(format!("the host reaches other clusters without a proxy, and this one names {proxy}"));
+        return Err(Unusable::Proxy(proxy.clone()));
     }
     if let Some(host) = resolver.allowed().check_server(&config.cluster_url)? {
         let resolved = tokio::time::timeout(CONNECT_TIMEOUT, resolver.check(&host)).await;
-        resolved.map_err(|_| format!("host {host} did not resolve within {}s", CONNECT_TIMEOUT.as_secs()))??;
+        resolved.map_err(|_| Unusable::Unresolved { host })??;
     }
-    bounded_client(config, reads, resolver.clone()).map_err(|e| format!("no client: {e}"))
+    bounded_client(config, reads, resolver.clone()).map_err(Unusable::NoClient)
 }
 
 /// kube's client stack (as `ClientBuilder::try_from` builds it, retries of 429, 503 and 504
@@ -345,7 +448,7 @@ fn bounded_client(config: Config, reads: Reads, resolver: Resolver) -> kube::Res
 /// Refuses a kubeconfig that would run a command (`exec`, `auth-provider`) or read a file of the
 /// host's (`tokenFile`, `client-certificate`, `client-key`, `certificate-authority`): whoever
 /// writes the Secret could otherwise run code in the host or send it the host's own credentials.
-fn self_contained(kubeconfig: &Kubeconfig) -> Result<(), String> {
+fn self_contained(kubeconfig: &Kubeconfig) -> Result<(), Unusable> {
     for named in &kubeconfig.auth_infos {
         let Some(user) = &named.auth_info else { continue };
         let refused = [
@@ -356,18 +459,12 @@ fn self_contained(kubeconfig: &Kubeconfig) -> Result<(), String> {
             ("client-key", user.client_key.is_some()),
         ];
         if let Some((field, _)) = refused.iter().find(|(_, set)| *set) {
-            return Err(format!(
-                "user {:?} uses {field}, which the host does not allow: put the credentials inline",
-                named.name
-            ));
+            return Err(Unusable::NotInline { user: named.name.clone(), field });
         }
     }
     for named in &kubeconfig.clusters {
         if named.cluster.as_ref().is_some_and(|c| c.certificate_authority.is_some()) {
-            return Err(format!(
-                "cluster {:?} uses certificate-authority (a file), which the host does not allow: use certificate-authority-data",
-                named.name
-            ));
+            return Err(Unusable::CaFile { cluster: named.name.clone() });
         }
     }
     Ok(())
@@ -390,13 +487,13 @@ mod tests {
 
     #[test]
     fn a_kubeconfig_may_not_run_commands_or_read_the_hosts_files() {
-        assert_eq!(self_contained(&kubeconfig("token: abc", "insecure-skip-tls-verify: true")), Ok(()));
-        assert_eq!(
+        assert!(self_contained(&kubeconfig("token: abc", "insecure-skip-tls-verify: true")).is_ok());
+        assert!(
             self_contained(&kubeconfig(
                 "client-certificate-data: YQ==, client-key-data: YQ==",
                 "certificate-authority-data: YQ=="
-            )),
-            Ok(())
+            ))
+            .is_ok()
         );
         for (user, field) in [
             ("exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}", "exec"),
@@ -405,10 +502,11 @@ mod tests {
             ("client-certificate: /etc/cert.pem, client-key-data: YQ==", "client-certificate"),
             ("client-key: /etc/key.pem, client-certificate-data: YQ==", "client-key"),
         ] {
-            let err = self_contained(&kubeconfig(user, "insecure-skip-tls-verify: true")).unwrap_err();
+            let err = self_contained(&kubeconfig(user, "insecure-skip-tls-verify: true")).unwrap_err().to_string();
             assert!(err.contains(&format!("uses {field}")), "{user}: {err}");
         }
-        let err = self_contained(&kubeconfig("token: abc", "certificate-authority: /etc/ca.pem")).unwrap_err();
+        let err =
+            self_contained(&kubeconfig("token: abc", "certificate-authority: /etc/ca.pem")).unwrap_err().to_string();
         assert!(err.contains("certificate-authority-data"), "{err}");
     }
 
@@ -468,7 +566,7 @@ mod tests {
     }
 
     /// The client of the cluster `secret` names, with `allowed`, or why there is none.
-    async fn of(secret: serde_json::Value, allowed: &[Class]) -> Result<Arc<Cluster>, String> {
+    async fn of(secret: serde_json::Value, allowed: &[Class]) -> Result<Arc<Cluster>, ClusterError> {
         let (management, _) = super::super::super::mock_api::client(move |line| {
             (line == "GET /api/v1/namespaces/team/secrets/web-kubeconfig").then(|| (200, secret.clone()))
         });
@@ -479,22 +577,32 @@ mod tests {
     /// Each class is judged in `addresses`; here the judgement reaches the client, named.
     #[tokio::test]
     async fn a_kubeconfig_pointing_at_a_refused_address_is_refused_naming_the_secret_key_and_address() {
-        let err = of(kubeconfig_secret("https://127.0.0.1:6443", None), &[]).await.err().unwrap();
+        let err = of(kubeconfig_secret("https://127.0.0.1:6443", None), &[]).await.err().unwrap().to_string();
         let named = "Secret team/web-kubeconfig key \"value\": server https://127.0.0.1:6443/ connects to 127.0.0.1: \
                      a loopback address, which the host does not connect to unless --allow-cluster-addresses names loopback";
         assert_eq!(err, named);
         assert!(of(kubeconfig_secret("https://127.0.0.1:6443", None), &[Class::Loopback]).await.is_ok());
         // `localhost` is refused by its name; allowed, it is resolved (from the hosts file) and judged by
         // its addresses.
-        let err = of(kubeconfig_secret("https://localhost:6443", None), &[]).await.err().unwrap();
+        let err = of(kubeconfig_secret("https://localhost:6443", None), &[]).await.err().unwrap().to_string();
         assert!(
             err.starts_with("Secret team/web-kubeconfig key \"value\": server https://localhost:6443/ names localhost")
         );
         assert!(of(kubeconfig_secret("https://localhost:6443", None), &[Class::Loopback]).await.is_ok());
-        assert!(of(kubeconfig_secret("http://203.0.113.7", None), &[]).await.err().unwrap().contains("plain http"));
+        assert!(
+            of(kubeconfig_secret("http://203.0.113.7", None), &[])
+                .await
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("plain http")
+        );
         assert!(of(kubeconfig_secret("https://203.0.113.7:6443", None), &[]).await.is_ok());
-        let err =
-            of(kubeconfig_secret("https://203.0.113.7", Some("http://203.0.113.8:3128")), &[]).await.err().unwrap();
+        let err = of(kubeconfig_secret("https://203.0.113.7", Some("http://203.0.113.8:3128")), &[])
+            .await
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.ends_with("without a proxy, and this one names http://203.0.113.8:3128/"), "{err}");
     }
 
@@ -513,7 +621,7 @@ mod tests {
         let at = NamespacedName::new("team", "web-kubeconfig");
         let reads = || asked.lock().unwrap().iter().filter(|l| l.contains("/secrets/web-kubeconfig")).count();
         for _ in 0..3 {
-            let err = clusters.of(&clusters.here(), &at, "value").await.err().unwrap();
+            let err = clusters.of(&clusters.here(), &at, "value").await.err().unwrap().to_string();
             assert_eq!(err, "Secret team/web-kubeconfig not found");
         }
         assert_eq!(reads(), 1, "a missing Secret is remembered");

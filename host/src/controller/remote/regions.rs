@@ -7,7 +7,7 @@
 
 use super::super::plugin_kinds::children::{ChildKinds, Live, Waker};
 use super::super::plumbing::watches::WatchHealth;
-use super::clusters::{Cluster, Clusters, Reads};
+use super::clusters::{Cluster, ClusterError, Clusters, Reads};
 use crate::k0rdent::ServiceSet;
 use crate::plan::decide::ChildRef;
 use crate::plan::route::{RegionAccess, Route};
@@ -21,6 +21,53 @@ use tokio::time::Instant;
 /// How long a reconcile waits for a region's caches to list the plugin's kinds, and for a
 /// region to list a ServiceSet's children before they are deleted.
 const LISTED_WITHIN: Duration = Duration::from_secs(15);
+
+/// Why a region does not serve a ServiceSet's round now, naming it.
+#[derive(Debug, thiserror::Error)]
+pub enum RegionError {
+    /// Its client cannot be made.
+    #[error("Region {region}: {source}")]
+    Unreachable {
+        /// The Region.
+        region: String,
+        /// Why.
+        source: ClusterError,
+    },
+    /// Its caches did not list within [`LISTED_WITHIN`].
+    #[error("Region {region}: its objects were not listed within {}s", LISTED_WITHIN.as_secs())]
+    NotListed {
+        /// The Region (`the management cluster` when it is that).
+        region: String,
+    },
+    /// Its objects could not be listed.
+    #[error("Region {region}: listing its objects: {source}")]
+    List {
+        /// The Region (`the management cluster` when it is that).
+        region: String,
+        /// Why.
+        source: kube::Error,
+    },
+    /// A child could not be deleted.
+    #[error("Region {region}: deleting {child}: {source}")]
+    Delete {
+        /// The Region (`the management cluster` when it is that).
+        region: String,
+        /// The child.
+        child: ChildRef,
+        /// Why.
+        source: Box<kube::Error>,
+    },
+}
+
+/// A region whose reconcile slots are all taken (see [`Regions::admit`]).
+#[derive(Debug, thiserror::Error)]
+#[error("Region {region}: {per_region} reconciles of its ServiceSets are running already")]
+pub struct Busy {
+    /// The Region.
+    pub region: String,
+    /// How many reconciles one region runs at once.
+    pub per_region: usize,
+}
 
 /// The management cluster's children and the regions in use.
 pub struct Regions {
@@ -54,31 +101,32 @@ impl Home {
     /// Waits until the caches of the kinds `serving` creates and reads on this cluster hold a
     /// complete list; a region that does not list them within [`LISTED_WITHIN`] is reported as
     /// unreachable.
-    pub async fn listed(&self, serving: &ServingPlugin) -> Result<(), String> {
+    pub async fn listed(&self, serving: &ServingPlugin) -> Result<(), RegionError> {
         let listed = self.children.listed_with_reads(serving.kinds(), serving.reads());
         let Some(region) = &self.region else {
             listed.await;
             return Ok(());
         };
-        tokio::time::timeout(LISTED_WITHIN, listed).await.map_err(|_| {
-            format!("Region {}: its objects were not listed within {}s", region.name, LISTED_WITHIN.as_secs())
-        })
+        tokio::time::timeout(LISTED_WITHIN, listed)
+            .await
+            .map_err(|_| RegionError::NotListed { region: region.name.clone() })
     }
 
     /// Deletes `service_set`'s children on this cluster, found by listing it (within
     /// [`LISTED_WITHIN`]) for every kind `kinds` creates, not from a cache, which may have been
     /// made a moment ago; returns those still there (their deletion may take a while: Flux
     /// uninstalls first), or why the cluster could not be listed or written.
-    pub async fn clear(&self, service_set: &ServiceSet, kinds: &ChildKinds) -> Result<Vec<ChildRef>, String> {
+    pub async fn clear(&self, service_set: &ServiceSet, kinds: &ChildKinds) -> Result<Vec<ChildRef>, RegionError> {
         let name = self.region.as_ref().map_or("the management cluster", |r| r.name.as_str());
-        let failed = |what: &str, e: &dyn std::fmt::Display| format!("Region {name}: {what}: {e}");
+        let region = || name.to_string();
         self.children.ensure_like(kinds);
         let live = tokio::time::timeout(LISTED_WITHIN, self.children.live(service_set))
             .await
-            .map_err(|_| format!("Region {name}: its objects were not listed within {}s", LISTED_WITHIN.as_secs()))?
-            .map_err(|e| failed("listing its objects", &e))?;
+            .map_err(|_| RegionError::NotListed { region: region() })?
+            .map_err(|source| RegionError::List { region: region(), source })?;
         for Live { child, .. } in live.iter().filter(|l| !l.deleting) {
-            self.children.delete(child).await.map_err(|e| failed(&format!("deleting {child}"), &e))?;
+            let deleted = self.children.delete(child).await;
+            deleted.map_err(|e| RegionError::Delete { region: region(), child: child.clone(), source: Box::new(e) })?;
             tracing::info!("deleted {child} on Region {name}");
         }
         Ok(live.into_iter().map(|l| l.child).collect())
@@ -98,19 +146,20 @@ impl Regions {
     /// region, so that a region that hangs costs only its own ServiceSets' reconciles, never the
     /// others' workers. `Ok(None)` for the management cluster; `Err` naming the region when its
     /// slots are taken (the caller retries shortly, without holding a worker).
-    pub fn admit(&self, route: &Route) -> Result<Option<OwnedSemaphorePermit>, String> {
+    pub fn admit(&self, route: &Route) -> Result<Option<OwnedSemaphorePermit>, Busy> {
         let Route::Region(access) = route else { return Ok(None) };
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         // A region none of whose slots is taken needs no entry (Regions come and go).
         slots.retain(|_, slot| slot.available_permits() < self.per_region);
         let slot = slots.entry(access.name.clone()).or_insert_with(|| Arc::new(Semaphore::new(self.per_region)));
-        slot.clone().try_acquire_owned().map(Some).map_err(|_| {
-            format!("Region {}: {} reconciles of its ServiceSets are running already", access.name, self.per_region)
-        })
+        slot.clone()
+            .try_acquire_owned()
+            .map(Some)
+            .map_err(|_| Busy { region: access.name.clone(), per_region: self.per_region })
     }
 
     /// The home of a ServiceSet routed `route`, or why its region cannot be reached.
-    pub async fn home(&self, route: &Route) -> Result<Home, String> {
+    pub async fn home(&self, route: &Route) -> Result<Home, RegionError> {
         let access = match route {
             Route::Management => {
                 self.sweep();
@@ -122,7 +171,7 @@ impl Regions {
             .clusters
             .of(&self.clusters.here(), &access.secret, &access.key)
             .await
-            .map_err(|e| format!("Region {}: {e}", access.name))?;
+            .map_err(|source| RegionError::Unreachable { region: access.name.clone(), source })?;
         self.sweep();
         let mut held = self.lock();
         let now = Instant::now();
@@ -260,7 +309,7 @@ mod tests {
         let changed = regions.home(&region("eu", "eu-kc")).await.unwrap();
         assert!(!Arc::ptr_eq(&eu.children, &changed.children), "a changed Secret: a new client and caches");
         assert_eq!(regions.held(), 2, "replaced, not added");
-        let missing = regions.home(&region("ap", "ap-kc")).await.err().unwrap();
+        let missing = regions.home(&region("ap", "ap-kc")).await.err().unwrap().to_string();
         assert_eq!(missing, "Region ap: Secret kcm-system/ap-kc not found");
     }
 
@@ -283,7 +332,7 @@ mod tests {
         assert!(regions.admit(&Route::Management).unwrap().is_none(), "the management cluster takes no slot");
         let (first, second) = (regions.admit(&region("eu", "eu-kc")).unwrap(), regions.admit(&region("eu", "eu-kc")));
         assert!(first.is_some() && second.is_ok());
-        let busy = regions.admit(&region("eu", "eu-kc")).unwrap_err();
+        let busy = regions.admit(&region("eu", "eu-kc")).unwrap_err().to_string();
         assert_eq!(busy, "Region eu: 2 reconciles of its ServiceSets are running already");
         assert!(regions.admit(&region("us", "us-kc")).is_ok(), "another region has slots of its own");
         drop(first);

@@ -1,7 +1,7 @@
 //! What every ServiceSet reconcile shares: the client, the caches it gathers its inputs from,
 //! the plugins and provider checks it asks, and the settings.
 
-use super::super::adapter_plugins::registry::Registry;
+use super::super::adapter_plugins::registry::{Registry, Unserved};
 use super::super::caches::service_set_cache::CachedServiceSet;
 use super::super::caches::sources::Sources;
 use super::super::plugin_kinds::children::ChildKinds;
@@ -17,10 +17,10 @@ use super::health::HealthCheck;
 use crate::k0rdent::{
     ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, StateManagementProvider,
 };
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, NotReady};
 use crate::plan::memo::TranslationMemo;
-use crate::plan::placements;
-use crate::plan::route::{self, RegionAccess, Route, Topology};
+use crate::plan::placements::{self, Unreadable};
+use crate::plan::route::{self, RegionAccess, Route, RouteError, Topology};
 use crate::serving::ServingPlugin;
 use crate::smp;
 use ksm_plugin_sdk::sources::SourceRef;
@@ -98,13 +98,13 @@ impl Context {
     /// Whether the host is ready to serve (for `/readyz`): it is prepared and no watch fails,
     /// but for a CRD other than k0rdent's that is not installed (see [`WatchHealth::blocking`]);
     /// else what is missing.
-    pub fn readiness(&self) -> Result<(), String> {
+    pub fn readiness(&self) -> Result<(), NotReady> {
         let k0rdent = [ServiceSet::kind(&()), StateManagementProvider::kind(&()), ServiceTemplate::kind(&())];
         let mut problems = self.caches.health.blocking(&k0rdent.iter().map(|k| k.as_ref()).collect::<Vec<_>>());
         if !*self.prepared.borrow() {
             problems.insert(0, "caches not listed or plugins not loaded yet".into());
         }
-        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+        if problems.is_empty() { Ok(()) } else { Err(NotReady::Waiting(problems)) }
     }
 
     /// The served ServiceSets (those carrying the host's finalizer) by state, for metrics.
@@ -137,7 +137,7 @@ impl Context {
 
     /// Where `service_set`'s children live, from the cached ClusterDeployments, Credentials and
     /// Regions, or why that cannot be told.
-    pub fn route(&self, service_set: &ServiceSet) -> Result<Route, String> {
+    pub fn route(&self, service_set: &ServiceSet) -> Result<Route, RouteError> {
         let caches = &self.caches.topology;
         let cluster_deployment = |n: &NamespacedName| {
             caches.cluster_deployments.get(&ObjectRef::new(&n.name).within(&n.namespace)).map(|o| (*o).clone())
@@ -154,7 +154,7 @@ impl Context {
     /// recorded on it (see [`placements`]), reached as their Region says now or, once the Region
     /// is gone, as recorded; and the region it is routed to now (`route`). `Err` when the record
     /// does not read.
-    pub fn regions_of(&self, service_set: &ServiceSet, route: Option<&Route>) -> Result<Vec<RegionAccess>, String> {
+    pub fn regions_of(&self, service_set: &ServiceSet, route: Option<&Route>) -> Result<Vec<RegionAccess>, Unreadable> {
         let mut regions = placements::recorded(service_set)?;
         for recorded in &mut regions {
             let region = self.caches.topology.regions.get(&ObjectRef::new(&recorded.name));
@@ -171,7 +171,7 @@ impl Context {
     }
 
     /// The plugin serving `service_set`'s provider, or why there is none.
-    pub fn serving(&self, service_set: &ServiceSet) -> Result<Arc<ServingPlugin>, String> {
+    pub fn serving(&self, service_set: &ServiceSet) -> Result<Arc<ServingPlugin>, Unserved> {
         self.registry.serving_for(&service_set.spec.provider.name)
     }
 
@@ -307,7 +307,8 @@ pub(super) mod tests {
     #[tokio::test]
     async fn the_host_is_ready_once_prepared() {
         let (ctx, prepared) = context(vec![]);
-        assert_eq!(ctx.readiness(), Err("caches not listed or plugins not loaded yet".into()));
+        let waiting = vec!["caches not listed or plugins not loaded yet".to_string()];
+        assert_eq!(ctx.readiness(), Err(NotReady::Waiting(waiting)));
         prepared.send_replace(true);
         assert_eq!(ctx.readiness(), Ok(()));
     }

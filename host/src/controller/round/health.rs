@@ -118,7 +118,7 @@ impl HealthCheck {
                 Some(secret) => match self.clusters.of(home, secret, KUBECONFIG_KEY).await {
                     Ok(cluster) => cluster,
                     Err(why) => {
-                        observations.resize(checked.len(), Observation::Unreadable(why));
+                        observations.resize(checked.len(), Observation::Unreadable(why.to_string()));
                         return;
                     }
                 },

@@ -9,8 +9,7 @@
 //! - `settle`: a short wait that folds a burst of child changes into one reconcile;
 //! - [`arbiter`]: the index of claims across ServiceSets and who wins them;
 //! - [`health`]: service health on the target clusters (kcm 1.12's verifier);
-//! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves;
-//! - [`status`]: ServiceSet status writes, only when the status changed.
+//! - [`finalizer`]: the host's own finalizer on the ServiceSets it serves.
 
 pub mod arbiter;
 pub mod context;
@@ -19,5 +18,4 @@ pub mod health;
 pub mod prepare;
 pub mod service_sets;
 pub(super) mod settle;
-pub mod status;
 pub mod triggers;

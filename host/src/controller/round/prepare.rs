@@ -25,8 +25,8 @@ pub async fn prepare(
     prepared: watch::Sender<bool>,
 ) {
     let load = async {
-        if let Err(message) = plugins.load_default().await {
-            tracing::error!("{message}");
+        if let Err(e) = plugins.load_default().await {
+            tracing::error!("{e}");
         }
         let ours = plugins.registry.ours_once_listed(owners_listed).await;
         // At once, so that one slow registry or unlisted kind holds up no other plugin.

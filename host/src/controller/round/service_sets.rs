@@ -4,12 +4,13 @@
 
 use super::super::caches::service_set_cache::CachedServiceSet;
 use super::super::plugin_kinds::children::ChildKinds;
+use super::super::plumbing::status_writer::{self, OnConflict, Written};
 use super::super::remote::regions::Home;
 use super::context::Context;
 use super::finalizer;
-use super::status::{self, Written};
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
+use crate::metrics::MetricLabel;
 use crate::plan::claims::ServiceClaims;
 use crate::plan::decide::{self, ChildRef, Inputs, Plan, deletion, foreign_objects};
 use crate::plan::events;
@@ -58,7 +59,20 @@ pub enum Error {
     Unreachable(String),
     /// The cached ServiceSet could not be read back (a defect: it was packed by this process).
     #[error("the cached ServiceSet cannot be read back: {0}")]
-    Uncached(String),
+    Uncached(#[source] std::io::Error),
+}
+
+impl MetricLabel for Error {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Api(_) => "api",
+            Self::Stale(_) => "conflict",
+            Self::Plugin(_) => "plugin",
+            Self::Refused(_) => "refused",
+            Self::Unreachable(_) => "unreachable",
+            Self::Uncached(_) => "uncached",
+        }
+    }
 }
 
 /// Reconciles one ServiceSet.
@@ -70,11 +84,11 @@ pub async fn reconcile(cached: Arc<CachedServiceSet>, ctx: Arc<Context>) -> Resu
         ctx.in_flight.enter(format!("ServiceSet {}/{}", cached.namespace().unwrap_or_default(), cached.name_any()));
     let span = tracing::info_span!("reconcile", serviceset = %key);
     let round = async {
-        let service_set = Arc::new(cached.unpack().map_err(|e| Error::Uncached(e.to_string()))?);
+        let service_set = Arc::new(cached.unpack().map_err(Error::Uncached)?);
         round(&service_set, &ctx).await
     };
     let result = tracing::Instrument::instrument(round, span).await;
-    ctx.metrics.reconciled("ServiceSet", started, result.is_ok());
+    ctx.metrics.reconciled("ServiceSet", started, result.as_ref().map(|_| ()).map_err(Error::metric_label));
     if result.is_ok() {
         ctx.failures.succeeded(&key);
     }
@@ -353,7 +367,8 @@ async fn write_status(
     status: ServiceSetStatus,
 ) -> Result<(), Error> {
     let notes = events::service_set_events(service_set.status.as_ref(), &status);
-    if status::write(api, service_set, status).await.map_err(stale_or_api)? == Written::Replaced {
+    let written = status_writer::write(api, service_set, status, OnConflict::Fail).await;
+    if written.map_err(stale_or_api)? == Written::Replaced {
         tracing::debug!("status written");
         ctx.events.publish(service_set, "Reconcile", &notes).await;
     }

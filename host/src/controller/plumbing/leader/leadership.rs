@@ -4,9 +4,26 @@ use super::election::{Election, Timing};
 use super::lease::{LeaseSnapshot, LeaseWatch, instant_of};
 use anyhow::Context as _;
 use kube_lease_manager::LeaseManager;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+
+/// Why the lease is lost.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Lost {
+    /// The watch shows another holder.
+    #[error("the lease is held by {0}")]
+    HeldBy(String),
+    /// The watch shows no holder.
+    #[error("the lease was cleared")]
+    Cleared,
+    /// A renewal found another replica holding it.
+    #[error("another replica holds the lease")]
+    Taken,
+    /// No renewal was seen within the lease duration less the margin.
+    #[error("no renewal succeeded in {0:?}")]
+    NotRenewed(Duration),
+}
 
 /// What the watch tells a holder about its term.
 pub(super) struct Term {
@@ -28,7 +45,7 @@ impl Term {
     }
 
     /// Takes in a state of the Lease; `Err` with the reason when it shows the lease lost.
-    pub(super) fn see(&mut self, observed: &LeaseSnapshot) -> Result<(), String> {
+    pub(super) fn see(&mut self, observed: &LeaseSnapshot) -> Result<(), Lost> {
         match observed.holder.as_deref() {
             Some(holder) if holder == self.identity => {
                 if let Some(renewed) = observed.renewed.filter(|renewed| *renewed >= self.started) {
@@ -38,8 +55,8 @@ impl Term {
                 }
                 Ok(())
             }
-            Some(holder) if self.confirmed => Err(format!("the lease is held by {holder}")),
-            None if self.confirmed => Err("the lease was cleared".to_string()),
+            Some(holder) if self.confirmed => Err(Lost::HeldBy(holder.into())),
+            None if self.confirmed => Err(Lost::Cleared),
             _ => Ok(()),
         }
     }
@@ -118,7 +135,7 @@ impl Drop for Leadership {
 
 /// How holding the Lease ended.
 pub(super) enum End {
-    Lost(String),
+    Lost(Lost),
     Release(Release),
     Dropped,
 }
@@ -140,7 +157,7 @@ pub(super) async fn renew(
             loop {
                 match manager.changed().await {
                     Ok(true) => {}
-                    Ok(false) => return "another replica holds the lease".to_string(),
+                    Ok(false) => return Lost::Taken,
                     Err(e) => {
                         tracing::warn!(lease = %lease_name, error = %e, "renewing the leader-election lease failed; retrying");
                         tokio::time::sleep(timing.retry()).await;
@@ -160,7 +177,7 @@ pub(super) async fn renew(
                 reason = &mut renewals => Err(reason),
                 observed = lease.next() => term.see(&observed),
                 () = tokio::time::sleep_until(term.deadline.into()) => {
-                    Err(format!("no renewal succeeded in {:?}", timing.lease() - timing.margin()))
+                    Err(Lost::NotRenewed(timing.lease() - timing.margin()))
                 }
                 request = &mut release => break request.map_or(End::Dropped, End::Release),
             };
