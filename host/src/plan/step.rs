@@ -5,40 +5,44 @@
 //! the I/O each step names (helm-controller's `actionForState` has this shape).
 //!
 //! `H` is the controller's handle on the cluster the children live on (their "home"): the core
-//! only passes it from the step that reached it to the steps that use it.
+//! only passes it from the step that reached it to the steps that use it. `S` and `E` are the
+//! controller's errors for a provider no plugin serves and a home out of reach: the core only
+//! says them in the status.
 
 use super::decide::{self, ChildRef, Plan};
 use super::gate::Gate;
 use super::placements;
-use super::route::{RegionAccess, Route};
+use super::placements::Unreadable;
+use super::route::{RegionAccess, Route, RouteError};
 use crate::conditions::reasons;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus};
 use crate::plugin::CallError;
 use crate::serving::ServingPlugin;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
+use std::fmt::Display;
 use std::sync::Arc;
 
 /// What the round knows before its first step, read from the caches.
-pub struct Facts {
+pub struct Facts<S> {
     /// Whether the ServiceSet is this host's, and what that calls for.
     pub gate: Gate,
     /// The plugin serving its provider, or why there is none.
-    pub serving: Result<Arc<ServingPlugin>, String>,
+    pub serving: Result<Arc<ServingPlugin>, S>,
     /// The cluster its children go to, or why that cannot be told.
-    pub route: Result<Route, String>,
+    pub route: Result<Route, RouteError>,
     /// The regions its children may be on besides the management cluster, or why the record
     /// of them does not read.
-    pub regions: Result<Vec<RegionAccess>, String>,
+    pub regions: Result<Vec<RegionAccess>, Unreadable>,
 }
 
 /// What the round's steps brought back so far; each field is filled by the step it names.
-pub struct Progress<H> {
+pub struct Progress<H, E> {
     /// [`Step::Admit`]: whether a slot among the reconciles against the region was free.
     pub admitted: Option<bool>,
     /// [`Step::ReachHome`]: the children's cluster with its caches listed, or why it cannot be
     /// reached.
-    pub home: Option<Result<H, String>>,
+    pub home: Option<Result<H, E>>,
     /// [`Step::Decide`]: the latest plan, or the plugin's failure.
     pub plan: Option<Result<Arc<Plan>, CallError>>,
     /// Whether the latest plan was made knowing [`Progress::foreign`].
@@ -63,7 +67,7 @@ pub struct Progress<H> {
     pub written: bool,
 }
 
-impl<H> Default for Progress<H> {
+impl<H, E> Default for Progress<H, E> {
     fn default() -> Self {
         Progress {
             admitted: None,
@@ -236,7 +240,12 @@ pub enum Failure {
 }
 
 /// The next step of `service_set`'s round at `now`.
-pub fn next<H: Clone>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, now: &Time) -> Step<H> {
+pub fn next<H: Clone, E: Display, S: Display>(
+    service_set: &ServiceSet,
+    facts: &Facts<S>,
+    done: &Progress<H, E>,
+    now: &Time,
+) -> Step<H> {
     match &facts.gate {
         Gate::Leave => Step::End(End::AwaitChange),
         Gate::Release => Step::Release,
@@ -259,11 +268,16 @@ pub fn next<H: Clone>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H
 /// round writes the status from what the API server holds. A new ServiceSet thus costs one
 /// status write, not two, when the CD tool is quick; the plan defers the status, and only a
 /// round that writes it asks the plugin for it.
-fn serve<H: Clone>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, now: &Time) -> Step<H> {
+fn serve<H: Clone, E: Display, S: Display>(
+    service_set: &ServiceSet,
+    facts: &Facts<S>,
+    done: &Progress<H, E>,
+    now: &Time,
+) -> Step<H> {
     let serving = match &facts.serving {
         Ok(serving) => serving,
         Err(problem) => {
-            let status = decide::not_translated(service_set, reasons::PLUGIN_NOT_READY, problem, now);
+            let status = decide::not_translated(service_set, reasons::PLUGIN_NOT_READY, &problem.to_string(), now);
             return report(done, status, End::AwaitChange);
         }
     };
@@ -302,7 +316,7 @@ fn serve<H: Clone>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, 
         return Step::CarryOut { home: home.clone(), plan: plan.clone() };
     };
     let Some(cleared) = &done.cleared else {
-        let regions = facts.regions.clone().unwrap_or_default();
+        let regions = facts.regions.as_ref().map_or_else(|_| Vec::new(), Clone::clone);
         return Step::ClearElsewhere { home: home.clone(), regions };
     };
     if let Some(record) = placements::forgetting(service_set, &cleared.emptied) {
@@ -335,10 +349,10 @@ fn serve<H: Clone>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, 
 /// clusters lists none of them (Flux uninstalls before its objects go). No plugin is involved:
 /// the children are found by their labels. A region that cannot be listed holds the finalizer,
 /// and the status names it.
-fn clean_up<H>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, now: &Time) -> Step<H> {
+fn clean_up<H, E, S>(service_set: &ServiceSet, facts: &Facts<S>, done: &Progress<H, E>, now: &Time) -> Step<H> {
     let Some(management) = &done.management_cleared else { return Step::ClearManagement };
     let (there, unreachable) = match (&facts.regions, &done.regions_cleared) {
-        (Err(why), _) => (&[][..], vec![why.clone()]),
+        (Err(why), _) => (&[][..], vec![why.to_string()]),
         (Ok(regions), None) if !regions.is_empty() => return Step::ClearRegions(regions.clone()),
         (Ok(_), None) => (&[][..], Vec::new()),
         (Ok(_), Some(cleared)) => (&cleared.remaining[..], cleared.unreachable.clone()),
@@ -359,20 +373,21 @@ fn clean_up<H>(service_set: &ServiceSet, facts: &Facts, done: &Progress<H>, now:
 }
 
 /// Writes `status`, then ends as `end`.
-fn report<H>(done: &Progress<H>, status: ServiceSetStatus, end: End) -> Step<H> {
+fn report<H, E>(done: &Progress<H, E>, status: ServiceSetStatus, end: End) -> Step<H> {
     if done.written { Step::End(end) } else { Step::WriteStatus { status, best_effort: false } }
 }
 
 /// The children's cluster cannot be told or reached: [`APPLIED`](crate::conditions::types::APPLIED)
 /// says why (`RegionUnreachable`), the round backs off.
-fn unreachable<H>(service_set: &ServiceSet, done: &Progress<H>, why: &str, now: &Time) -> Step<H> {
-    let status = decide::not_routed(service_set, why, now);
-    report(done, status, End::Failed(Failure::Unreachable(why.to_string())))
+fn unreachable<H, E>(service_set: &ServiceSet, done: &Progress<H, E>, why: &dyn Display, now: &Time) -> Step<H> {
+    let why = why.to_string();
+    let status = decide::not_routed(service_set, &why, now);
+    report(done, status, End::Failed(Failure::Unreachable(why)))
 }
 
 /// The plugin failed outright: [`TRANSLATED`](crate::conditions::types::TRANSLATED) says so
 /// (`PluginError`), the round fails with the plugin's error (a failed status write only logged).
-fn plugin_failed<H>(service_set: &ServiceSet, done: &Progress<H>, call: &CallError, now: &Time) -> Step<H> {
+fn plugin_failed<H, E>(service_set: &ServiceSet, done: &Progress<H, E>, call: &CallError, now: &Time) -> Step<H> {
     if done.written {
         return Step::End(End::Failed(Failure::Plugin(call.clone())));
     }

@@ -5,7 +5,7 @@
 use super::super::caches::service_set_cache::CachedServiceSet;
 use super::super::plugin_kinds::children::ChildKinds;
 use super::super::plumbing::status_writer::{self, OnConflict, Written};
-use super::super::remote::regions::Home;
+use super::super::remote::regions::{Home, RegionError};
 use super::context::Context;
 use super::finalizer;
 use crate::k0rdent::NamespacedName;
@@ -121,11 +121,11 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
         mine: finalizer::has(service_set.as_ref(), &ctx.finalizer),
         legacy: finalizer::has(service_set.as_ref(), finalizer::LEGACY),
     };
-    let route = ctx.route(service_set).map_err(|e| e.to_string());
+    let route = ctx.route(service_set);
     let facts = Facts {
         gate: gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers),
-        serving: ctx.serving(service_set).map_err(|e| e.to_string()),
-        regions: ctx.regions_of(service_set, route.as_ref().ok()).map_err(|e| e.to_string()),
+        serving: ctx.serving(service_set),
+        regions: ctx.regions_of(service_set, route.as_ref().ok()),
         route,
     };
     let mut done = Progress::default();
@@ -224,9 +224,9 @@ fn ended(end: End, ctx: &Context) -> Result<Action, Error> {
 }
 
 /// The cluster of `route`, its caches of `serving`'s kinds listed, or why it cannot be reached.
-async fn listed_home(route: &Route, ctx: &Context, serving: &ServingPlugin) -> Result<Home, String> {
-    let home = ctx.regions.home(route).await.map_err(|e| e.to_string())?;
-    home.listed(serving).await.map_err(|e| e.to_string())?;
+async fn listed_home(route: &Route, ctx: &Context, serving: &ServingPlugin) -> Result<Home, RegionError> {
+    let home = ctx.regions.home(route).await?;
+    home.listed(serving).await?;
     Ok(home)
 }
 
@@ -314,7 +314,7 @@ async fn clear_elsewhere(
         match clear_region(access, service_set, ctx).await {
             Ok(left) if left.is_empty() => cleared.emptied.push(access.name.clone()),
             Ok(_) => {} // going: their deletion comes back through the region's watch
-            Err(why) => cleared.refused.push(why),
+            Err(why) => cleared.refused.push(why.to_string()),
         }
     }
     Ok(cleared)
@@ -337,16 +337,20 @@ async fn clear_regions(service_set: &ServiceSet, regions: &[RegionAccess], ctx: 
     for access in regions {
         match clear_region(access, service_set, ctx).await {
             Ok(left) => cleared.remaining.extend(left),
-            Err(why) => cleared.unreachable.push(why),
+            Err(why) => cleared.unreachable.push(why.to_string()),
         }
     }
     cleared
 }
 
 /// Deletes `service_set`'s children on the region `access`; returns those still there.
-async fn clear_region(access: &RegionAccess, service_set: &ServiceSet, ctx: &Context) -> Result<Vec<ChildRef>, String> {
-    let home = ctx.regions.home(&Route::Region(access.clone())).await.map_err(|e| e.to_string())?;
-    home.clear(service_set, &ctx.caches.children).await.map_err(|e| e.to_string())
+async fn clear_region(
+    access: &RegionAccess,
+    service_set: &ServiceSet,
+    ctx: &Context,
+) -> Result<Vec<ChildRef>, RegionError> {
+    let home = ctx.regions.home(&Route::Region(access.clone())).await?;
+    home.clear(service_set, &ctx.caches.children).await
 }
 
 /// Deletes children of `kinds`, skipping those already being deleted (no write while Flux

@@ -36,7 +36,10 @@ fn region() -> RegionAccess {
     }
 }
 
-fn facts(gate: Gate, route: Result<Route, String>) -> Facts {
+/// The test's stand-in for the controller's errors.
+type Why = &'static str;
+
+fn facts(gate: Gate, route: Result<Route, RouteError>) -> Facts<Why> {
     let flux = Arc::new(ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new())));
     Facts { gate, serving: Ok(flux), route, regions: Ok(vec![]) }
 }
@@ -71,7 +74,7 @@ fn written(step: Step<Home>) -> ServiceSetStatus {
 fn a_new_service_set_is_planned_checked_applied_and_ends_until_its_children_come_back() {
     let ss = service_set(json!({}), false);
     let facts = facts(Gate::Serve, Ok(Route::Management));
-    let mut done = Progress::<Home>::default();
+    let mut done = Progress::<Home, Why>::default();
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::Admit(Route::Management)));
     done.admitted = Some(true);
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::ReachHome { route: Route::Management, .. }));
@@ -99,7 +102,7 @@ fn a_new_service_set_is_planned_checked_applied_and_ends_until_its_children_come
 fn a_name_someone_else_holds_is_planned_again_and_reported_as_not_applied() {
     let ss = service_set(json!({}), false);
     let facts = facts(Gate::Serve, Ok(Route::Management));
-    let mut done = Progress::<Home> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+    let mut done = Progress::<Home, Why> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
     done.plan = Some(Ok(plan(&["ingress"], None)));
     let foreign = BTreeMap::from([(child("ingress"), "HelmRelease team/ingress is someone else's".to_string())]);
     done.foreign = Some(foreign.clone());
@@ -126,7 +129,7 @@ fn a_name_someone_else_holds_is_planned_again_and_reported_as_not_applied() {
 fn a_settled_round_writes_its_status_and_resyncs_or_polls_the_health() {
     let ss = service_set(json!({}), false);
     let facts = facts(Gate::Serve, Ok(Route::Management));
-    let mut done = Progress::<Home> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+    let mut done = Progress::<Home, Why> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
     done.plan = Some(Ok(plan(&[], Some(ServiceSetStatus::default()))));
     done.carried_out = Some(CarriedOut { coming_back: false, refused: vec![] });
     done.cleared = Some(Cleared { emptied: vec![], refused: vec![] });
@@ -144,8 +147,8 @@ fn a_settled_round_writes_its_status_and_resyncs_or_polls_the_health() {
 fn without_a_plugin_the_status_says_so_and_the_round_waits_for_one() {
     let ss = service_set(json!({}), false);
     let mut facts = facts(Gate::Serve, Ok(Route::Management));
-    facts.serving = Err("no AdapterPlugin serves provider ksm-flux".into());
-    let mut done = Progress::<Home>::default();
+    facts.serving = Err("no AdapterPlugin serves provider ksm-flux");
+    let mut done = Progress::<Home, Why>::default();
     let status = written(next(&ss, &facts, &done, &now()));
     assert_eq!(condition(&status, TRANSLATED), ("False", reasons::PLUGIN_NOT_READY));
     done.written = true;
@@ -161,7 +164,7 @@ fn a_plugin_that_fails_is_reported_at_best_and_fails_the_round() {
         function: Function::Translate,
         kind: CallErrorKind::Timeout(std::time::Duration::from_secs(1)),
     };
-    let mut done = Progress::<Home> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+    let mut done = Progress::<Home, Why> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
     done.plan = Some(Err(call.clone()));
     let Step::WriteStatus { status, best_effort: true } = next(&ss, &facts, &done, &now()) else {
         panic!("a best-effort status write")
@@ -175,20 +178,20 @@ fn a_plugin_that_fails_is_reported_at_best_and_fails_the_round() {
 fn a_region_is_recorded_before_its_first_apply_and_one_out_of_reach_is_reported() {
     let ss = service_set(json!({}), false);
     let facts = facts(Gate::Serve, Ok(Route::Region(region())));
-    let done = Progress::<Home> { admitted: Some(true), ..Progress::default() };
+    let done = Progress::<Home, Why> { admitted: Some(true), ..Progress::default() };
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::RecordRegions(ref record) if record.contains("\"eu\"")));
 
     let recorded = placements::recording(&ss, &region()).unwrap();
     let ss = service_set(json!({placements::REGIONS_ANNOTATION: recorded}), false);
-    let mut done = Progress::<Home> { admitted: Some(true), ..Progress::default() };
+    let mut done = Progress::<Home, Why> { admitted: Some(true), ..Progress::default() };
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::ReachHome { route: Route::Region(_), .. }));
-    done.home = Some(Err("region eu: connection refused".into()));
+    done.home = Some(Err("region eu: connection refused"));
     let status = written(next(&ss, &facts, &done, &now()));
     assert_eq!(condition(&status, APPLIED), ("False", reasons::REGION_UNREACHABLE));
     done.written = true;
     assert!(matches!(next(&ss, &facts, &done, &now()).end(), Some(End::Failed(Failure::Unreachable(_)))));
 
-    let done = Progress::<Home> { admitted: Some(false), ..Progress::default() };
+    let done = Progress::<Home, Why> { admitted: Some(false), ..Progress::default() };
     assert_eq!(next(&ss, &facts, &done, &now()).end(), Some(End::Busy), "no slot free on the region");
 }
 
@@ -197,7 +200,7 @@ fn a_region_left_empty_is_forgotten_before_the_status() {
     let recorded = placements::recording(&service_set(json!({}), false), &region()).unwrap();
     let ss = service_set(json!({placements::REGIONS_ANNOTATION: recorded}), false);
     let facts = facts(Gate::Serve, Ok(Route::Management));
-    let mut done = Progress::<Home> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+    let mut done = Progress::<Home, Why> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
     done.plan = Some(Ok(plan(&[], Some(ServiceSetStatus::default()))));
     done.carried_out = Some(CarriedOut { coming_back: false, refused: vec![] });
     done.cleared = Some(Cleared { emptied: vec!["eu".into()], refused: vec![] });
@@ -209,7 +212,7 @@ fn a_deleted_service_set_loses_its_finalizer_only_once_its_children_are_gone_eve
     let ss = service_set(json!({}), true);
     let mut facts = facts(Gate::CleanUp, Ok(Route::Management));
     facts.regions = Ok(vec![region()]);
-    let mut done = Progress::<Home>::default();
+    let mut done = Progress::<Home, Why>::default();
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearManagement));
     done.management_cleared = Some(ManagementCleared { status: ServiceSetStatus::default(), remaining: vec![] });
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearRegions(ref regions) if regions.len() == 1));
@@ -232,7 +235,7 @@ fn a_deleted_service_set_loses_its_finalizer_only_once_its_children_are_gone_eve
 #[test]
 fn the_gate_decides_alone_for_service_sets_not_served_now() {
     let ss = service_set(json!({}), false);
-    let done = Progress::<Home>::default();
+    let done = Progress::<Home, Why>::default();
     assert_eq!(next(&ss, &facts(Gate::Leave, Ok(Route::Management)), &done, &now()).end(), Some(End::AwaitChange));
     assert!(matches!(next(&ss, &facts(Gate::Release, Ok(Route::Management)), &done, &now()), Step::Release));
     let add = next(&ss, &facts(Gate::AddFinalizer, Ok(Route::Region(region()))), &done, &now());
