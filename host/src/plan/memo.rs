@@ -92,8 +92,8 @@ impl TranslationMemo {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ServiceOutcome, translate};
     use super::*;
+    use crate::plan::{ServiceOutcome, translate};
     use crate::plugin::{CallError, NativePlugin, Plugin};
     use crate::policy::Policy;
     use crate::serving::ServingPlugin;

@@ -1,7 +1,7 @@
 //! The single checks of the suite, each returning what passed or why it failed.
 
-use super::super::json_diff::differences_summary;
 use super::fixtures::{TranslateCase, TranslateInvariants};
+use crate::cli::json_diff::differences_summary;
 use ksm_plugin_sdk::contract::{
     ConfigError, ObservedObject, ServiceError, ServiceStatus, ServiceTranslation, StatusInput, TranslateError,
 };

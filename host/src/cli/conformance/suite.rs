@@ -1,6 +1,5 @@
 //! `ksm-adapter plugin test`: its arguments, and the suite run over every case.
 
-use super::super::plugin_args::{ConfigArgs, LimitArgs, load};
 use super::checks::{
     answer_size, check_invariants, check_metadata, check_names, compare, count, deterministic, find_observed, join,
     kib, list, missing_templates, names_field, objects_of, state_of, status_input, str_at, summary,
@@ -10,6 +9,7 @@ use super::fixtures::{
     parse_case,
 };
 use super::report::Report;
+use crate::cli::plugin_args::{ConfigArgs, LimitArgs, load};
 use clap::Args;
 use ksm_adapter::plan::{self, ServiceOutcome};
 use ksm_adapter::plugin::Limits;

@@ -189,8 +189,8 @@ pub(super) async fn secret_key(
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::mock_api;
     use super::*;
+    use crate::controller::mock_api;
     use base64::Engine as _;
     use serde_json::json;
 

@@ -2,10 +2,10 @@
 //! AdapterPlugin spec and against the API server (the kinds it creates are served as declared,
 //! and their caches list), so that a plugin serves only once the host can see what it made.
 
-use super::super::plugin_kinds::children::ChildKinds;
-use super::super::plumbing::watches::WatchHealth;
 use crate::adapter_plugin::AdapterPlugin;
 use crate::builtin;
+use crate::controller::plugin_kinds::children::ChildKinds;
+use crate::controller::plumbing::watches::WatchHealth;
 use crate::metrics::{Metered, MetricLabel, Metrics};
 use crate::plugin::{Limits, call_blocking};
 use crate::runtime::{LoadError, Runtime};

@@ -1,20 +1,20 @@
 //! One AdapterPlugin: load its current spec when it is not what serves, write its status, and
 //! wake the ServiceSets (and the other AdapterPlugins) a change affects.
 
-use super::super::caches::config_maps::ConfigMapWatches;
-use super::super::caches::service_set_cache::CachedServiceSet;
-use super::super::plugin_kinds::children::Waker;
-use super::super::plumbing::backoff::Failures;
-use super::super::plumbing::events::Events;
-use super::super::plumbing::liveness::InFlight;
-use super::super::plumbing::status_writer::{self, OnConflict, RoundError, Written};
-use super::super::plumbing::watches::wait_listed;
 use super::fetch::fetch;
 use super::load::{DefaultError, Failure, Loader, Step};
 use super::registry::{Loaded, Registry};
 use super::status;
 use super::verify::{required, verify};
 use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
+use crate::controller::caches::config_maps::ConfigMapWatches;
+use crate::controller::caches::service_set_cache::CachedServiceSet;
+use crate::controller::plugin_kinds::children::Waker;
+use crate::controller::plumbing::backoff::Failures;
+use crate::controller::plumbing::events::Events;
+use crate::controller::plumbing::liveness::InFlight;
+use crate::controller::plumbing::status_writer::{self, OnConflict, RoundError, Written};
+use crate::controller::plumbing::watches::wait_listed;
 use crate::metrics::{MetricLabel, Metrics};
 use crate::plan::events::adapter_plugin_events;
 use crate::serving::ServingPlugin;
@@ -67,7 +67,7 @@ pub type Attempt = Result<(), Failure>;
 impl PluginContext {
     /// Loads the built-in default plugin when it is turned on, and waits for its kinds to list.
     pub async fn load_default(&self) -> Result<(), DefaultError> {
-        if self.registry.default_plugin() != super::super::settings::DefaultPlugin::Flux {
+        if self.registry.default_plugin() != crate::controller::settings::DefaultPlugin::Flux {
             return Ok(());
         }
         self.registry.serve_default(self.loader.builtin_flux().await?);
@@ -231,11 +231,11 @@ pub fn error_policy(plugin: Arc<AdapterPlugin>, error: &Error, ctx: Arc<PluginCo
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::mock_api;
-    use super::super::super::plugin_kinds::children::ChildKinds;
-    use super::super::super::plumbing::watches::WatchHealth;
-    use super::super::super::settings::DefaultPlugin;
     use super::*;
+    use crate::controller::mock_api;
+    use crate::controller::plugin_kinds::children::ChildKinds;
+    use crate::controller::plumbing::watches::WatchHealth;
+    use crate::controller::settings::DefaultPlugin;
     use crate::plugin::Limits;
     use crate::runtime::Runtime;
     use crate::smp::AdapterIdentity;

@@ -1,10 +1,10 @@
 //! What serves for each AdapterPlugin now, and which plugin serves a StateManagementProvider:
 //! the one AdapterPlugin naming it, else the built-in default when it applies.
 
-use super::super::plumbing::watches::wait_listed;
-use super::super::settings::DefaultPlugin;
 use super::fetch::Fetched;
 use crate::adapter_plugin::{AdapterPlugin, Verify};
+use crate::controller::plumbing::watches::wait_listed;
+use crate::controller::settings::DefaultPlugin;
 use crate::k0rdent::StateManagementProvider;
 use crate::policy::Policy;
 use crate::serving::{Assignment, ServingPlugin, Unassigned, assignment, is_flux_provider};
@@ -188,8 +188,8 @@ fn assign(specs: &[Arc<AdapterPlugin>], provider: &str) -> Assignment {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::fetch::Fetched;
     use super::*;
+    use crate::controller::adapter_plugins::fetch::Fetched;
     use crate::plugin::NativePlugin;
     use ksm_flux_plugin::FluxPlugin;
     use kube::runtime::reflector::{self, store::Writer};

@@ -89,8 +89,8 @@ fn info(serving: &ServingPlugin) -> PluginInfo {
 
 #[cfg(test)]
 mod tests {
-    use super::super::registry::tests::{adapter_plugin, loaded};
     use super::*;
+    use crate::controller::adapter_plugins::registry::tests::{adapter_plugin, loaded};
     use k8s_openapi::jiff::Timestamp;
 
     fn now() -> Time {

@@ -89,8 +89,8 @@ async fn keys(client: &Client, namespace: &str, verify: &Verify) -> Result<Vec<T
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::mock_api;
     use super::*;
+    use crate::controller::mock_api;
     use serde_json::json;
     use std::sync::Arc;
 
@@ -100,7 +100,7 @@ mod tests {
     }
 
     fn fetched() -> Fetched {
-        let pulled = super::super::fetch::Pulled {
+        let pulled = crate::controller::adapter_plugins::fetch::Pulled {
             reference: "127.0.0.1:9/ksm/argocd:v1".into(),
             digest: format!("sha256:{}", "a".repeat(64)),
         };

@@ -1,7 +1,7 @@
 //! The caches the controllers read: one reflector per kind, its watch's failures reported to
 //! [`WatchHealth`], and a flag that turns true once it holds a complete list.
 
-use super::super::plumbing::watches::{WatchHealth, observe};
+use crate::controller::plumbing::watches::{WatchHealth, observe};
 use futures::{Stream, StreamExt};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};

@@ -2,11 +2,11 @@
 //! store the controllers read and the stream of its changes (which fills the store, so it must
 //! be polled), and the flags that turn true once the caches hold complete lists.
 
-use super::super::plumbing::watches::WatchHealth;
 use super::cache::{Cache, all};
 use super::service_set_cache::CachedServiceSet;
 use super::sources::{SourceEvents, Sources};
 use crate::adapter_plugin::AdapterPlugin;
+use crate::controller::plumbing::watches::WatchHealth;
 use crate::k0rdent::{ClusterDeployment, Credential, Region, ServiceTemplate, StateManagementProvider};
 use futures::StreamExt;
 use futures::stream::BoxStream;

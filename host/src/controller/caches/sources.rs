@@ -3,8 +3,8 @@
 //! object kept only as far as plugins are handed it (metadata and spec: a source's status
 //! changes at every fetch).
 
-use super::super::plumbing::watches::WatchHealth;
 use super::cache::{Cache, all};
+use crate::controller::plumbing::watches::WatchHealth;
 use futures::{Stream, StreamExt};
 use ksm_plugin_sdk::sources::{SourceRef, handed, source_kinds};
 use kube::api::{ApiResource, DynamicObject};

@@ -2,11 +2,11 @@
 //! and the writes — server-side apply under the field manager `ksm-adapter`, and delete. Plus
 //! the kinds the plugins read, cached for `map-status` (see [`ReadCache`]).
 
-use super::super::caches::service_set_cache::ServiceSetRef;
-use super::super::plumbing::watches::WatchHealth;
 use super::child_cache::ChildCache;
 use super::listed::Listed;
 use super::read_cache::ReadCache;
+use crate::controller::caches::service_set_cache::ServiceSetRef;
+use crate::controller::plumbing::watches::WatchHealth;
 use crate::k0rdent::{NamespacedName, ServiceSet};
 use crate::plan::children::{
     APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, SERVICE_SET_UID_LABEL,
@@ -161,7 +161,7 @@ impl ChildKinds {
     /// Waits until the caches of `kinds` hold a complete list.
     pub async fn listed<'a>(&self, kinds: impl IntoIterator<Item = &'a ObjectKind>) {
         for flag in self.ensure(kinds) {
-            super::super::plumbing::watches::wait_listed(flag).await;
+            crate::controller::plumbing::watches::wait_listed(flag).await;
         }
     }
 
@@ -174,7 +174,7 @@ impl ChildKinds {
     ) {
         self.listed(creates).await;
         for flag in self.ensure_reads(reads) {
-            super::super::plumbing::watches::wait_listed(flag).await;
+            crate::controller::plumbing::watches::wait_listed(flag).await;
         }
     }
 
@@ -203,7 +203,7 @@ impl ChildKinds {
             .default_backoff()
             .modify(|object| object.managed_fields_mut().clear());
         let task = tokio::spawn(events.for_each(move |event| {
-            super::super::plumbing::watches::observe(&health, &kind.kind, &is_listed, &event);
+            crate::controller::plumbing::watches::observe(&health, &kind.kind, &is_listed, &event);
             let Ok(event) = event else { return futures::future::ready(()) };
             let changed = match role {
                 Role::Creates => on_child(event, &kind, &applied, &cache, &mut relisted),
@@ -500,8 +500,8 @@ fn child_ref(resource: &ApiResource, object: &DynamicObject) -> ChildRef {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::mock_api;
     use super::*;
+    use crate::controller::mock_api;
     use serde_json::json;
 
     fn helm_release() -> ObjectKind {

@@ -90,8 +90,8 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::mock_api::{self, Scenario};
     use super::*;
+    use crate::controller::mock_api::{self, Scenario};
     use crate::k0rdent::{StateManagementProvider, StateManagementProviderStatus};
     use serde_json::json;
 

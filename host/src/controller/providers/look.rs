@@ -1,11 +1,11 @@
 //! The host's evaluation of an SMP against the live objects, the way kcm does it, and the
 //! one-line diagnosis a ServiceSet of an unready SMP shows (cached: every such ServiceSet asks).
 
-use super::super::adapter_plugins::registry::Registry;
-use super::super::settings::Mode;
 use super::discovery::Discovery;
 use super::rbac;
 use super::stamped::Stamped;
+use crate::controller::adapter_plugins::registry::Registry;
+use crate::controller::settings::Mode;
 use crate::k0rdent::StateManagementProvider;
 use crate::metrics::MetricLabel;
 use crate::plugin::call_blocking;

@@ -1,10 +1,10 @@
 //! `manage` mode (no kcm): the host evaluates every SMP naming it as adapter and writes its
 //! status, at least every interval and soon after any SMP changes.
 
-use super::super::plumbing::status_writer::{self, OnConflict, RoundError};
-use super::super::plumbing::watches::wait_listed;
 use super::look::{LookError, Providers};
 use crate::conditions;
+use crate::controller::plumbing::status_writer::{self, OnConflict, RoundError};
+use crate::controller::plumbing::watches::wait_listed;
 use crate::k0rdent::{StateManagementProvider, StateManagementProviderStatus};
 use crate::metrics::{MetricLabel, Metrics};
 use crate::smp::AdapterIdentity;
@@ -75,10 +75,10 @@ async fn manage_one(client: &Client, providers: &Providers, smp: &StateManagemen
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::adapter_plugins::registry::Registry;
-    use super::super::super::mock_api;
-    use super::super::super::settings::{DefaultPlugin, Mode};
     use super::*;
+    use crate::controller::adapter_plugins::registry::Registry;
+    use crate::controller::mock_api;
+    use crate::controller::settings::{DefaultPlugin, Mode};
     use kube::runtime::reflector;
     use serde_json::json;
 

@@ -2,9 +2,9 @@
 //! own ServiceSets' finalizers and status, write the serving plugin's kinds, and in `manage`
 //! mode SMP status) and reading the objects the SMP references.
 
-use super::super::plumbing::access::{self, Permission};
-use super::super::settings::Mode;
 use super::discovery::Discovery;
+use crate::controller::plumbing::access::{self, Permission};
+use crate::controller::settings::Mode;
 use crate::k0rdent::StateManagementProvider;
 use crate::smp::RbacCheck;
 use ksm_plugin_sdk::contract::ObjectKind;

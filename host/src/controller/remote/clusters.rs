@@ -472,8 +472,8 @@ fn self_contained(kubeconfig: &Kubeconfig) -> Result<(), Unusable> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::addresses::Class;
     use super::*;
+    use crate::controller::remote::addresses::Class;
 
     fn kubeconfig(user: &str, cluster: &str) -> Kubeconfig {
         Kubeconfig::from_yaml(&format!(
@@ -512,7 +512,7 @@ mod tests {
 
     #[tokio::test]
     async fn clients_are_bounded_and_the_least_recently_used_goes_first() {
-        let (management, _) = super::super::super::mock_api::client(|_| None);
+        let (management, _) = crate::controller::mock_api::client(|_| None);
         let clusters = Clusters::new(management.clone(), 2, Reads::Requests, Allowed::default());
         let key = |name: &str| (String::new(), NamespacedName::new("team", name));
         let cluster = || Arc::new(Cluster::new("c".into(), management.clone()));
@@ -531,7 +531,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn kinds_looked_for_are_bounded_and_the_least_recently_used_is_forgotten_first() {
         // The cluster serves no API group: each kind looked for is remembered as not served.
-        let (client, asked) = super::super::super::mock_api::client(|line| {
+        let (client, asked) = crate::controller::mock_api::client(|line| {
             (line == "GET /apis").then(|| (200, serde_json::json!({"kind": "APIGroupList", "groups": []})))
         });
         let cluster = Cluster::new("c".into(), client);
@@ -567,7 +567,7 @@ mod tests {
 
     /// The client of the cluster `secret` names, with `allowed`, or why there is none.
     async fn of(secret: serde_json::Value, allowed: &[Class]) -> Result<Arc<Cluster>, ClusterError> {
-        let (management, _) = super::super::super::mock_api::client(move |line| {
+        let (management, _) = crate::controller::mock_api::client(move |line| {
             (line == "GET /api/v1/namespaces/team/secrets/web-kubeconfig").then(|| (200, secret.clone()))
         });
         let clusters = Clusters::new(management, 4, Reads::Requests, allowed.iter().copied().collect());
@@ -613,7 +613,7 @@ mod tests {
         let present = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let served = present.clone();
         let secret = kubeconfig_secret("https://203.0.113.7:6443", None);
-        let (management, asked) = super::super::super::mock_api::client(move |line| {
+        let (management, asked) = crate::controller::mock_api::client(move |line| {
             let wanted = line == "GET /api/v1/namespaces/team/secrets/web-kubeconfig";
             (wanted && served.load(std::sync::atomic::Ordering::SeqCst)).then(|| (200, secret.clone()))
         });
@@ -635,7 +635,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn idle_clients_are_dropped() {
-        let (management, _) = super::super::super::mock_api::client(|_| None);
+        let (management, _) = crate::controller::mock_api::client(|_| None);
         let clusters = Clusters::new(management.clone(), 8, Reads::Requests, Allowed::default());
         let cluster = || Arc::new(Cluster::new("c".into(), management.clone()));
         clusters.keep((String::new(), NamespacedName::new("team", "a")), "1".into(), cluster());

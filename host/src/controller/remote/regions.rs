@@ -5,9 +5,9 @@
 //! [`Reads::Watches`]'s idle time. A region's watches report to a health of their own: a region
 //! that cannot be reached fails its ServiceSets, not the host's readiness.
 
-use super::super::plugin_kinds::children::{ChildKinds, Live, Waker};
-use super::super::plumbing::watches::WatchHealth;
 use super::clusters::{Cluster, ClusterError, Clusters, Reads};
+use crate::controller::plugin_kinds::children::{ChildKinds, Live, Waker};
+use crate::controller::plumbing::watches::WatchHealth;
 use crate::k0rdent::ServiceSet;
 use crate::plan::decide::ChildRef;
 use crate::plan::route::{RegionAccess, Route};
@@ -226,8 +226,8 @@ impl Regions {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::mock_api;
     use super::*;
+    use crate::controller::mock_api;
     use crate::k0rdent::NamespacedName;
     use crate::plan::route::RegionAccess;
     use serde_json::json;
@@ -286,7 +286,7 @@ mod tests {
         });
         let (wake, _) = futures::channel::mpsc::unbounded();
         let children = Arc::new(ChildKinds::new(&management, wake.clone(), Arc::default()));
-        let allowed = [super::super::addresses::Class::Loopback].into_iter().collect();
+        let allowed = [crate::controller::remote::addresses::Class::Loopback].into_iter().collect();
         Regions::new(children, Clusters::new(management, 8, Reads::Watches, allowed), wake, 2)
     }
 
@@ -305,7 +305,7 @@ mod tests {
         VERSION.store(2, std::sync::atomic::Ordering::SeqCst);
         let unread = regions.home(&region("eu", "eu-kc")).await.unwrap();
         assert!(Arc::ptr_eq(&eu.children, &unread.children), "the Secret is not read again at once");
-        tokio::time::advance(super::super::clusters::SECRET_FRESH).await;
+        tokio::time::advance(crate::controller::remote::clusters::SECRET_FRESH).await;
         let changed = regions.home(&region("eu", "eu-kc")).await.unwrap();
         assert!(!Arc::ptr_eq(&eu.children, &changed.children), "a changed Secret: a new client and caches");
         assert_eq!(regions.held(), 2, "replaced, not added");

@@ -1,19 +1,19 @@
 //! What every ServiceSet reconcile shares: the client, the caches it gathers its inputs from,
 //! the plugins and provider checks it asks, and the settings.
 
-use super::super::adapter_plugins::registry::{Registry, Unserved};
-use super::super::caches::service_set_cache::CachedServiceSet;
-use super::super::caches::sources::Sources;
-use super::super::plugin_kinds::children::ChildKinds;
-use super::super::plumbing::backoff::Failures;
-use super::super::plumbing::events::Events;
-use super::super::plumbing::liveness::InFlight;
-use super::super::plumbing::watches::WatchHealth;
-use super::super::providers::look::Providers;
-use super::super::remote::regions::Regions;
-use super::super::settings::Settings;
 use super::arbiter::Arbiter;
 use super::health::HealthCheck;
+use crate::controller::adapter_plugins::registry::{Registry, Unserved};
+use crate::controller::caches::service_set_cache::CachedServiceSet;
+use crate::controller::caches::sources::Sources;
+use crate::controller::plugin_kinds::children::ChildKinds;
+use crate::controller::plumbing::backoff::Failures;
+use crate::controller::plumbing::events::Events;
+use crate::controller::plumbing::liveness::InFlight;
+use crate::controller::plumbing::watches::WatchHealth;
+use crate::controller::providers::look::Providers;
+use crate::controller::remote::regions::Regions;
+use crate::controller::settings::Settings;
 use crate::k0rdent::{
     ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, StateManagementProvider,
 };
@@ -185,10 +185,10 @@ impl Context {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::super::mock_api;
-    use super::super::super::remote::clusters::Reads;
-    use super::super::super::settings::{DefaultPlugin, Mode};
     use super::*;
+    use crate::controller::mock_api;
+    use crate::controller::remote::clusters::Reads;
+    use crate::controller::settings::{DefaultPlugin, Mode};
     use crate::plugin::NativePlugin;
     use crate::smp::AdapterIdentity;
     use ksm_flux_plugin::FluxPlugin;
@@ -264,7 +264,7 @@ pub(super) mod tests {
         let (prepared_tx, prepared) = watch::channel(false);
         let children = Arc::new(ChildKinds::new(&client, wake.clone(), health.clone()));
         let clusters =
-            |reads| super::super::super::remote::clusters::Clusters::new(client.clone(), 4, reads, Default::default());
+            |reads| crate::controller::remote::clusters::Clusters::new(client.clone(), 4, reads, Default::default());
         let ctx = Context {
             providers: Arc::new(Providers::new(client.clone(), Mode::Observe, registry.clone())),
             events: Arc::new(Events::new(client.clone(), "ksm-adapter")),
@@ -293,7 +293,7 @@ pub(super) mod tests {
             client,
             registry,
             metrics: Arc::default(),
-            finalizer: super::super::finalizer::of(&identity),
+            finalizer: crate::controller::round::finalizer::of(&identity),
             settings,
             arbiter: Arc::new(Arbiter::new(futures::channel::mpsc::unbounded().0)),
             translations: TranslationMemo::default(),

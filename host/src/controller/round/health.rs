@@ -5,8 +5,8 @@
 //! cluster for a ServiceSet served through a region) or, for self-management, on the management
 //! cluster, where a tenant's rules list only in the tenant's namespace.
 
-use super::super::remote::clusters::{Cluster, Clusters};
 use crate::conditions::{self, types::HEALTH_RULES};
+use crate::controller::remote::clusters::{Cluster, Clusters};
 use crate::health::DISCOVERY_LABELS;
 use crate::health::rule_set::{self, RuleSet};
 use crate::health::target;
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long one look at a target cluster (all of one ServiceSet's checked services) may take:
-/// each call has its deadline ([`super::super::remote::clusters::Reads::limits`]), but a cluster that answers
+/// each call has its deadline ([`crate::controller::remote::clusters::Reads::limits`]), but a cluster that answers
 /// each just in time must not hold the reconcile for as many deadlines as it makes calls.
 const LOOK_WITHIN: Duration = Duration::from_secs(30);
 
@@ -187,8 +187,8 @@ async fn observe(cluster: &Cluster, rules: &RuleSet, name: &str, namespace: &str
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::remote::clusters::Reads;
     use super::*;
+    use crate::controller::remote::clusters::Reads;
     use crate::health::rule_set::GroupKind;
     use kube::runtime::reflector;
     use serde_json::json;

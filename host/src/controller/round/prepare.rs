@@ -2,11 +2,11 @@
 //! the claims of every served ServiceSet recorded, so that the first reconciles arbitrate
 //! against all of them rather than against whichever happened to come first.
 
-use super::super::adapter_plugins::reconcile::PluginContext;
-use super::super::caches::service_set_cache::CachedServiceSet;
-use super::super::plumbing::watches::wait_listed;
-use super::super::settings::PLUGIN_LOADS;
 use super::context::Context;
+use crate::controller::adapter_plugins::reconcile::PluginContext;
+use crate::controller::caches::service_set_cache::CachedServiceSet;
+use crate::controller::plumbing::watches::wait_listed;
+use crate::controller::settings::PLUGIN_LOADS;
 use crate::plan::{self, TranslatedService};
 use crate::plugin::call_blocking;
 use futures::StreamExt;

@@ -2,12 +2,12 @@
 //! step ([`crate::plan::step`]) and do it, until a step ends the round. Each step's I/O is a
 //! function here; no decision is. Plus the retry policy when a round fails.
 
-use super::super::caches::service_set_cache::CachedServiceSet;
-use super::super::plugin_kinds::children::ChildKinds;
-use super::super::plumbing::status_writer::{self, OnConflict, Written};
-use super::super::remote::regions::{Home, RegionError};
 use super::context::Context;
 use super::finalizer;
+use crate::controller::caches::service_set_cache::CachedServiceSet;
+use crate::controller::plugin_kinds::children::ChildKinds;
+use crate::controller::plumbing::status_writer::{self, OnConflict, Written};
+use crate::controller::remote::regions::{Home, RegionError};
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::metrics::MetricLabel;
@@ -77,7 +77,7 @@ impl MetricLabel for Error {
 
 /// Reconciles one ServiceSet.
 pub async fn reconcile(cached: Arc<CachedServiceSet>, ctx: Arc<Context>) -> Result<Action, Error> {
-    super::super::plumbing::watches::wait_listed(ctx.prepared.clone()).await;
+    crate::controller::plumbing::watches::wait_listed(ctx.prepared.clone()).await;
     let started = std::time::Instant::now();
     let key = ObjectRef::from_obj(&*cached);
     let _running =

@@ -2,8 +2,8 @@
 //! a template it uses, of health rules that may apply to it, or of what routes its children (its
 //! ClusterDeployment, their Credential, its Region).
 
-use super::super::caches::service_set_cache::{CachedServiceSet, ServiceSetRef};
 use super::context::{Caches, TopologyCaches};
+use crate::controller::caches::service_set_cache::{CachedServiceSet, ServiceSetRef};
 use crate::k0rdent::{NamespacedName, ServiceTemplate, StateManagementProvider};
 use k8s_openapi::api::core::v1::ConfigMap;
 use ksm_plugin_sdk::sources::{SourceRef, sources_of};

@@ -9,7 +9,7 @@
 /// module writes `translate_input` and `deployed_hash`, which differ.
 macro_rules! contract_bindings {
     (path: $path:literal, version: $version:literal) => {
-        use super::super::sandbox::CallState;
+        use crate::runtime::sandbox::CallState;
         use ksm_plugin_sdk::contract as c;
         use wasmtime::Store;
         use wasmtime::component::{HasSelf, InstancePre, Linker};

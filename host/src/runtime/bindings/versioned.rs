@@ -1,8 +1,8 @@
 //! A component's contract version, and its calls dispatched to that version's bindings.
 
-use super::super::sandbox::CallState;
 use super::since_v0_1_0 as v0_1_0;
 use super::since_v0_2_0 as v0_2_0;
+use crate::runtime::sandbox::CallState;
 use ksm_plugin_sdk::contract as c;
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};

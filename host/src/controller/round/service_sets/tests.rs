@@ -1,10 +1,10 @@
 //! The round against an API server that expects its requests in order ([`mock_api::scenario`]):
 //! one test per path a ServiceSet takes through it.
 
-use super::super::super::mock_api::{self, Asked, Scenario};
-use super::super::context::tests::{Cached, context_with};
 use super::*;
 use crate::conditions::types::APPLIED;
+use crate::controller::mock_api::{self, Asked, Scenario};
+use crate::controller::round::context::tests::{Cached, context_with};
 use crate::plan::children::{
     MANAGED_LABEL, SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, SERVICE_SET_UID_LABEL,
 };
