@@ -10,7 +10,7 @@
 //! OCI registry is fetched and its signature checked as `spec.source.oci.verify` asks (a plugin
 //! the controller would refuse is never run); children on a regional cluster are read through
 //! the Region's kubeconfig Secret ([`Clusters`]); service health on the target cluster through
-//! its `<cluster>-kubeconfig` Secret ([`HealthCheck`]).
+//! its `<cluster>-kubeconfig` Secret ([`TargetHealth`]).
 
 use super::offline_plugins::OfflinePlugins;
 use super::render_cmd;
@@ -22,7 +22,7 @@ use ksm_adapter::adapter_plugin::{AdapterPlugin, Source};
 use ksm_adapter::conditions::types::PROVIDER_READY;
 use ksm_adapter::controller::adapter_plugins::{fetch::fetch, verify::verify};
 use ksm_adapter::controller::remote::clusters::{Cluster, Clusters, Reads};
-use ksm_adapter::controller::round::health::HealthCheck;
+use ksm_adapter::controller::round::target_health::TargetHealth;
 use ksm_adapter::health::TARGET_LABEL;
 use ksm_adapter::health::verdict::Health;
 use ksm_adapter::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
@@ -102,7 +102,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         let doc =
             manifests.find(ksm_plugin_sdk::k0rdent::API_VERSION, "ServiceSet", namespace, name).expect("gathered");
         let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let health = HealthCheck {
+        let health = TargetHealth {
             clusters,
             rules: health_rules(&client).await?,
             cel: Arc::new(RuleCache::new()),

@@ -19,7 +19,7 @@ use super::remote::clusters::{Clusters, Reads};
 use super::remote::regions::Regions;
 use super::round::arbiter::Arbiter;
 use super::round::context::{Caches, Context, TopologyCaches};
-use super::round::health::HealthCheck;
+use super::round::target_health::TargetHealth;
 use super::round::{finalizer, prepare, settle};
 use super::settings::{Mode, Settings};
 use crate::adapter_plugin::AdapterPlugin;
@@ -96,7 +96,7 @@ pub(super) fn assemble(
     let plugin_failures = Arc::new(Failures::default());
     let forgotten_plugins = plugin_failures.clone();
     let ManagementCaches {
-        health,
+        watch_failures,
         service_sets: (service_sets, service_set_events),
         providers: (smps, provider_events),
         templates: (templates, template_events),
@@ -131,7 +131,7 @@ pub(super) fn assemble(
         provider_changes(provider_events, provider_changed.clone(), adapter_plugins.clone(), plugin_wake.clone());
     let (prepared_tx, prepared) = watch::channel(false);
     let child_wake = settle::settled(wake.clone(), settle::SETTLE);
-    let children = Arc::new(ChildKinds::new(&client, child_wake.clone(), health.clone()));
+    let children = Arc::new(ChildKinds::new(&client, child_wake.clone(), watch_failures.clone()));
     let registry = Arc::new(Registry::new(
         (settings.identity.clone(), settings.default_plugin),
         adapter_plugins.clone(),
@@ -144,7 +144,13 @@ pub(super) fn assemble(
         client: client.clone(),
         namespace: settings.identity.namespace.clone(),
         registry: registry.clone(),
-        loader: Loader::new(runtime, limits, client.clone(), (children.clone(), health.clone()), metrics.clone()),
+        loader: Loader::new(
+            runtime,
+            limits,
+            client.clone(),
+            (children.clone(), watch_failures.clone()),
+            metrics.clone(),
+        ),
         service_sets: service_sets.clone(),
         wake_service_sets: wake,
         wake_plugins: plugin_wake.clone(),
@@ -180,9 +186,9 @@ pub(super) fn assemble(
             children,
             topology: TopologyCaches { cluster_deployments, credentials, regions: region_objects },
             sources,
-            health,
+            watch_failures,
         },
-        health: health_check,
+        target_health: health_check,
         arbiter,
         translations: TranslationMemo::default(),
         failures,
@@ -245,10 +251,10 @@ fn other_clusters(
     settings: &Settings,
     health_rules: Store<ConfigMap>,
     (children, child_wake): (Arc<ChildKinds>, Waker),
-) -> (HealthCheck, Regions) {
+) -> (TargetHealth, Regions) {
     let clusters =
         |reads| Clusters::new(client.clone(), settings.target_clusters, reads, settings.cluster_addresses.clone());
-    let health_check = HealthCheck {
+    let health_check = TargetHealth {
         clusters: Arc::new(clusters(Reads::Requests)),
         rules: health_rules,
         cel: Arc::new(RuleCache::new()),

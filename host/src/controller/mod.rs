@@ -203,7 +203,7 @@ async fn serve_metrics(
     let refresh = Arc::new(move || {
         if let Some(ctx) = scraped.get() {
             ctx.metrics.service_sets(&ctx.service_set_states());
-            let clients = [("region", ctx.regions.held()), ("target", ctx.health.clusters.held())];
+            let clients = [("region", ctx.regions.held()), ("target", ctx.target_health.clusters.held())];
             ctx.metrics.clusters(&clients, ctx.regions.watches());
         }
     });
@@ -227,7 +227,7 @@ async fn serve_metrics(
 }
 
 /// A cache's changes as a trigger of the ServiceSet controller, without its errors: the cache
-/// reports them ([`WatchHealth`](plumbing::watches::WatchHealth): the log and `/readyz`), and
+/// reports them ([`WatchFailures`](plumbing::watches::WatchFailures): the log and `/readyz`), and
 /// handed to the controller they would back off every trigger at once, the ServiceSets' own
 /// watch included (kube-runtime applies one backoff to all its triggers). A kind whose CRD is
 /// missing (no Region before kcm 1.12) would then hold every ServiceSet's cache back.

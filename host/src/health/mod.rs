@@ -3,7 +3,7 @@
 //! Once the CD tool says a Helm service is Deployed, the host looks at the service's workloads on
 //! the cluster they went to and keeps the service `Provisioning` while any of them is unhealthy by
 //! the CEL rules operators put in ConfigMaps. This module decides from what the I/O layer
-//! (`controller/round/health.rs`) gathered:
+//! (`controller/round/target_health.rs`) gathered:
 //!
 //! - [`rule_set`]: which rule ConfigMaps apply to a ServiceSet, and the rules they hold (a broken
 //!   one named, never breaking the others), a tenant's confined to its namespace where asked;

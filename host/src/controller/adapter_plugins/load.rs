@@ -5,7 +5,7 @@
 use crate::adapter_plugin::AdapterPlugin;
 use crate::builtin;
 use crate::controller::plugin_kinds::children::ChildKinds;
-use crate::controller::plumbing::watches::WatchHealth;
+use crate::controller::plumbing::watches::WatchFailures;
 use crate::metrics::{Metered, MetricLabel, Metrics};
 use crate::plugin::{Limits, call_blocking};
 use crate::runtime::{LoadError, Runtime};
@@ -153,7 +153,7 @@ pub struct Loader {
     defaults: Limits,
     client: Client,
     children: Arc<ChildKinds>,
-    health: Arc<WatchHealth>,
+    watch_failures: Arc<WatchFailures>,
     metrics: Arc<Metrics>,
 }
 
@@ -164,10 +164,10 @@ impl Loader {
         runtime: Runtime,
         defaults: Limits,
         client: Client,
-        (children, health): (Arc<ChildKinds>, Arc<WatchHealth>),
+        (children, watch_failures): (Arc<ChildKinds>, Arc<WatchFailures>),
         metrics: Arc<Metrics>,
     ) -> Self {
-        Self { runtime: Arc::new(runtime), defaults, client, children, health, metrics }
+        Self { runtime: Arc::new(runtime), defaults, client, children, watch_failures, metrics }
     }
 
     /// The built-in Flux plugin, once its kinds list.
@@ -210,7 +210,7 @@ impl Loader {
             serving
                 .kinds()
                 .chain(serving.reads())
-                .filter_map(|k| self.health.failure(&k.kind).map(|f| format!("{}: {}", k.kind, f.message)))
+                .filter_map(|k| self.watch_failures.failure(&k.kind).map(|f| format!("{}: {}", k.kind, f.message)))
                 .collect()
         };
         let plugin = &serving.metadata().name;

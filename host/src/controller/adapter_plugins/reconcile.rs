@@ -234,7 +234,7 @@ mod tests {
     use super::*;
     use crate::controller::mock_api;
     use crate::controller::plugin_kinds::children::ChildKinds;
-    use crate::controller::plumbing::watches::WatchHealth;
+    use crate::controller::plumbing::watches::WatchFailures;
     use crate::controller::settings::DefaultPlugin;
     use crate::plugin::Limits;
     use crate::runtime::Runtime;
@@ -245,17 +245,17 @@ mod tests {
     /// The context of a host that serves no plugin yet, whose API server is `client`'s.
     fn context(client: Client) -> Arc<PluginContext> {
         let metrics = Arc::new(Metrics::default());
-        let health = Arc::new(WatchHealth::default());
+        let watch_failures = Arc::new(WatchFailures::default());
         let (wake_service_sets, _) = futures::channel::mpsc::unbounded();
         let (wake_plugins, _) = futures::channel::mpsc::unbounded();
-        let children = Arc::new(ChildKinds::new(&client, wake_service_sets.clone(), health.clone()));
+        let children = Arc::new(ChildKinds::new(&client, wake_service_sets.clone(), watch_failures.clone()));
         let identity = AdapterIdentity { name: "ksm-adapter".into(), namespace: "kcm-system".into() };
         let plugins = reflector::store().0;
         let runtime = Runtime::new().unwrap();
         Arc::new(PluginContext {
             namespace: "kcm-system".into(),
             registry: Arc::new(Registry::new((identity, DefaultPlugin::None), plugins.clone(), reflector::store().0)),
-            loader: Loader::new(runtime, Limits::default(), client.clone(), (children, health), metrics.clone()),
+            loader: Loader::new(runtime, Limits::default(), client.clone(), (children, watch_failures), metrics.clone()),
             service_sets: reflector::store().0,
             wake_service_sets,
             config_maps: ConfigMapWatches::new(client.clone(), plugins, wake_plugins.clone()),

@@ -1,7 +1,7 @@
 //! The caches the controllers read: one reflector per kind, its watch's failures reported to
-//! [`WatchHealth`], and a flag that turns true once it holds a complete list.
+//! [`WatchFailures`], and a flag that turns true once it holds a complete list.
 
-use crate::controller::plumbing::watches::{WatchHealth, observe};
+use crate::controller::plumbing::watches::{WatchFailures, observe};
 use futures::{Stream, StreamExt};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -15,14 +15,14 @@ pub fn all() -> watcher::Config {
 }
 
 /// A cache to start: of the objects `config` selects, its watch's failures reported to
-/// `health`.
+/// `watch_failures`.
 pub struct Cache<'a> {
     /// The client watching.
     pub client: &'a Client,
     /// Which objects.
     pub config: watcher::Config,
     /// Where the watch reports its failures.
-    pub health: Arc<WatchHealth>,
+    pub watch_failures: Arc<WatchFailures>,
 }
 
 impl Cache<'_> {
@@ -59,13 +59,13 @@ impl Cache<'_> {
         let reader = writer.as_reader();
         let store = reader.clone();
         let (listed, is_listed) = watch::channel(false);
-        let (kind, health) = (K::kind(&dyntype).into_owned(), self.health);
+        let (kind, watch_failures) = (K::kind(&dyntype).into_owned(), self.watch_failures);
         let events = watcher(api, self.config)
             .default_backoff()
             .modify(trim)
             .reflect(writer)
             .inspect(move |event| {
-                observe(&health, &kind, &listed, event);
+                observe(&watch_failures, &kind, &listed, event);
                 if let Ok(event) = event {
                     on_event(&store, event);
                 }

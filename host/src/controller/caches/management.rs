@@ -6,7 +6,7 @@ use super::cache::{Cache, all};
 use super::service_set_cache::CachedServiceSet;
 use super::sources::{SourceEvents, Sources};
 use crate::adapter_plugin::AdapterPlugin;
-use crate::controller::plumbing::watches::WatchHealth;
+use crate::controller::plumbing::watches::WatchFailures;
 use crate::k0rdent::{ClusterDeployment, Credential, Region, ServiceTemplate, StateManagementProvider};
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -18,13 +18,13 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 /// A kind's cache and the stream of its changes, errors included (the cache reports them to
-/// [`WatchHealth`]).
+/// [`WatchFailures`]).
 pub type Cached<K> = (Store<K>, BoxStream<'static, Result<K, watcher::Error>>);
 
 /// The management cluster's caches, started.
 pub struct ManagementCaches {
     /// Which of their watches fail.
-    pub health: Arc<WatchHealth>,
+    pub watch_failures: Arc<WatchFailures>,
     /// The ServiceSets of this host's shard.
     pub service_sets: Cached<CachedServiceSet>,
     /// Every StateManagementProvider.
@@ -65,13 +65,13 @@ impl ManagementCaches {
             Some(selector) => watcher::Config::default().labels(selector),
             None => all(),
         };
-        let health = Arc::new(WatchHealth::default());
-        let cache = |config| Cache { client, config, health: health.clone() };
+        let watch_failures = Arc::new(WatchFailures::default());
+        let cache = |config| Cache { client, config, watch_failures: watch_failures.clone() };
         let (service_sets, service_set_events, service_sets_listed) =
             cache(shard).start::<CachedServiceSet>(on_service_set);
         let (smps, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
         let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
-        let (sources, source_events, sources_listed) = Sources::start(client, &health);
+        let (sources, source_events, sources_listed) = Sources::start(client, &watch_failures);
         let (health_rules, health_rule_events, health_rules_listed) =
             cache(watcher::Config::default().labels(crate::health::TARGET_LABEL)).start::<ConfigMap>(|_, _| {});
         let (cluster_deployments, cluster_deployment_events, cluster_deployments_listed) =
@@ -91,7 +91,7 @@ impl ManagementCaches {
         ];
         listed.extend(sources_listed);
         Self {
-            health,
+            watch_failures,
             service_sets: (service_sets, service_set_events.boxed()),
             providers: (smps, provider_events.boxed()),
             templates: (templates, template_events.boxed()),

@@ -4,7 +4,7 @@
 //! changes at every fetch).
 
 use super::cache::{Cache, all};
-use crate::controller::plumbing::watches::WatchHealth;
+use crate::controller::plumbing::watches::WatchFailures;
 use futures::{Stream, StreamExt};
 use ksm_plugin_sdk::sources::{SourceRef, handed, source_kinds};
 use kube::api::{ApiResource, DynamicObject};
@@ -26,15 +26,18 @@ pub struct Sources {
 pub type SourceEvents = std::pin::Pin<Box<dyn Stream<Item = Result<DynamicObject, watcher::Error>> + Send>>;
 
 impl Sources {
-    /// Starts a cache per source kind, its watch's failures reported to `health` (a kind whose
+    /// Starts a cache per source kind, its watch's failures reported to `watch_failures` (a kind whose
     /// CRD is not installed, e.g. Bucket, counts as listed and empty); returns the caches, their
     /// changes (which fill them, so they must be polled) and each cache's listed flag.
-    pub fn start(client: &Client, health: &Arc<WatchHealth>) -> (Self, SourceEvents, Vec<watch::Receiver<bool>>) {
+    pub fn start(
+        client: &Client,
+        watch_failures: &Arc<WatchFailures>,
+    ) -> (Self, SourceEvents, Vec<watch::Receiver<bool>>) {
         let (mut stores, mut events, mut listed) = (Vec::new(), Vec::new(), Vec::new());
         for kind in source_kinds() {
             let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
             let resource = ApiResource::from_gvk_with_plural(&gvk, &kind.plural);
-            let cache = Cache { client, config: all(), health: health.clone() };
+            let cache = Cache { client, config: all(), watch_failures: watch_failures.clone() };
             let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
             let (store, changes, is_listed) = cache.start_with(api, resource.clone(), trim, |_, _| {});
             stores.push((kind.kind, resource, store));

@@ -6,7 +6,7 @@ use super::child_cache::ChildCache;
 use super::listed::Listed;
 use super::read_cache::ReadCache;
 use crate::controller::caches::service_set_cache::ServiceSetRef;
-use crate::controller::plumbing::watches::WatchHealth;
+use crate::controller::plumbing::watches::WatchFailures;
 use crate::k0rdent::{NamespacedName, ServiceSet};
 use crate::plan::children::{
     APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, SERVICE_SET_UID_LABEL,
@@ -59,7 +59,7 @@ pub struct ChildKinds {
     /// reading each name first (few exist: kcm's own releases, a user's).
     unmanaged: Arc<Mutex<HashSet<ChildRef>>>,
     /// Where the watches report their failures.
-    health: Arc<WatchHealth>,
+    watch_failures: Arc<WatchFailures>,
     /// The watches' tasks, stopped on drop.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -83,8 +83,8 @@ const APPLIED_TTL: Duration = Duration::from_secs(30);
 
 impl ChildKinds {
     /// No kinds yet; changes to children will wake their ServiceSet through `wake`, and the
-    /// watches report their failures to `health`.
-    pub fn new(client: &Client, wake: Waker, health: Arc<WatchHealth>) -> Self {
+    /// watches report their failures to `watch_failures`.
+    pub fn new(client: &Client, wake: Waker, watch_failures: Arc<WatchFailures>) -> Self {
         Self {
             client: client.clone(),
             wake,
@@ -94,7 +94,7 @@ impl ChildKinds {
             cache: Arc::default(),
             read_cache: Arc::default(),
             unmanaged: Arc::default(),
-            health,
+            watch_failures,
             tasks: Mutex::default(),
         }
     }
@@ -194,8 +194,13 @@ impl ChildKinds {
             Role::Reads => watcher::Config::default(),
         };
         let (is_listed, listed) = watch::channel(false);
-        let (applied, cache, kind, wake, health) =
-            (self.applied.clone(), self.cache.clone(), resource.clone(), self.wake.clone(), self.health.clone());
+        let (applied, cache, kind, wake, watch_failures) = (
+            self.applied.clone(),
+            self.cache.clone(),
+            resource.clone(),
+            self.wake.clone(),
+            self.watch_failures.clone(),
+        );
         let (read_cache, unmanaged) = (self.read_cache.clone(), self.unmanaged.clone());
         // The objects seen since the (re)list began; at its end the others are gone.
         let mut relisted = Listed::default();
@@ -203,7 +208,7 @@ impl ChildKinds {
             .default_backoff()
             .modify(|object| object.managed_fields_mut().clear());
         let task = tokio::spawn(events.for_each(move |event| {
-            crate::controller::plumbing::watches::observe(&health, &kind.kind, &is_listed, &event);
+            crate::controller::plumbing::watches::observe(&watch_failures, &kind.kind, &is_listed, &event);
             let Ok(event) = event else { return futures::future::ready(()) };
             let changed = match role {
                 Role::Creates => on_child(event, &kind, &applied, &cache, &mut relisted),

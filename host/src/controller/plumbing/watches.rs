@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 /// Watches failing now: kind, and their latest error with what to do about it.
 #[derive(Default)]
-pub struct WatchHealth(Mutex<BTreeMap<String, Failure>>);
+pub struct WatchFailures(Mutex<BTreeMap<String, Failure>>);
 
 /// Why a watch fails.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub struct Failure {
     pub absent: bool,
 }
 
-impl WatchHealth {
+impl WatchFailures {
     /// Records what the watch of `kind` delivered: an error marks it failing, anything else
     /// healthy.
     pub fn observe<K>(&self, kind: &str, result: &Result<watcher::Event<K>, watcher::Error>) {
@@ -93,12 +93,12 @@ fn explain(kind: &str, error: &watcher::Error) -> Failure {
 /// (404), which has no objects to list; the watch keeps retrying and lists the kind once its
 /// CRD is installed.
 pub fn observe<K>(
-    health: &WatchHealth,
+    failures: &WatchFailures,
     kind: &str,
     listed: &watch::Sender<bool>,
     event: &Result<watcher::Event<K>, watcher::Error>,
 ) {
-    health.observe(kind, event);
+    failures.observe(kind, event);
     let complete = match event {
         Ok(event) => matches!(event, watcher::Event::InitDone),
         Err(error) => status_code(error) == Some(404),
@@ -125,19 +125,19 @@ mod tests {
 
     #[test]
     fn a_failing_watch_is_named_with_a_hint_until_it_works_again() {
-        let health = WatchHealth::default();
-        health.observe("AdapterPlugin", &refused(404));
-        health.observe("HelmRelease", &refused(403));
-        let absent = health.failure("AdapterPlugin").unwrap();
+        let failures = WatchFailures::default();
+        failures.observe("AdapterPlugin", &refused(404));
+        failures.observe("HelmRelease", &refused(403));
+        let absent = failures.failure("AdapterPlugin").unwrap();
         assert!(absent.absent && absent.message.contains("is its CRD installed?"), "{absent:?}");
-        health.observe("ServiceSet", &refused(404));
-        health.observe("Kustomization", &refused(404));
+        failures.observe("ServiceSet", &refused(404));
+        failures.observe("Kustomization", &refused(404));
         // Only a 403, or a k0rdent kind that is not served, keeps the host from being ready.
-        let blocking = health.blocking(&["ServiceSet"]);
+        let blocking = failures.blocking(&["ServiceSet"]);
         assert_eq!(blocking.len(), 2, "{blocking:?}");
         assert!(blocking[0].starts_with("HelmRelease: ") && blocking[0].contains("RBAC"), "{blocking:?}");
         assert!(blocking[1].starts_with("ServiceSet: ") && blocking[1].contains("CRD installed"), "{blocking:?}");
-        health.observe("HelmRelease", &Ok(watcher::Event::<()>::InitDone));
-        assert_eq!(health.failure("HelmRelease"), None);
+        failures.observe("HelmRelease", &Ok(watcher::Event::<()>::InitDone));
+        assert_eq!(failures.failure("HelmRelease"), None);
     }
 }

@@ -7,7 +7,7 @@
 
 use super::clusters::{Cluster, ClusterError, Clusters, Reads};
 use crate::controller::plugin_kinds::children::{ChildKinds, Live, Waker};
-use crate::controller::plumbing::watches::WatchHealth;
+use crate::controller::plumbing::watches::WatchFailures;
 use crate::k0rdent::ServiceSet;
 use crate::plan::decide::ChildRef;
 use crate::plan::route::{RegionAccess, Route};
@@ -209,7 +209,7 @@ impl Regions {
 
     fn hold(&self, cluster: &Arc<Cluster>, now: Instant) -> Held {
         // Its own health: a region's failing watches are logged, never the host's readiness.
-        let children = ChildKinds::new(cluster.client(), self.wake.clone(), Arc::new(WatchHealth::default()));
+        let children = ChildKinds::new(cluster.client(), self.wake.clone(), Arc::new(WatchFailures::default()));
         Held { cluster: cluster.clone(), children: Arc::new(children), used: now }
     }
 

@@ -2,7 +2,7 @@
 //! the plugins and provider checks it asks, and the settings.
 
 use super::arbiter::Arbiter;
-use super::health::HealthCheck;
+use super::target_health::TargetHealth;
 use crate::controller::adapter_plugins::registry::{Registry, Unserved};
 use crate::controller::caches::service_set_cache::CachedServiceSet;
 use crate::controller::caches::sources::Sources;
@@ -10,7 +10,7 @@ use crate::controller::plugin_kinds::children::ChildKinds;
 use crate::controller::plumbing::backoff::Failures;
 use crate::controller::plumbing::events::Events;
 use crate::controller::plumbing::liveness::InFlight;
-use crate::controller::plumbing::watches::WatchHealth;
+use crate::controller::plumbing::watches::WatchFailures;
 use crate::controller::providers::look::Providers;
 use crate::controller::remote::regions::Regions;
 use crate::controller::settings::Settings;
@@ -45,7 +45,7 @@ pub struct Caches {
     /// The Flux sources templates refer to.
     pub sources: Sources,
     /// Which of the watches filling these caches fail.
-    pub health: Arc<WatchHealth>,
+    pub watch_failures: Arc<WatchFailures>,
 }
 
 /// The objects that say where a ServiceSet's children live (kcm 1.12 regions), decoded only as
@@ -76,7 +76,7 @@ pub struct Context {
     /// The caches.
     pub caches: Caches,
     /// Service health on the target clusters.
-    pub health: HealthCheck,
+    pub target_health: TargetHealth,
     /// The clusters children live on: the management cluster and the regions in use.
     pub regions: Regions,
     /// Claims across ServiceSets.
@@ -96,11 +96,11 @@ pub struct Context {
 
 impl Context {
     /// Whether the host is ready to serve (for `/readyz`): it is prepared and no watch fails,
-    /// but for a CRD other than k0rdent's that is not installed (see [`WatchHealth::blocking`]);
+    /// but for a CRD other than k0rdent's that is not installed (see [`WatchFailures::blocking`]);
     /// else what is missing.
     pub fn readiness(&self) -> Result<(), NotReady> {
         let k0rdent = [ServiceSet::kind(&()), StateManagementProvider::kind(&()), ServiceTemplate::kind(&())];
-        let mut problems = self.caches.health.blocking(&k0rdent.iter().map(|k| k.as_ref()).collect::<Vec<_>>());
+        let mut problems = self.caches.watch_failures.blocking(&k0rdent.iter().map(|k| k.as_ref()).collect::<Vec<_>>());
         if !*self.prepared.borrow() {
             problems.insert(0, "caches not listed or plugins not loaded yet".into());
         }
@@ -260,9 +260,9 @@ pub(super) mod tests {
             Arc::new(Registry::new((identity.clone(), DefaultPlugin::Flux), reflector::store().0, providers.clone()));
         registry.serve_default(ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new())));
         let (wake, _) = futures::channel::mpsc::unbounded();
-        let health = Arc::new(WatchHealth::default());
+        let watch_failures = Arc::new(WatchFailures::default());
         let (prepared_tx, prepared) = watch::channel(false);
-        let children = Arc::new(ChildKinds::new(&client, wake.clone(), health.clone()));
+        let children = Arc::new(ChildKinds::new(&client, wake.clone(), watch_failures.clone()));
         let clusters =
             |reads| crate::controller::remote::clusters::Clusters::new(client.clone(), 4, reads, Default::default());
         let ctx = Context {
@@ -281,10 +281,10 @@ pub(super) mod tests {
                     regions: store(cached.regions),
                 },
                 sources: Default::default(),
-                health,
+                watch_failures,
             },
             regions: Regions::new(children, clusters(Reads::Watches), wake, 2),
-            health: HealthCheck {
+            target_health: TargetHealth {
                 clusters: Arc::new(clusters(Reads::Requests)),
                 rules: reflector::store().0,
                 cel: Arc::new(crate::rules::RuleCache::new()),

@@ -173,7 +173,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
                 done.status = Some(plan.map(|plan| plan.status.expect("planned without deferring the status")));
             }
             Step::VerifyHealth { home, mut status } => {
-                let unsettled = ctx.health.verify(service_set, &home.cluster, &mut status, &now()).await;
+                let unsettled = ctx.target_health.verify(service_set, &home.cluster, &mut status, &now()).await;
                 done.verified = Some(Verified { status, unsettled });
             }
             Step::ClearManagement => done.management_cleared = Some(clear_management(service_set, ctx).await?),

@@ -28,7 +28,7 @@ use std::time::Duration;
 const LOOK_WITHIN: Duration = Duration::from_secs(30);
 
 /// What the health check reads.
-pub struct HealthCheck {
+pub struct TargetHealth {
     /// The clients of the target clusters.
     pub clusters: Arc<Clusters>,
     /// The ConfigMaps labelled [`crate::health::TARGET_LABEL`].
@@ -39,7 +39,7 @@ pub struct HealthCheck {
     pub system_namespace: String,
 }
 
-impl HealthCheck {
+impl TargetHealth {
     /// Applies the health verdict to `status` (the status this round is about to write for
     /// `service_set`, whose children live on `home`): `ServiceSetHealthRules` when any rule
     /// ConfigMap applies (naming the rules that did not load, exceed their budget or, confined
@@ -201,7 +201,7 @@ mod tests {
         });
         let clusters =
             Arc::new(Clusters::new(kube::Client::new(silent, "default"), 4, Reads::Requests, Default::default()));
-        let check = HealthCheck {
+        let check = TargetHealth {
             clusters: clusters.clone(),
             rules: reflector::store().0,
             cel: Arc::new(RuleCache::new()),
