@@ -185,7 +185,7 @@ pub struct ServiceState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
     /// A fingerprint of what was last deployed and verified healthy (see
-    /// [`plan::status`](crate::plan::status)); never empty on a Deployed service.
+    /// [`plan::service_set_status`](crate::plan::service_set_status)); never empty on a Deployed service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_deployed_hash: Option<String>,
     /// For a service neither Deployed nor Failed, condition `Ready=False` says why (waiting for

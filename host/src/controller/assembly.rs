@@ -16,7 +16,7 @@ use super::providers;
 use super::providers::look::Providers;
 use super::providers::manage::Managed;
 use super::remote::clusters::{Clusters, Reads};
-use super::remote::regions::Regions;
+use super::remote::homes::Homes;
 use super::round::arbiter::Arbiter;
 use super::round::context::{Caches, Context, TopologyCaches};
 use super::round::target_health::TargetHealth;
@@ -57,7 +57,7 @@ pub(super) struct Assembly {
 /// The changes that wake ServiceSets: their own, and those of what they depend on.
 pub(super) struct ServiceSetTriggers {
     pub own: Changes<CachedServiceSet>,
-    pub providers: Changes<StateManagementProvider>,
+    pub smps: Changes<StateManagementProvider>,
     pub templates: Changes<ServiceTemplate>,
     pub health_rules: Changes<ConfigMap>,
     pub cluster_deployments: Changes<ClusterDeployment>,
@@ -98,7 +98,7 @@ pub(super) fn assemble(
     let ManagementCaches {
         watch_failures,
         service_sets: (service_sets, service_set_events),
-        providers: (smps, provider_events),
+        smps: (smps, provider_events),
         templates: (templates, template_events),
         sources: (sources, source_events),
         health_rules: (health_rules, health_rule_events),
@@ -169,7 +169,7 @@ pub(super) fn assemble(
         changed: provider_changed,
         metrics: metrics.clone(),
     });
-    let (health_check, regions) = other_clusters(&client, &settings, health_rules, (children.clone(), child_wake));
+    let (health_check, homes) = other_clusters(&client, &settings, health_rules, (children.clone(), child_wake));
     let ctx = Arc::new(Context {
         client: client.clone(),
         registry,
@@ -178,10 +178,10 @@ pub(super) fn assemble(
         events,
         finalizer: finalizer::of(&settings.identity),
         settings,
-        regions,
+        homes,
         caches: Caches {
             service_sets: service_sets.clone(),
-            providers: smps,
+            smps,
             templates,
             children,
             topology: TopologyCaches { cluster_deployments, credentials, regions: region_objects },
@@ -211,7 +211,7 @@ pub(super) fn assemble(
         plugin_ctx,
         service_set_triggers: ServiceSetTriggers {
             own: service_set_events,
-            providers: provider_events,
+            smps: provider_events,
             templates: template_events,
             health_rules: health_rule_events,
             cluster_deployments: cluster_deployment_events,
@@ -251,7 +251,7 @@ fn other_clusters(
     settings: &Settings,
     health_rules: Store<ConfigMap>,
     (children, child_wake): (Arc<ChildKinds>, Waker),
-) -> (TargetHealth, Regions) {
+) -> (TargetHealth, Homes) {
     let clusters =
         |reads| Clusters::new(client.clone(), settings.target_clusters, reads, settings.cluster_addresses.clone());
     let health_check = TargetHealth {
@@ -261,6 +261,6 @@ fn other_clusters(
         system_namespace: settings.system_namespace.clone(),
     };
     // A quarter of the reconcile workers per region: one that hangs holds up only its own.
-    let regions = Regions::new(children, clusters(Reads::Watches), child_wake, usize::from(settings.concurrency) / 4);
-    (health_check, regions)
+    let homes = Homes::new(children, clusters(Reads::Watches), child_wake, usize::from(settings.concurrency) / 4);
+    (health_check, homes)
 }

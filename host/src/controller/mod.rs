@@ -114,7 +114,7 @@ fn service_set_controller(
     let own = triggers.own.predicate_filter(triggers::reconcile_worthy, PredicateConfig::default());
     Controller::for_stream(own, service_sets.clone())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
-        .watches_stream(errors_reported(triggers.providers), {
+        .watches_stream(errors_reported(triggers.smps), {
             let service_sets = service_sets.clone();
             move |smp| triggers::users_of_provider(&service_sets, &smp)
         })
@@ -203,8 +203,8 @@ async fn serve_metrics(
     let refresh = Arc::new(move || {
         if let Some(ctx) = scraped.get() {
             ctx.metrics.service_sets(&ctx.service_set_states());
-            let clients = [("region", ctx.regions.held()), ("target", ctx.target_health.clusters.held())];
-            ctx.metrics.clusters(&clients, ctx.regions.watches());
+            let clients = [("region", ctx.homes.held()), ("target", ctx.target_health.clusters.held())];
+            ctx.metrics.clusters(&clients, ctx.homes.watches());
         }
     });
     let probed = serving.clone();

@@ -9,7 +9,7 @@ use super::rule_set::{GroupKind, LoadError, Rule, RuleSet};
 use crate::conditions::types::{HEALTH_RULES, SERVICE_HEALTH, service_health};
 use crate::conditions::{self, Status, reasons};
 use crate::k0rdent::{ServiceSetStatus, ServiceState, ServiceType, State};
-use crate::plan::status::set_services;
+use crate::plan::service_set_status::set_services;
 use crate::rules::{RuleCache, RuleError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;

@@ -6,7 +6,7 @@ use super::children::{self, Owner};
 use super::claims::{Arbitration, ServiceClaims, stops_on_conflict};
 use super::map_status::service_status;
 use super::memo::TranslationMemo;
-use super::status;
+use super::service_set_status;
 use super::translate::{ServiceOutcome, TranslateFailure, TranslatedService, translate};
 use crate::conditions::types::{APPLIED, PROVIDER_READY, TRANSLATED};
 use crate::conditions::{self, reasons};
@@ -124,7 +124,7 @@ pub fn decide(
         return Ok(deletion(service_set, observed.children, now));
     }
     let mut status = service_set.status.clone().unwrap_or_default();
-    status.cluster = Some(status::cluster_reference(service_set));
+    status.cluster = Some(service_set_status::cluster_reference(service_set));
     let generation = service_set.metadata.generation;
     if !provider_ready(service_set, observed, &mut status, now) {
         return Ok(Plan::status_only(status));
@@ -150,7 +150,7 @@ pub fn decide(
     }
     let found = map_statuses(serving, &json, &translated, &ours, service_set, observed)?;
     let states = service_states(service_set, &found, &ours, &status.services, now);
-    status::set_services(&mut status, states, generation, now);
+    service_set_status::set_services(&mut status, states, generation, now);
     translated_condition(&mut status.conditions, &translated, generation, now);
     Ok(Plan { status: Some(status), ..plan })
 }
@@ -319,9 +319,15 @@ fn service_states(
             if spec.helm_action.as_deref() == Some(UNINSTALL) {
                 let present = children_of(ours, &spec.name).next().is_some();
                 let state = if present { State::Deleting } else { State::Deleted };
-                status::host_decided(spec, status::service_type(found.service_type), state, previous, now)
+                service_set_status::host_decided(
+                    spec,
+                    service_set_status::service_type(found.service_type),
+                    state,
+                    previous,
+                    now,
+                )
             } else {
-                status::service_state(spec, found, previous, now)
+                service_set_status::service_state(spec, found, previous, now)
             }
         })
         .collect()
@@ -421,7 +427,7 @@ fn failure_reason(failure: &TranslateFailure) -> &'static str {
 /// `children` goes. Needs no plugin.
 pub fn deletion(service_set: &ServiceSet, children: &[Value], now: &Time) -> Plan {
     let mut status = service_set.status.clone().unwrap_or_default();
-    status.cluster = Some(status::cluster_reference(service_set));
+    status.cluster = Some(service_set_status::cluster_reference(service_set));
     let states = service_set
         .spec
         .services
@@ -429,10 +435,10 @@ pub fn deletion(service_set: &ServiceSet, children: &[Value], now: &Time) -> Pla
         .map(|spec| {
             let previous = status.services.iter().find(|s| s.name == spec.name);
             let service_type = previous.map_or(ServiceType::Helm, |p| p.service_type);
-            status::host_decided(spec, service_type, State::Deleting, previous, now)
+            service_set_status::host_decided(spec, service_type, State::Deleting, previous, now)
         })
         .collect();
-    status::set_services(&mut status, states, service_set.metadata.generation, now);
+    service_set_status::set_services(&mut status, states, service_set.metadata.generation, now);
     let uid = service_set.metadata.uid.as_deref().unwrap_or_default();
     let delete = children.iter().filter(|c| children::owned_by(c, uid)).map(ChildRef::of).collect();
     Plan { delete, ..Plan::status_only(status) }

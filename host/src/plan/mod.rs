@@ -4,7 +4,7 @@
 //!
 //! [`decide`] makes one reconcile's decision, in phases; it asks the plugin through
 //! [`translate`](mod@translate) (the desired objects, checked) and [`map_status`] (each
-//! service's state), and writes the ServiceSet status through [`status`].
+//! service's state), and writes the ServiceSet status through [`service_set_status`].
 
 pub mod children;
 pub mod claims;
@@ -16,7 +16,7 @@ pub mod memo;
 pub mod placements;
 pub mod reads;
 pub mod route;
-pub mod status;
+pub mod service_set_status;
 pub mod step;
 pub mod translate;
 

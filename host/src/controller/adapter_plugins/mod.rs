@@ -10,13 +10,13 @@
 //! - [`load`]: compiling them off the async executor and validating the plugin against its
 //!   spec and the API server's discovery;
 //! - [`registry`]: what serves for each AdapterPlugin now, and which plugin serves an SMP;
-//! - [`status`]: an AdapterPlugin's status from how its load went (pure);
+//! - [`plugin_status`]: an AdapterPlugin's status from how its load went (pure);
 //! - [`reconcile`]: one AdapterPlugin: load its spec when needed, write its status, wake the
 //!   ServiceSets a change affects.
 
 pub mod fetch;
 pub mod load;
+pub mod plugin_status;
 pub mod reconcile;
 pub mod registry;
-pub mod status;
 pub mod verify;

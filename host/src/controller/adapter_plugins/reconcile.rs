@@ -3,8 +3,8 @@
 
 use super::fetch::fetch;
 use super::load::{DefaultError, Failure, Loader, Step};
+use super::plugin_status;
 use super::registry::{Loaded, Registry};
-use super::status;
 use super::verify::{required, verify};
 use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
 use crate::controller::caches::config_maps::ConfigMapWatches;
@@ -172,7 +172,7 @@ impl PluginContext {
         let name = plugin.name_any();
         let loaded = self.registry.current(&name);
         let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let status = status::decide(plugin, loaded.as_ref(), attempt, self.registry.contested(plugin), &now);
+        let status = plugin_status::decide(plugin, loaded.as_ref(), attempt, self.registry.contested(plugin), &now);
         self.metrics.plugin_ready(&name, status.ready);
         let notes = adapter_plugin_events(plugin.status.as_ref(), &status);
         let api = Api::<AdapterPlugin>::all(self.client.clone());
@@ -255,7 +255,13 @@ mod tests {
         Arc::new(PluginContext {
             namespace: "kcm-system".into(),
             registry: Arc::new(Registry::new((identity, DefaultPlugin::None), plugins.clone(), reflector::store().0)),
-            loader: Loader::new(runtime, Limits::default(), client.clone(), (children, watch_failures), metrics.clone()),
+            loader: Loader::new(
+                runtime,
+                Limits::default(),
+                client.clone(),
+                (children, watch_failures),
+                metrics.clone(),
+            ),
             service_sets: reflector::store().0,
             wake_service_sets,
             config_maps: ConfigMapWatches::new(client.clone(), plugins, wake_plugins.clone()),

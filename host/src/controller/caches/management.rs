@@ -28,7 +28,7 @@ pub struct ManagementCaches {
     /// The ServiceSets of this host's shard.
     pub service_sets: Cached<CachedServiceSet>,
     /// Every StateManagementProvider.
-    pub providers: Cached<StateManagementProvider>,
+    pub smps: Cached<StateManagementProvider>,
     /// Every ServiceTemplate.
     pub templates: Cached<ServiceTemplate>,
     /// The Flux sources templates refer to.
@@ -93,7 +93,7 @@ impl ManagementCaches {
         Self {
             watch_failures,
             service_sets: (service_sets, service_set_events.boxed()),
-            providers: (smps, provider_events.boxed()),
+            smps: (smps, provider_events.boxed()),
             templates: (templates, template_events.boxed()),
             sources: (sources, source_events),
             health_rules: (health_rules, health_rule_events.boxed()),

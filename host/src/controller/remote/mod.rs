@@ -1,7 +1,7 @@
 //! The clusters beside the one the host runs in: the regions children may live on and the
 //! target clusters whose health is checked, reached through kubeconfig Secrets.
 //!
-//! - [`regions`]: the cluster a ServiceSet's children live on: management or a region;
+//! - [`homes`]: the cluster a ServiceSet's children live on: management or a region;
 //! - [`clusters`]: clients of other clusters, from kubeconfig Secrets, bounded;
 //! - [`addresses`]: the addresses a kubeconfig may send the host to;
 //! - [`bounded`]: every call to another cluster bounded in time and bytes.
@@ -9,4 +9,4 @@
 pub mod addresses;
 pub mod bounded;
 pub mod clusters;
-pub mod regions;
+pub mod homes;

@@ -12,7 +12,7 @@ use crate::controller::plumbing::events::Events;
 use crate::controller::plumbing::liveness::InFlight;
 use crate::controller::plumbing::watches::WatchFailures;
 use crate::controller::providers::look::Providers;
-use crate::controller::remote::regions::Regions;
+use crate::controller::remote::homes::Homes;
 use crate::controller::settings::Settings;
 use crate::k0rdent::{
     ClusterDeployment, Credential, NamespacedName, Region, ServiceSet, ServiceTemplate, StateManagementProvider,
@@ -35,7 +35,7 @@ pub struct Caches {
     /// Every ServiceSet.
     pub service_sets: Store<CachedServiceSet>,
     /// Every StateManagementProvider.
-    pub providers: Store<StateManagementProvider>,
+    pub smps: Store<StateManagementProvider>,
     /// Every ServiceTemplate.
     pub templates: Store<ServiceTemplate>,
     /// The plugins' kinds on the management cluster: cached children, apply and delete.
@@ -78,7 +78,7 @@ pub struct Context {
     /// Service health on the target clusters.
     pub target_health: TargetHealth,
     /// The clusters children live on: the management cluster and the regions in use.
-    pub regions: Regions,
+    pub homes: Homes,
     /// Claims across ServiceSets.
     pub arbiter: Arc<Arbiter>,
     /// Translations kept from earlier rounds (see [`crate::plan::memo`]).
@@ -178,7 +178,7 @@ impl Context {
     /// Whether this host serves `service_set` (its SMP names this host and its selector
     /// matches); `None` when the SMP does not exist or its selector is invalid.
     pub fn serves(&self, service_set: &ServiceSet) -> Option<bool> {
-        let smp = self.caches.providers.get(&ObjectRef::new(&service_set.spec.provider.name))?;
+        let smp = self.caches.smps.get(&ObjectRef::new(&service_set.spec.provider.name))?;
         smp::serves(&self.settings.identity, &smp, service_set.labels()).ok()
     }
 }
@@ -272,7 +272,7 @@ pub(super) mod tests {
                 service_sets: store(
                     cached.service_sets.into_iter().map(|s| CachedServiceSet::pack(s).unwrap()).collect(),
                 ),
-                providers,
+                smps: providers,
                 templates: store(cached.templates),
                 children: children.clone(),
                 topology: TopologyCaches {
@@ -283,7 +283,7 @@ pub(super) mod tests {
                 sources: Default::default(),
                 watch_failures,
             },
-            regions: Regions::new(children, clusters(Reads::Watches), wake, 2),
+            homes: Homes::new(children, clusters(Reads::Watches), wake, 2),
             target_health: TargetHealth {
                 clusters: Arc::new(clusters(Reads::Requests)),
                 rules: reflector::store().0,

@@ -7,7 +7,7 @@ use super::finalizer;
 use crate::controller::caches::service_set_cache::CachedServiceSet;
 use crate::controller::plugin_kinds::children::ChildKinds;
 use crate::controller::plumbing::status_writer::{self, OnConflict, Written};
-use crate::controller::remote::regions::{Home, RegionError};
+use crate::controller::remote::homes::{Home, RegionError};
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::metrics::MetricLabel;
@@ -116,7 +116,7 @@ pub fn error_policy(service_set: Arc<CachedServiceSet>, error: &Error, ctx: Arc<
 /// the round (see [`step`]).
 async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Action, Error> {
     let api = Api::<ServiceSet>::namespaced(ctx.client.clone(), &service_set.namespace().unwrap_or_default());
-    let smp = ctx.caches.providers.get(&ObjectRef::new(&service_set.spec.provider.name));
+    let smp = ctx.caches.smps.get(&ObjectRef::new(&service_set.spec.provider.name));
     let finalizers = Finalizers {
         mine: finalizer::has(service_set.as_ref(), &ctx.finalizer),
         legacy: finalizer::has(service_set.as_ref(), finalizer::LEGACY),
@@ -142,7 +142,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
                 finalizer::record_regions(&api, service_set, record).await.map_err(stale_or_api)?;
                 return Ok(Action::await_change()); // the write comes back through the watch
             }
-            Step::Admit(route) => match ctx.regions.admit(&route) {
+            Step::Admit(route) => match ctx.homes.admit(&route) {
                 Ok(slot) => (_slot, done.admitted) = (slot, Some(true)),
                 Err(busy) => {
                     tracing::debug!("{busy}; retrying shortly");
@@ -225,7 +225,7 @@ fn ended(end: End, ctx: &Context) -> Result<Action, Error> {
 
 /// The cluster of `route`, its caches of `serving`'s kinds listed, or why it cannot be reached.
 async fn listed_home(route: &Route, ctx: &Context, serving: &ServingPlugin) -> Result<Home, RegionError> {
-    let home = ctx.regions.home(route).await?;
+    let home = ctx.homes.home(route).await?;
     home.listed(serving).await?;
     Ok(home)
 }
@@ -254,7 +254,7 @@ async fn decide_blocking(
         let namespace = service_set.namespace().unwrap_or_default();
         let template = |name: &str| ctx.template(&namespace, name);
         let has_objects = |NamespacedName { namespace, name }: &NamespacedName, service: &str| {
-            ctx.regions.any(namespace, name, service)
+            ctx.homes.any(namespace, name, service)
         };
         let arbitrate = |claims: &[ServiceClaims]| ctx.arbiter.arbitrate(&service_set, claims, has_objects);
         let related = |child: &Value| kinds.owned_by(child);
@@ -304,7 +304,7 @@ async fn clear_elsewhere(
     ctx: &Context,
 ) -> Result<Cleared, Error> {
     if home.region.is_some() {
-        let management = ctx.regions.management();
+        let management = ctx.homes.management();
         let left = deletion(service_set, &management.children.cached(service_set), &now()).delete;
         delete_children(&left, &management.children).await?;
     }
@@ -323,7 +323,7 @@ async fn clear_elsewhere(
 /// A deleted ServiceSet: deletes its children on the management cluster; returns the deletion's
 /// status and the children still there.
 async fn clear_management(service_set: &ServiceSet, ctx: &Context) -> Result<ManagementCleared, Error> {
-    let management = ctx.regions.management();
+    let management = ctx.homes.management();
     let plan = deletion(service_set, &management.children.cached(service_set), &now());
     delete_children(&plan.delete, &management.children).await?;
     let remaining = management.children.live(service_set).await?.into_iter().map(|l| l.child).collect();
@@ -349,7 +349,7 @@ async fn clear_region(
     service_set: &ServiceSet,
     ctx: &Context,
 ) -> Result<Vec<ChildRef>, RegionError> {
-    let home = ctx.regions.home(&Route::Region(access.clone())).await?;
+    let home = ctx.homes.home(&Route::Region(access.clone())).await?;
     home.clear(service_set, &ctx.caches.children).await
 }
 

@@ -59,7 +59,7 @@ pub enum RegionError {
     },
 }
 
-/// A region whose reconcile slots are all taken (see [`Regions::admit`]).
+/// A region whose reconcile slots are all taken (see [`Homes::admit`]).
 #[derive(Debug, thiserror::Error)]
 #[error("Region {region}: {per_region} reconciles of its ServiceSets are running already")]
 pub struct Busy {
@@ -70,12 +70,12 @@ pub struct Busy {
 }
 
 /// The management cluster's children and the regions in use.
-pub struct Regions {
+pub struct Homes {
     management: Arc<ChildKinds>,
     clusters: Clusters,
     wake: Waker,
     held: Mutex<HashMap<String, Held>>,
-    /// Reconciles one region may run at once (see [`Regions::admit`]).
+    /// Reconciles one region may run at once (see [`Homes::admit`]).
     per_region: usize,
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
@@ -133,7 +133,7 @@ impl Home {
     }
 }
 
-impl Regions {
+impl Homes {
     /// No region yet; `management` holds the management cluster's children, `clusters` makes
     /// the regions' clients, changes to regional children wake their ServiceSet through `wake`;
     /// one region runs at most `per_region` reconciles at once.
@@ -265,7 +265,7 @@ mod tests {
         })
     }
 
-    fn regions(version: &'static std::sync::atomic::AtomicU32) -> Regions {
+    fn homes(version: &'static std::sync::atomic::AtomicU32) -> Homes {
         let (management, _) = mock_api::client(move |line| {
             let version = version.load(std::sync::atomic::Ordering::SeqCst).to_string();
             match line {
@@ -287,56 +287,56 @@ mod tests {
         let (wake, _) = futures::channel::mpsc::unbounded();
         let children = Arc::new(ChildKinds::new(&management, wake.clone(), Arc::default()));
         let allowed = [crate::controller::remote::addresses::Class::Loopback].into_iter().collect();
-        Regions::new(children, Clusters::new(management, 8, Reads::Watches, allowed), wake, 2)
+        Homes::new(children, Clusters::new(management, 8, Reads::Watches, allowed), wake, 2)
     }
 
     #[tokio::test(start_paused = true)]
     async fn one_client_and_one_cache_per_region_made_again_when_its_secret_changes() {
         static VERSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-        let regions = regions(&VERSION);
-        let management = regions.home(&Route::Management).await.unwrap();
-        assert!(management.region.is_none() && regions.held() == 0, "the management cluster is no region");
-        let eu = regions.home(&region("eu", "eu-kc")).await.unwrap();
-        let again = regions.home(&region("eu", "eu-kc")).await.unwrap();
+        let homes = homes(&VERSION);
+        let management = homes.home(&Route::Management).await.unwrap();
+        assert!(management.region.is_none() && homes.held() == 0, "the management cluster is no region");
+        let eu = homes.home(&region("eu", "eu-kc")).await.unwrap();
+        let again = homes.home(&region("eu", "eu-kc")).await.unwrap();
         assert!(Arc::ptr_eq(&eu.children, &again.children), "one cache per region");
         assert!(!Arc::ptr_eq(&eu.children, &management.children));
-        regions.home(&region("us", "us-kc")).await.unwrap();
-        assert_eq!(regions.held(), 2);
+        homes.home(&region("us", "us-kc")).await.unwrap();
+        assert_eq!(homes.held(), 2);
         VERSION.store(2, std::sync::atomic::Ordering::SeqCst);
-        let unread = regions.home(&region("eu", "eu-kc")).await.unwrap();
+        let unread = homes.home(&region("eu", "eu-kc")).await.unwrap();
         assert!(Arc::ptr_eq(&eu.children, &unread.children), "the Secret is not read again at once");
         tokio::time::advance(crate::controller::remote::clusters::SECRET_FRESH).await;
-        let changed = regions.home(&region("eu", "eu-kc")).await.unwrap();
+        let changed = homes.home(&region("eu", "eu-kc")).await.unwrap();
         assert!(!Arc::ptr_eq(&eu.children, &changed.children), "a changed Secret: a new client and caches");
-        assert_eq!(regions.held(), 2, "replaced, not added");
-        let missing = regions.home(&region("ap", "ap-kc")).await.err().unwrap().to_string();
+        assert_eq!(homes.held(), 2, "replaced, not added");
+        let missing = homes.home(&region("ap", "ap-kc")).await.err().unwrap().to_string();
         assert_eq!(missing, "Region ap: Secret kcm-system/ap-kc not found");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_region_no_service_set_uses_is_dropped() {
         static VERSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-        let regions = regions(&VERSION);
-        regions.home(&region("eu", "eu-kc")).await.unwrap();
+        let homes = homes(&VERSION);
+        homes.home(&region("eu", "eu-kc")).await.unwrap();
         tokio::time::advance(Reads::Watches.idle() / 2).await;
-        regions.home(&region("us", "us-kc")).await.unwrap();
+        homes.home(&region("us", "us-kc")).await.unwrap();
         tokio::time::advance(Reads::Watches.idle() / 2 + Duration::from_secs(1)).await;
-        regions.home(&Route::Management).await.unwrap();
-        assert_eq!(regions.held(), 1, "eu went unused for its idle time; us did not");
+        homes.home(&Route::Management).await.unwrap();
+        assert_eq!(homes.held(), 1, "eu went unused for its idle time; us did not");
     }
 
     #[tokio::test]
     async fn a_region_takes_at_most_its_share_of_reconciles() {
         static VERSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-        let regions = regions(&VERSION);
-        assert!(regions.admit(&Route::Management).unwrap().is_none(), "the management cluster takes no slot");
-        let (first, second) = (regions.admit(&region("eu", "eu-kc")).unwrap(), regions.admit(&region("eu", "eu-kc")));
+        let homes = homes(&VERSION);
+        assert!(homes.admit(&Route::Management).unwrap().is_none(), "the management cluster takes no slot");
+        let (first, second) = (homes.admit(&region("eu", "eu-kc")).unwrap(), homes.admit(&region("eu", "eu-kc")));
         assert!(first.is_some() && second.is_ok());
-        let busy = regions.admit(&region("eu", "eu-kc")).unwrap_err().to_string();
+        let busy = homes.admit(&region("eu", "eu-kc")).unwrap_err().to_string();
         assert_eq!(busy, "Region eu: 2 reconciles of its ServiceSets are running already");
-        assert!(regions.admit(&region("us", "us-kc")).is_ok(), "another region has slots of its own");
+        assert!(homes.admit(&region("us", "us-kc")).is_ok(), "another region has slots of its own");
         drop(first);
-        assert!(regions.admit(&region("eu", "eu-kc")).is_ok(), "a finished reconcile frees its slot");
+        assert!(homes.admit(&region("eu", "eu-kc")).is_ok(), "a finished reconcile frees its slot");
     }
 
     /// A region's children are found by listing it for every kind the plugins create, not from
