@@ -184,8 +184,8 @@ pub struct ServiceState {
     /// Why the service failed (for `Failed` only, as kcm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
-    /// A fingerprint of what was last deployed and verified healthy (see
-    /// [`plan::service_set_status`](crate::plan::service_set_status)); never empty on a Deployed service.
+    /// A fingerprint of what was last deployed and verified healthy: the sha256 of what the CD
+    /// tool records as deployed; never empty on a Deployed service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_deployed_hash: Option<String>,
     /// For a service neither Deployed nor Failed, condition `Ready=False` says why (waiting for
