@@ -44,6 +44,39 @@ impl std::fmt::Display for NamespacedName {
     }
 }
 
+/// A child object the host applied or deletes: `apiVersion`, `kind`, namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChildRef {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ChildRef {
+    /// The reference of an object.
+    pub fn of(object: &serde_json::Value) -> Self {
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        Self {
+            api_version: text(&object["apiVersion"]),
+            kind: text(&object["kind"]),
+            namespace: text(&object["metadata"]["namespace"]),
+            name: text(&object["metadata"]["name"]),
+        }
+    }
+}
+
+/// `Kind namespace/name`, as messages name a child.
+impl std::fmt::Display for ChildRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
 /// `ServiceSet.spec`: the services one cluster should get.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

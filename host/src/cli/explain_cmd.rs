@@ -25,12 +25,12 @@ use ksm_adapter::controller::remote::clusters::{Cluster, Clusters, Reads};
 use ksm_adapter::controller::round::target_health::TargetHealth;
 use ksm_adapter::health::TARGET_LABEL;
 use ksm_adapter::health::verdict::Health;
+use ksm_adapter::k0rdent::ChildRef;
 use ksm_adapter::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use ksm_adapter::manifests::{Document, Manifests};
 use ksm_adapter::plan::children::{
     SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, label_value, recorded,
 };
-use ksm_adapter::plan::decide::ChildRef;
 use ksm_adapter::plan::route::{RegionAccess, Route};
 use ksm_adapter::rules::RuleCache;
 use ksm_adapter::runtime::Runtime;

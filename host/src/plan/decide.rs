@@ -11,7 +11,7 @@ use super::translate::{ServiceOutcome, TranslateFailure, TranslatedService, tran
 use crate::conditions::types::{APPLIED, PROVIDER_READY, TRANSLATED};
 use crate::conditions::{self, reasons};
 use crate::k0rdent::{
-    ProviderState, ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State, StateManagementProvider,
+    ChildRef, ProviderState, ServiceSet, ServiceSetStatus, ServiceState, ServiceType, State, StateManagementProvider,
 };
 use crate::plugin::CallError;
 use crate::serving::ServingPlugin;
@@ -56,39 +56,6 @@ pub struct Inputs<'a> {
     /// events bring the next round, which does), so asking the plugin to map the status of
     /// objects about to change would be wasted; it plans again in the rare round that needs it.
     pub defer_status: bool,
-}
-
-/// A child object to delete.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ChildRef {
-    /// `apiVersion`.
-    pub api_version: String,
-    /// `kind`.
-    pub kind: String,
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-impl ChildRef {
-    /// The reference of an object.
-    pub fn of(object: &Value) -> Self {
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
-        Self {
-            api_version: text(&object["apiVersion"]),
-            kind: text(&object["kind"]),
-            namespace: text(&object["metadata"]["namespace"]),
-            name: text(&object["metadata"]["name"]),
-        }
-    }
-}
-
-/// `Kind namespace/name`, as messages name a child.
-impl std::fmt::Display for ChildRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
-    }
 }
 
 /// The decision for one ServiceSet.

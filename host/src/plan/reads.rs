@@ -45,7 +45,7 @@ pub fn owned_by<'a>(
 ) -> Vec<Value> {
     let mut found: Vec<Value> =
         candidates.into_iter().filter(|c| is_read(reads, c) && owns(owner, c)).cloned().collect();
-    found.sort_by_key(super::decide::ChildRef::of);
+    found.sort_by_key(crate::k0rdent::ChildRef::of);
     found
 }
 

@@ -9,12 +9,13 @@
 //! controller's errors for a provider no plugin serves and a home out of reach: the core only
 //! says them in the status.
 
-use super::decide::{self, ChildRef, Plan};
+use super::decide::{self, Plan};
 use super::gate::Gate;
 use super::placements;
 use super::placements::Unreadable;
 use super::route::{RegionAccess, Route, RouteError};
 use crate::conditions::reasons;
+use crate::k0rdent::ChildRef;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus};
 use crate::plugin::CallError;
 use crate::serving::ServingPlugin;

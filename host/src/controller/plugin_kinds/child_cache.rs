@@ -7,10 +7,10 @@
 //! whose ServiceSet labels change moves to its new ServiceSet.
 
 use super::listed::Listed;
+use crate::k0rdent::ChildRef;
 use crate::k0rdent::NamespacedName;
 use crate::packed::{Packed, Packer};
 use crate::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL};
-use crate::plan::decide::ChildRef;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde_json::Value;

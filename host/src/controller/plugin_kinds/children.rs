@@ -7,12 +7,12 @@ use super::listed::Listed;
 use super::read_cache::ReadCache;
 use crate::controller::caches::service_set_cache::ServiceSetRef;
 use crate::controller::plumbing::watches::WatchFailures;
+use crate::k0rdent::ChildRef;
 use crate::k0rdent::{NamespacedName, ServiceSet};
 use crate::plan::children::{
     APPLIED_HASH_ANNOTATION, MANAGED_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, SERVICE_SET_UID_LABEL,
     label_value, recorded,
 };
-use crate::plan::decide::ChildRef;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use ksm_plugin_sdk::contract::ObjectKind;

@@ -4,7 +4,7 @@
 //! above the caches themselves (docs/performance.md). Two references with the same hash would
 //! keep one gone object cached: with random SipHash keys per list, a chance of ~2^-64 per pair.
 
-use crate::plan::decide::ChildRef;
+use crate::k0rdent::ChildRef;
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
 

@@ -4,7 +4,7 @@
 //! Only objects with owner references are kept, as compact JSON, indexed by their owners' uids.
 
 use super::listed::Listed;
-use crate::plan::decide::ChildRef;
+use crate::k0rdent::ChildRef;
 use kube::api::DynamicObject;
 use serde_json::Value;
 use std::collections::HashMap;

@@ -8,8 +8,8 @@
 use super::clusters::{Cluster, ClusterError, Clusters, Reads};
 use crate::controller::plugin_kinds::children::{ChildKinds, Live, Waker};
 use crate::controller::plumbing::watches::WatchFailures;
+use crate::k0rdent::ChildRef;
 use crate::k0rdent::ServiceSet;
-use crate::plan::decide::ChildRef;
 use crate::plan::route::{RegionAccess, Route};
 use crate::serving::ServingPlugin;
 use std::collections::HashMap;
