@@ -3,7 +3,10 @@
 //! 3-service ServiceSet `prod-eu-1` of `examples/`.
 //!
 //! One "ServiceSet" = `translate` + `map-status` for each of its 3 services. Prints a table of
-//! medians over batches and the WASM/native ratio, all measured in this run.
+//! medians over batches and the WASM/native ratio, all measured in this run. A second table
+//! times the Flux builds' calls alone, on the contract inputs the host built for that
+//! ServiceSet (recorded once): without the host's own work around each call, which both builds
+//! share, it shows what running the plugin in WASM adds.
 //!
 //! `--plugin NAME=PATH` (repeatable) adds rows for other plugins' components on the same
 //! ServiceSet, e.g. the Argo CD plugin in JavaScript and the Sveltos plugin in Python (their
@@ -21,17 +24,21 @@ use ksm_adapter::builtin;
 use ksm_adapter::manifests::Manifests;
 use ksm_adapter::plan::{self, TranslatedService};
 use ksm_adapter::plugin::Limits;
-use ksm_adapter::plugin::{NativePlugin, Plugin};
+use ksm_adapter::plugin::{CallError, NativePlugin, Plugin};
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::serving::ServingPlugin;
 use ksm_flux_plugin::FluxPlugin;
+use ksm_plugin_sdk::contract::{
+    ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
+    TranslateInput,
+};
 use serde_json::Value;
 mod common;
 
 use common::{BATCHES, iterations, medians, micros};
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// The inputs of one ServiceSet: the object, its templates and the observed Flux objects.
@@ -112,6 +119,9 @@ fn main() {
             builds.push((format!("{name} (wasm), one instance per ServiceSet"), plugin, true, fixture));
         }
     }
+    // What the host hands the plugin for this ServiceSet, for timing the calls alone.
+    let (translate_input, status_inputs) = Recorder::inputs(&native, fixture);
+    let (translate_input, status_inputs) = (&translate_input, &status_inputs);
     // A session per ServiceSet, as `plan::decide` opens; without one, every call is fresh.
     let session = |plugin: &ServingPlugin, per_service_set: bool| {
         if per_service_set { plugin.session() } else { plugin.clone() }
@@ -132,10 +142,31 @@ fn main() {
             })
         })
         .collect();
-    let mut all: Vec<&mut dyn FnMut()> =
-        translates.iter_mut().chain(totals.iter_mut()).map(|f| &mut **f as &mut dyn FnMut()).collect();
+    let call_builds: Vec<_> = [("native".to_string(), &native), ("wasm".to_string(), &wasm)]
+        .into_iter()
+        .chain(fluxes.iter().map(|(name, plugin)| (format!("{name} (wasm)"), plugin)))
+        .collect();
+    let mut calls: Vec<Box<dyn FnMut()>> = call_builds
+        .iter()
+        .map(|&(_, plugin)| -> Box<dyn FnMut()> {
+            Box::new(move || {
+                let session = plugin.plugin.clone().session();
+                black_box(session.translate(translate_input).expect("translate").expect("translated"));
+                for input in status_inputs {
+                    black_box(session.map_status(input).expect("map-status").expect("mapped"));
+                }
+            })
+        })
+        .collect();
+    let mut all: Vec<&mut dyn FnMut()> = translates
+        .iter_mut()
+        .chain(totals.iter_mut())
+        .chain(calls.iter_mut())
+        .map(|f| &mut **f as &mut dyn FnMut())
+        .collect();
     let times = medians(iterations, &mut all);
-    let (translate, total) = times.split_at(builds.len());
+    let (translate, rest) = times.split_at(builds.len());
+    let (total, calls) = rest.split_at(builds.len());
     let rows: Vec<_> = builds
         .iter()
         .zip(translate.iter().zip(total))
@@ -155,6 +186,19 @@ fn main() {
             micros(*map_status),
             micros(*total),
             total.as_secs_f64() / base
+        );
+    }
+    println!(
+        "Flux plugin calls alone, on the inputs the host built for that ServiceSet: translate + 3x map-status in one session"
+    );
+    println!("| build | per ServiceSet | ratio to native | over native |");
+    println!("|---|---|---|---|");
+    for ((name, _), time) in call_builds.iter().zip(calls) {
+        println!(
+            "| {name} | {:.1} µs | {:.2}x | {:.1} µs |",
+            micros(*time),
+            time.as_secs_f64() / calls[0].as_secs_f64(),
+            micros(*time) - micros(calls[0])
         );
     }
     println!(
@@ -179,4 +223,52 @@ fn components(runtime: &Runtime, flag: &str) -> impl Iterator<Item = (String, Ar
         eprintln!("{name}: {} KiB; first load {:.0} ms", bytes.len() / 1024, started.elapsed().as_secs_f64() * 1e3);
         (name.to_string(), Arc::new(wasm) as Arc<dyn Plugin>)
     })
+}
+
+/// A plugin that keeps the contract inputs the host hands it and answers through another.
+struct Recorder {
+    plugin: Arc<dyn Plugin>,
+    translates: Mutex<Vec<TranslateInput>>,
+    statuses: Mutex<Vec<StatusInput>>,
+}
+
+impl Recorder {
+    /// The inputs of `fixture`'s one `translate` and its `map-status` calls, as the host builds
+    /// them, answered by `serving`.
+    fn inputs(serving: &ServingPlugin, fixture: &Fixture) -> (TranslateInput, Vec<StatusInput>) {
+        let recorder = Arc::new(Recorder {
+            plugin: serving.plugin.clone(),
+            translates: Mutex::default(),
+            statuses: Mutex::default(),
+        });
+        let recording = ServingPlugin::plain(recorder.clone());
+        fixture.map_status(&recording, &fixture.translate(&recording));
+        let mut translates = recorder.translates.lock().unwrap();
+        assert_eq!(translates.len(), 1, "one translation per ServiceSet");
+        (translates.remove(0), std::mem::take(&mut *recorder.statuses.lock().unwrap()))
+    }
+}
+
+impl Plugin for Recorder {
+    fn metadata(&self) -> &PluginMetadata {
+        self.plugin.metadata()
+    }
+
+    fn validate_config(&self, config: &str) -> Result<Result<(), Vec<ConfigError>>, CallError> {
+        self.plugin.validate_config(config)
+    }
+
+    fn translate(&self, input: &TranslateInput) -> Result<Result<Vec<ServiceTranslation>, TranslateError>, CallError> {
+        self.translates.lock().unwrap().push(input.clone());
+        self.plugin.translate(input)
+    }
+
+    fn map_status(&self, input: &StatusInput) -> Result<Result<ServiceStatus, StatusError>, CallError> {
+        self.statuses.lock().unwrap().push(input.clone());
+        self.plugin.map_status(input)
+    }
+
+    fn session(self: Arc<Self>) -> Arc<dyn Plugin> {
+        self
+    }
 }

@@ -35,6 +35,12 @@ impl GuestTarget {
     }
 }
 
+/// rustc flags of every guest. LLVM inlines more than its default for opt-level 3: each call
+/// left in a guest's code costs more in WASM than natively, as the engine's compiler inlines
+/// nothing and checks the stack limit and the epoch deadline on entry to every function
+/// (docs/performance.md has what it gains and costs in size).
+const GUEST_RUSTFLAGS: &[&str] = &["-Cllvm-args=-inline-threshold=500"];
+
 /// The first bytes of a WASM component (magic, then the component-model layer and version).
 pub const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
 
@@ -66,6 +72,7 @@ pub fn build(workspace_root: &Path, package_dir: &str, package: &str, target: Gu
     {
         cmd.env_remove(var);
     }
+    cmd.env("CARGO_ENCODED_RUSTFLAGS", GUEST_RUSTFLAGS.join("\x1f"));
     match env::var("KSM_GUEST_RUSTC") {
         Ok(rustc) => cmd.env("RUSTC", rustc),
         Err(_) => cmd.env_remove("RUSTC"),

@@ -42,8 +42,24 @@ impl BumpAllocator {
     }
 
     /// Makes `[next, end)` hold at least `size` bytes at `align`; returns the start, or `None`
-    /// when the memory cannot grow (the limit is reached).
+    /// when the memory cannot grow (the limit is reached). Inlined into every allocation, so
+    /// the common case (the block fits) costs no call: in WASM each call also pays the
+    /// engine's stack and deadline checks. Before the first allocation `end` is 0, which no
+    /// block fits (`GlobalAlloc` is never asked for zero bytes).
+    #[inline(always)]
     fn reserve(&self, size: usize, align: usize) -> Option<usize> {
+        let start = self.next.get().checked_next_multiple_of(align)?;
+        if start.checked_add(size)? <= self.end.get() {
+            return Some(start);
+        }
+        self.reserve_more(size, align)
+    }
+
+    /// [`reserve`](Self::reserve) when the block does not fit: takes the initial heap or
+    /// grows memory.
+    #[cold]
+    #[inline(never)]
+    fn reserve_more(&self, size: usize, align: usize) -> Option<usize> {
         if self.end.get() == 0
             && let Some((base, end)) = initial_heap()
         {
@@ -114,6 +130,7 @@ fn grow(pages: usize) -> Option<usize> {
 // is handed back (moving `next` down) only when it ends at `next`, i.e. nothing was allocated
 // after it.
 unsafe impl GlobalAlloc for BumpAllocator {
+    #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match self.reserve(layout.size(), layout.align()) {
             Some(start) => {
@@ -124,6 +141,7 @@ unsafe impl GlobalAlloc for BumpAllocator {
         }
     }
 
+    #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if ptr as usize + layout.size() == self.next.get() {
             self.next.set(ptr as usize);

@@ -2,11 +2,11 @@
 //! types differ only where the version changed. [`contract_bindings!`] writes the linker glue,
 //! the instance wrapper and the conversions every version has, over the generated module of the
 //! version it is expanded in; each version writes only the conversions that changed
-//! (`translate_input`, `service_status`).
+//! (`with_translate_input`, `deployed_hash`).
 
 /// Expands, in a version's module, to the bindings of the WIT at `path` (its `bindgen!`), its
 /// `VERSION`, `add_to_linker`, `Pre`, `Instance` and the conversions every version shares; the
-/// module writes `translate_input` and `deployed_hash`, which differ.
+/// module writes `with_translate_input` and `deployed_hash`, which differ.
 macro_rules! contract_bindings {
     (path: $path:literal, version: $version:literal) => {
         use crate::runtime::sandbox::CallState;
@@ -14,9 +14,12 @@ macro_rules! contract_bindings {
         use wasmtime::Store;
         use wasmtime::component::{HasSelf, InstancePre, Linker};
 
+        // The plugin's inputs borrow the host's text: lowering copies it into the plugin's
+        // memory, so an owned copy first would only be thrown away.
         wasmtime::component::bindgen!({
             path: $path,
             world: "adapter-plugin",
+            ownership: Borrowing { duplicate_if_necessary: true },
         });
 
         use exports::ksm::adapter::plugin as w;
@@ -81,7 +84,8 @@ macro_rules! contract_bindings {
                 store: &mut Store<CallState>,
                 input: &c::TranslateInput,
             ) -> wasmtime::Result<Result<Vec<c::ServiceTranslation>, c::TranslateError>> {
-                self.0.ksm_adapter_plugin().call_translate(store, &translate_input(input)).map(translation)
+                let plugin = self.0.ksm_adapter_plugin();
+                with_translate_input(input, |input| plugin.call_translate(store, input)).map(translation)
             }
 
             /// `map-status`.
@@ -90,7 +94,14 @@ macro_rules! contract_bindings {
                 store: &mut Store<CallState>,
                 input: &c::StatusInput,
             ) -> wasmtime::Result<Result<c::ServiceStatus, c::StatusError>> {
-                self.0.ksm_adapter_plugin().call_map_status(store, &status_input(input)).map(service_status)
+                let observed: Vec<_> = input.observed.iter().map(observed_object).collect();
+                let input = w::StatusInput {
+                    service_set: &input.service_set,
+                    service: &input.service,
+                    template: input.template.as_deref(),
+                    observed: &observed,
+                };
+                self.0.ksm_adapter_plugin().call_map_status(store, input).map(service_status)
             }
         }
 
@@ -149,22 +160,13 @@ macro_rules! contract_bindings {
             }
         }
 
-        fn status_input(i: &c::StatusInput) -> w::StatusInput {
-            w::StatusInput {
-                service_set: i.service_set.clone(),
-                service: i.service.clone(),
-                template: i.template.clone(),
-                observed: i
-                    .observed
-                    .iter()
-                    .map(|o| w::ObservedObject {
-                        api_version: o.api_version.clone(),
-                        kind: o.kind.clone(),
-                        name: o.name.clone(),
-                        namespace: o.namespace.clone(),
-                        object: o.object.clone(),
-                    })
-                    .collect(),
+        fn observed_object(o: &c::ObservedObject) -> w::ObservedObject<'_> {
+            w::ObservedObject {
+                api_version: &o.api_version,
+                kind: &o.kind,
+                name: &o.name,
+                namespace: &o.namespace,
+                object: o.object.as_deref(),
             }
         }
 
@@ -183,16 +185,16 @@ macro_rules! contract_bindings {
             }
         }
 
-        fn templates(i: &c::TranslateInput) -> Vec<w::Template> {
-            i.templates.iter().map(|t| w::Template { name: t.name.clone(), object: t.object.clone() }).collect()
+        fn templates(i: &c::TranslateInput) -> Vec<w::Template<'_>> {
+            i.templates.iter().map(|t| w::Template { name: &t.name, object: t.object.as_deref() }).collect()
         }
 
-        fn target(target: &c::Target) -> w::Target {
+        fn target(target: &c::Target) -> w::Target<'_> {
             match target {
                 c::Target::SelfManagement => w::Target::SelfManagement,
                 c::Target::Remote(r) => w::Target::Remote(w::RemoteCluster {
-                    name: r.name.clone(),
-                    kubeconfig: w::SecretKeyRef { name: r.kubeconfig.name.clone(), key: r.kubeconfig.key.clone() },
+                    name: &r.name,
+                    kubeconfig: w::SecretKeyRef { name: &r.kubeconfig.name, key: &r.kubeconfig.key },
                 }),
             }
         }

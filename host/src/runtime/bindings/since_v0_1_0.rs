@@ -7,13 +7,15 @@ use super::shared::contract_bindings;
 
 contract_bindings!(path: "../wit/since_v0.1.0", version: "0.1.0");
 
-fn translate_input(i: &c::TranslateInput) -> w::TranslateInput {
-    w::TranslateInput {
-        service_set: i.service_set.clone(),
-        templates: templates(i),
+/// Runs `f` on the input of `translate`, which borrows `i`'s text.
+fn with_translate_input<R>(i: &c::TranslateInput, f: impl FnOnce(w::TranslateInput<'_>) -> R) -> R {
+    let templates = templates(i);
+    f(w::TranslateInput {
+        service_set: &i.service_set,
+        templates: &templates,
         target: target(&i.target),
-        system_namespace: i.system_namespace.clone(),
-    }
+        system_namespace: &i.system_namespace,
+    })
 }
 
 /// The `deployed-hash` of a status: a plugin of 0.1.0 gives none: the host fingerprints what it applied.

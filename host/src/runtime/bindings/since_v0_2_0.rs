@@ -7,24 +7,27 @@ use super::shared::contract_bindings;
 
 contract_bindings!(path: "../wit/since_v0.2.0", version: "0.2.0");
 
-fn translate_input(i: &c::TranslateInput) -> w::TranslateInput {
-    w::TranslateInput {
-        service_set: i.service_set.clone(),
-        templates: templates(i),
-        sources: i
-            .sources
-            .iter()
-            .map(|s| w::SourceObject {
-                api_version: s.api_version.clone(),
-                kind: s.kind.clone(),
-                namespace: s.namespace.clone(),
-                name: s.name.clone(),
-                object: s.object.clone(),
-            })
-            .collect(),
+/// Runs `f` on the input of `translate`, which borrows `i`'s text.
+fn with_translate_input<R>(i: &c::TranslateInput, f: impl FnOnce(w::TranslateInput<'_>) -> R) -> R {
+    let templates = templates(i);
+    let sources: Vec<_> = i
+        .sources
+        .iter()
+        .map(|s| w::SourceObject {
+            api_version: &s.api_version,
+            kind: &s.kind,
+            namespace: &s.namespace,
+            name: &s.name,
+            object: s.object.as_deref(),
+        })
+        .collect();
+    f(w::TranslateInput {
+        service_set: &i.service_set,
+        templates: &templates,
+        sources: &sources,
         target: target(&i.target),
-        system_namespace: i.system_namespace.clone(),
-    }
+        system_namespace: &i.system_namespace,
+    })
 }
 
 /// The `deployed-hash` of a status: what the plugin records as deployed.
