@@ -305,9 +305,7 @@ async fn clear_elsewhere(
     ctx: &Context,
 ) -> Result<Cleared, Error> {
     if home.region.is_some() {
-        let management = ctx.homes.management();
-        let left = deletion(service_set, &management.children.cached(service_set), &now()).delete;
-        delete_children(&left, &management.children).await?;
+        delete_on_management(service_set, &ctx.homes.management()).await?;
     }
     let here = home.region.as_ref().map(|r| r.name.as_str());
     let mut cleared = Cleared { emptied: Vec::new(), refused: Vec::new() };
@@ -325,10 +323,17 @@ async fn clear_elsewhere(
 /// status and the children still there.
 async fn clear_management(service_set: &ServiceSet, ctx: &Context) -> Result<ManagementCleared, Error> {
     let management = ctx.homes.management();
-    let plan = deletion(service_set, &management.children.cached(service_set), &now());
-    delete_children(&plan.delete, &management.children).await?;
+    let plan = delete_on_management(service_set, &management).await?;
     let remaining = management.children.live(service_set).await?.into_iter().map(|l| l.child).collect();
     Ok(ManagementCleared { status: plan.status.expect("a deletion plan has a status"), remaining })
+}
+
+/// Deletes `service_set`'s children on the management cluster, whose cache holds every child;
+/// returns the deletion plan they came from.
+async fn delete_on_management(service_set: &ServiceSet, management: &Home) -> Result<Plan, Error> {
+    let plan = deletion(service_set, &management.children.cached(service_set), &now());
+    delete_children(&plan.delete, &management.children).await?;
+    Ok(plan)
 }
 
 /// A deleted ServiceSet: deletes its children on `regions`; returns those still there and the
