@@ -192,7 +192,7 @@ pub enum Violation {
 }
 
 /// The compiled rules of every policy (operators' rules are few; each is compiled once).
-static RULES: LazyLock<RuleCache> = LazyLock::new(RuleCache::new);
+static RULES: LazyLock<RuleCache> = LazyLock::new(|| RuleCache::new().with_own(FLUX_RULES.map(|(_, rule, _)| rule)));
 
 /// `target` as the rules see it for one service: `{selfManagement, local, cluster,
 /// kubeconfigSecret: {name, key}}`; `local` when the service's template deploys to the

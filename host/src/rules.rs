@@ -167,6 +167,10 @@ pub struct RuleCache {
     /// The rules that ran past the deadline. Each cost a thread that ran on, so they are few;
     /// they are kept for good (the cost estimate keeps rules from getting here).
     overran: Mutex<HashSet<String>>,
+    /// The host's own rules (fixed texts, tested): they run on the caller's thread, after the
+    /// same budget check, without the hand-off to an evaluator thread and back, which cost
+    /// more than the built-in Flux rules themselves (docs/performance.md).
+    own: HashSet<&'static str>,
 }
 
 impl Default for RuleCache {
@@ -221,7 +225,13 @@ impl RuleCache {
             compiled: AtomicUsize::new(0),
             limits,
             overran: Mutex::default(),
+            own: HashSet::new(),
         }
+    }
+
+    /// This cache, with `rules` the host's own: they run on the caller's thread.
+    pub fn with_own(self, rules: impl IntoIterator<Item = &'static str>) -> Self {
+        Self { own: rules.into_iter().collect(), ..self }
     }
 
     /// How many rule texts have been compiled so far.
@@ -302,6 +312,7 @@ impl RuleCache {
     /// hold (included). A rule is checked against the budget first; those that pass run one
     /// after another on an evaluator thread, each waited for up to the deadline. One that
     /// overruns is remembered and never run again; its thread runs on (see [`deadline`]).
+    /// When all that pass are the host's own, they run on this thread instead.
     fn run(&self, rules: &[&str], binding: &Binding) -> Vec<Result<Returned, RuleError>> {
         enum Step {
             Done(Result<Returned, RuleError>),
@@ -309,10 +320,12 @@ impl RuleCache {
         }
         let mut steps = Vec::new();
         let mut runs = Vec::new();
+        let mut own = true;
         for rule in rules {
             let step = match self.admit(rule, binding) {
                 Ok(Some(compiled)) => {
                     runs.push(compiled);
+                    own &= self.own.contains(rule);
                     Step::Run
                 }
                 Ok(None) => Step::Done(Ok(Returned::Bool(true))),
@@ -326,6 +339,11 @@ impl RuleCache {
         }
         let evaluator = (!runs.is_empty()).then(|| {
             let context = Arc::clone(&binding.context);
+            if own {
+                let (results, received) = std::sync::mpsc::channel();
+                execute_all(&runs, &context, &results);
+                return Ok(received);
+            }
             deadline::start(move |results| execute_all(&runs, &context, &results))
         });
         let mut returned = Vec::new();
@@ -874,6 +892,24 @@ mod tests {
         let again = std::time::Instant::now();
         assert_eq!(rules.evaluate(&rule, &json!({})), Err(err));
         assert!(again.elapsed() < deadline, "not run, not waited for: {:?}", again.elapsed());
+    }
+
+    #[test]
+    fn the_hosts_own_rules_run_on_the_callers_thread_after_the_same_budget_check() {
+        let (slow, fast) = (nested(40).leak(), "1 < 2");
+        // A deadline no hand-off to an evaluator thread meets: only a rule run here returns.
+        let rules = RuleCache::with_limits(Limits { cost: u64::MAX, deadline: Duration::ZERO }).with_own([&*slow]);
+        assert_eq!(rules.evaluate(slow, &json!({})), Ok(true));
+        let err = rules.evaluate(&nested(41), &json!({})).unwrap_err();
+        assert!(matches!(err, RuleError::OverBudget { budget: Budget::Deadline(_), .. }), "{err}");
+        let both = rules.first_failing([&*slow, fast], &[]);
+        assert!(
+            matches!(both, Some((0, Some(RuleError::OverBudget { .. })))),
+            "with one not the host's, all on a thread"
+        );
+        let limited = RuleCache::with_limits(Limits { cost: 10, deadline: DEFAULT_DEADLINE }).with_own([&*slow]);
+        let err = limited.evaluate(slow, &json!({})).unwrap_err();
+        assert!(matches!(err, RuleError::OverBudget { budget: Budget::Cost { .. }, .. }), "{err}");
     }
 
     #[test]
