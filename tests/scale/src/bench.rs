@@ -90,6 +90,9 @@ pub struct Options {
 pub enum BaselineKind {
     /// The least any adapter must ask of the API server (`ksm-floor-adapter`, [`crate::floor`]).
     Floor,
+    /// The floor writing as ksm-adapter chooses to: a server-side apply per new HelmRelease and
+    /// an Event per ServiceSet deployed (`ksm-floor-adapter --writes applies`).
+    FloorApplies,
     /// The k0rdent guide's controller (`ksm-naive-adapter`, [`crate::naive`]).
     Naive,
 }
@@ -99,6 +102,7 @@ impl BaselineKind {
     pub fn name(self) -> &'static str {
         match self {
             BaselineKind::Floor => "floor",
+            BaselineKind::FloorApplies => "floor-applies",
             BaselineKind::Naive => "naive",
         }
     }
@@ -106,7 +110,7 @@ impl BaselineKind {
     /// Its binary's name.
     pub fn binary_name(self) -> &'static str {
         match self {
-            BaselineKind::Floor => "ksm-floor-adapter",
+            BaselineKind::Floor | BaselineKind::FloorApplies => "ksm-floor-adapter",
             BaselineKind::Naive => "ksm-naive-adapter",
         }
     }
@@ -249,7 +253,7 @@ impl Contender<'_> {
     fn name(&self) -> &'static str {
         match self {
             Contender::Ours(_) => "ksm-adapter",
-            Contender::Baseline(baseline) => baseline.kind.binary_name(),
+            Contender::Baseline(baseline) => baseline.kind.name(),
         }
     }
 
@@ -278,8 +282,14 @@ impl Contender<'_> {
                 let mut command = Command::new(&baseline.binary);
                 command.arg("--kubeconfig").arg(kubeconfig).args(["--namespace", NAMESPACE]);
                 command.args(["--concurrency", &baseline.concurrency.to_string()]);
-                if baseline.kind == BaselineKind::Naive {
-                    command.args(["--requeue-seconds", &baseline.requeue.as_secs().to_string()]);
+                match baseline.kind {
+                    BaselineKind::Naive => {
+                        command.args(["--requeue-seconds", &baseline.requeue.as_secs().to_string()]);
+                    }
+                    BaselineKind::FloorApplies => {
+                        command.args(["--writes", "applies"]);
+                    }
+                    BaselineKind::Floor => {}
                 }
                 command
             }
@@ -840,6 +850,11 @@ impl Report {
                         "the least any adapter must ask: a list+watch of ServiceSets and of HelmReleases, per \
                          ServiceSet a finalizer patch, a create per HelmRelease, a status patch once Ready; \
                          concurrency {}",
+                        b.concurrency
+                    ),
+                    BaselineKind::FloorApplies => format!(
+                        "the floor writing as ksm-adapter chooses to: a server-side apply per new HelmRelease, an \
+                         Event per ServiceSet deployed; concurrency {}",
                         b.concurrency
                     ),
                     BaselineKind::Naive => format!(

@@ -24,6 +24,10 @@
 //!   Watching the templates would cost one list and one watch per run, not per ServiceSet.
 //! - **No deletion path, no failure states, no Kustomizations**: the benchmark needs none.
 //! - **Errors** requeue the ServiceSet after the naive baseline's retry delays.
+//!
+//! With `--writes applies` ([`Writes::Applies`]) it writes as ksm-adapter chooses to instead: a
+//! server-side apply per new HelmRelease and one Event per ServiceSet deployed, so that what
+//! those choices cost the API server is measured apart from the rest of ksm-adapter.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -57,6 +61,19 @@ pub struct Options {
     pub namespace: String,
     /// ServiceSets handled at once.
     pub concurrency: u16,
+    /// How it writes a new HelmRelease and a deployed ServiceSet.
+    pub writes: Writes,
+}
+
+/// How the floor writes a new HelmRelease and a deployed ServiceSet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Writes {
+    /// The least: a create per HelmRelease, no Event.
+    #[default]
+    Least,
+    /// As ksm-adapter does: a server-side apply (forced, as ksm-adapter's) per new HelmRelease
+    /// and, after the status, one `events.k8s.io/v1` Event `Deployed` about the ServiceSet.
+    Applies,
 }
 
 /// One write the floor makes.
@@ -265,6 +282,8 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         service_set_api,
         release_api,
         pending: Pending::default(),
+        writes: options.writes,
+        event_api: Api::namespaced_with(client.clone(), &options.namespace, &event_resource()),
         failures: Mutex::default(),
     });
     for _ in 0..options.concurrency.max(1) {
@@ -339,6 +358,9 @@ struct Context {
     service_set_api: Api<DynamicObject>,
     release_api: Api<DynamicObject>,
     pending: Pending,
+    writes: Writes,
+    /// The Events of the namespace (for [`Writes::Applies`]).
+    event_api: Api<DynamicObject>,
     /// Failed rounds in a row, by ServiceSet name (for the retry delay).
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -399,6 +421,10 @@ async fn write_one(ctx: &Context, name: &str, write: &Write) -> Result<(), kube:
             let patch: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(kube::Error::SerdeError)?;
             ctx.service_set_api.patch(name, &params, &Patch::<()>::Json(patch)).await?;
         }
+        Write::Create(release) if ctx.writes == Writes::Applies => {
+            let params = PatchParams::apply(FINALIZER).force();
+            ctx.release_api.patch(&release.name_any(), &params, &Patch::Apply(release)).await?;
+        }
         Write::Create(release) => {
             ctx.release_api.create(&PostParams::default(), release).await?;
         }
@@ -407,10 +433,37 @@ async fn write_one(ctx: &Context, name: &str, write: &Write) -> Result<(), kube:
         }
         Write::Status(patch) => {
             ctx.service_set_api.patch_status(name, &params, &Patch::Merge(patch)).await?;
+            if ctx.writes == Writes::Applies {
+                ctx.event_api.create(&PostParams::default(), &deployed_event(&ctx.namespace, name)).await?;
+            }
         }
     }
     ctx.pending.made(name, write);
     Ok(())
+}
+
+/// `events.k8s.io/v1` Events.
+fn event_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&kube::core::GroupVersionKind::gvk("events.k8s.io", "v1", "Event"), "events")
+}
+
+/// The Event ksm-adapter posts when ServiceSet `name` is deployed, with the fields its recorder
+/// sets.
+fn deployed_event(namespace: &str, name: &str) -> DynamicObject {
+    let resource = Kind::ServiceSet.resource();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let mut event = DynamicObject::new(&format!("{name}.{nanos:x}"), &event_resource()).within(namespace);
+    event.data = json!({
+        "action": "Reconcile",
+        "reason": "Deployed",
+        "note": format!("all services of ServiceSet {namespace}/{name} are deployed"),
+        "eventTime": now().replace('Z', ".000000Z"),
+        "type": "Normal",
+        "regarding": {"apiVersion": resource.api_version, "kind": resource.kind, "namespace": namespace, "name": name},
+        "reportingController": "ksm-floor-adapter",
+        "reportingInstance": "ksm-floor-adapter",
+    });
+    event
 }
 
 #[cfg(test)]

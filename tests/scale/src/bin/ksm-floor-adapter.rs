@@ -1,7 +1,7 @@
 //! `ksm-floor-adapter`: the floor of `ksm-scale-bench` (see `ksm_scale::floor`).
 
 use clap::Parser;
-use ksm_scale::floor::{self, Options};
+use ksm_scale::floor::{self, Options, Writes};
 use ksm_scale::naive::ServeArgs;
 
 /// Serves the ServiceSets of one namespace with the least any adapter must ask of the API
@@ -13,6 +13,11 @@ use ksm_scale::naive::ServeArgs;
 struct Args {
     #[command(flatten)]
     serve: ServeArgs,
+    /// How to write a new HelmRelease and a deployed ServiceSet: `least` creates, and posts no
+    /// Event; `applies` writes as ksm-adapter does (a server-side apply per new HelmRelease, one
+    /// Event per ServiceSet deployed), to measure what those choices cost apart.
+    #[arg(long, value_enum, default_value_t = Writes::Least)]
+    writes: Writes,
 }
 
 /// jemalloc, as `ksm-adapter` uses.
@@ -21,6 +26,6 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let ServeArgs { kubeconfig, namespace, concurrency } = Args::parse().serve;
-    floor::run(Options { kubeconfig, namespace, concurrency }).await
+    let Args { serve: ServeArgs { kubeconfig, namespace, concurrency }, writes } = Args::parse();
+    floor::run(Options { kubeconfig, namespace, concurrency, writes }).await
 }

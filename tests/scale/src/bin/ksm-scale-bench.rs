@@ -23,6 +23,10 @@ use ksm_scale::bench::{self, ApiServer, Baseline, BaselineKind, Options, Report}
 ///   create per HelmRelease and one status patch once every HelmRelease is Ready, no GETs, no
 ///   update of an unchanged object, no Events: the limit;
 ///
+/// - the floor writing as ksm-adapter chooses to (`--baseline floor-applies`, or `all`): a
+///   server-side apply per new HelmRelease instead of a create, and one Event per ServiceSet
+///   deployed, so that what those two choices cost is measured apart from the rest;
+///
 /// - the naive baseline (`ksm-naive-adapter`): the k0rdent guide's controller — GET + UPDATE per
 ///   child, a status update on every reconcile, a 30 s requeue.
 ///
@@ -105,6 +109,10 @@ enum BaselineArg {
     Both,
     /// The least any adapter must ask of the API server (`ksm-floor-adapter`).
     Floor,
+    /// The floor, writing as ksm-adapter chooses to (`ksm-floor-adapter --writes applies`).
+    FloorApplies,
+    /// The floor, the floor writing as ksm-adapter chooses to, then the naive baseline.
+    All,
     /// The k0rdent guide's controller (`ksm-naive-adapter`).
     Naive,
     /// None: ksm-adapter only.
@@ -117,6 +125,8 @@ impl BaselineArg {
         match self {
             BaselineArg::Both => &[BaselineKind::Floor, BaselineKind::Naive],
             BaselineArg::Floor => &[BaselineKind::Floor],
+            BaselineArg::FloorApplies => &[BaselineKind::FloorApplies],
+            BaselineArg::All => &[BaselineKind::Floor, BaselineKind::FloorApplies, BaselineKind::Naive],
             BaselineArg::Naive => &[BaselineKind::Naive],
             BaselineArg::Off => &[],
         }
@@ -137,7 +147,9 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .map(|&kind| {
             let (flag, var) = match kind {
-                BaselineKind::Floor => (args.floor_adapter.clone(), "KSM_FLOOR_ADAPTER_BIN"),
+                BaselineKind::Floor | BaselineKind::FloorApplies => {
+                    (args.floor_adapter.clone(), "KSM_FLOOR_ADAPTER_BIN")
+                }
                 BaselineKind::Naive => (args.naive_adapter.clone(), "KSM_NAIVE_ADAPTER_BIN"),
             };
             Ok(Baseline {
