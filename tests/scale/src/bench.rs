@@ -172,6 +172,8 @@ pub struct Measures {
     pub latency_timeouts: usize,
     /// The adapter's peak resident memory, in KiB.
     pub peak_rss_kib: u64,
+    /// What the server holds once converged, by kind.
+    pub stored: Stored,
     /// CPU time the adapter process used while converging (user + system): its own cost,
     /// apart from the simulated server and Flux simulator that share the machine.
     pub converge_cpu: Duration,
@@ -182,6 +184,37 @@ pub struct Measures {
     pub server_cpu: Vec<(&'static str, Duration)>,
     /// ksm-adapter started again over what it converged, when asked for.
     pub restart: Option<Restart>,
+}
+
+/// The mean size of a ServiceSet and of a HelmRelease as the server holds them once converged
+/// (JSON, managed fields included): what each write and watch event carries, which a real
+/// server's CPU follows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stored {
+    /// Bytes per ServiceSet.
+    pub service_set: usize,
+    /// Bytes per HelmRelease.
+    pub helm_release: usize,
+}
+
+impl Stored {
+    /// Reads every ServiceSet and HelmRelease of the benchmark's namespace, a page at a time.
+    async fn read(client: &kube::Client) -> anyhow::Result<Self> {
+        let mean = |kind: Kind| async move {
+            let api = Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &kind.resource());
+            let (mut bytes, mut objects, mut page) = (0, 0, ListParams::default().limit(500));
+            loop {
+                let list = api.list(&page).await?;
+                objects += list.items.len();
+                bytes += list.items.iter().map(|o| serde_json::to_vec(o).map_or(0, |text| text.len())).sum::<usize>();
+                match list.metadata.continue_ {
+                    Some(token) if !token.is_empty() => page = page.continue_token(&token),
+                    _ => return anyhow::Ok(bytes.checked_div(objects).unwrap_or(0)),
+                }
+            }
+        };
+        Ok(Self { service_set: mean(Kind::ServiceSet).await?, helm_release: mean(Kind::HelmRelease).await? })
+    }
 }
 
 /// A second start of ksm-adapter over the state the first one converged: what start-up costs
@@ -324,6 +357,7 @@ async fn measure(
         .collect();
     let requests = difference(&bench.server.counts().await?, &counts_before);
     let steady_writes = bench.steady_writes(options.steady).await?;
+    let stored = Stored::read(&bench.client).await?;
     let (latencies, latency_timeouts) = change_latencies(&bench.server, &bench.client, options).await?;
     let peak_rss_kib = adapter.peak_rss_kib()?;
     if options.restart {
@@ -344,6 +378,7 @@ async fn measure(
         latencies,
         latency_timeouts,
         peak_rss_kib,
+        stored,
         converge_cpu,
         simulator_cpu,
         server_cpu,
@@ -826,6 +861,10 @@ impl Report {
         }
         let rss = |m: &Measures| format!("{:.1} MiB", m.peak_rss_kib as f64 / 1024.0);
         rows.push(self.row("peak RSS of the adapter", |m| m.peak_rss_kib as f64, exact, rss));
+        let bytes = |n: usize| format!("{n} bytes");
+        let (set, release) = ("a ServiceSet as stored (JSON, managed fields included)", "a HelmRelease as stored");
+        rows.push(self.row(set, |m| m.stored.service_set as f64, exact, |m| bytes(m.stored.service_set)));
+        rows.push(self.row(release, |m| m.stored.helm_release as f64, exact, |m| bytes(m.stored.helm_release)));
         let blank = vec![(String::new(), String::new()); self.baselines.len()];
         rows.extend(self.ours.restart.as_ref().map_or_else(Vec::new, |r| restart_rows(r, &blank)));
         rows
@@ -1014,6 +1053,7 @@ mod tests {
             latencies: vec![Duration::from_millis(5)],
             latency_timeouts: 0,
             peak_rss_kib: 1024,
+            stored: Stored { service_set: 2000, helm_release: 1500 },
             converge_cpu: Duration::from_secs(converge),
             simulator_cpu: Duration::from_secs(1),
             server_cpu: Vec::new(),
@@ -1054,6 +1094,7 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("|     get helmreleases | 0 (0.00 per ServiceSet) |"), "{table}");
+        assert!(table.contains("| a HelmRelease as stored | 1500 bytes | 1500 bytes | 1.00x |"), "{table}");
         assert_eq!(report.baseline(BaselineKind::Naive).map(|m| m.verb("get")), Some(90));
         assert!(table.lines().filter(|l| !l.starts_with("|---")).all(|l| l.matches(" | ").count() == 5), "{table}");
     }
