@@ -157,9 +157,9 @@ const INLINE_CA: &str = "use certificate-authority-data";
 /// Why a kubeconfig gives no client the host may use.
 #[derive(Debug, thiserror::Error)]
 pub enum Unusable {
-    /// It does not parse.
-    #[error("not a kubeconfig: {0}")]
-    Parse(#[source] KubeconfigError),
+    /// It does not parse. Only where: the parser's own text quotes the Secret's content.
+    #[error("not a kubeconfig: its YAML does not parse{0}")]
+    Parse(Place),
     /// A user runs a command or reads a file of the host's.
     #[error("user {user:?} uses {field}, which the host does not allow: put the credentials inline")]
     NotInline {
@@ -174,12 +174,13 @@ pub enum Unusable {
         /// The cluster's name.
         cluster: String,
     },
-    /// kube does not make a configuration of it.
-    #[error("not a usable kubeconfig: {0}")]
-    Config(#[source] KubeconfigError),
-    /// It names a proxy.
-    #[error("the host reaches other clusters without a proxy, and this one names {0}")]
-    Proxy(http::Uri),
+    /// kube does not make a configuration of it. Only which part: kube's text quotes the
+    /// Secret's content (a context's name, a URL, a certificate's bytes).
+    #[error("not a usable kubeconfig: {}", unusable_part(.0))]
+    Config(KubeconfigError),
+    /// It names a proxy (not quoted: the URL is the Secret's content, and may hold credentials).
+    #[error("the host reaches other clusters without a proxy, and this one sets proxy-url")]
+    Proxy,
     /// Its server may not be connected to.
     #[error(transparent)]
     Refused(#[from] Refused),
@@ -192,6 +193,45 @@ pub enum Unusable {
     /// kube makes no client of it.
     #[error("no client: {0}")]
     NoClient(#[source] kube::Error),
+}
+
+/// Where a kubeconfig's YAML stops parsing: line and column, never the text there.
+#[derive(Debug)]
+pub struct Place(Option<(u64, u64)>);
+
+impl Place {
+    fn of(error: &KubeconfigError) -> Self {
+        match error {
+            KubeconfigError::Parse(yaml) => Place(yaml.location().map(|at| (at.line(), at.column()))),
+            _ => Place(None),
+        }
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some((line, column)) => write!(f, " (line {line}, column {column})"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The part of a kubeconfig kube could not use, without what it says there.
+fn unusable_part(error: &KubeconfigError) -> &'static str {
+    match error {
+        KubeconfigError::CurrentContextNotSet => "no current-context",
+        KubeconfigError::LoadContext(_) => "its current-context names no context",
+        KubeconfigError::LoadClusterOfContext(_) => "its context names no cluster",
+        KubeconfigError::MissingClusterUrl => "its cluster has no server",
+        KubeconfigError::ParseClusterUrl(_) => "its cluster's server is not a URL",
+        KubeconfigError::ParseProxyUrl(_) => "its proxy-url is not a URL",
+        KubeconfigError::LoadCertificateAuthority(_) => "certificate-authority-data does not load",
+        KubeconfigError::LoadClientCertificate(_) => "client-certificate-data does not load",
+        KubeconfigError::LoadClientKey(_) => "client-key-data does not load",
+        KubeconfigError::ParseCertificates(_) => "a certificate is not PEM",
+        _ => "kube cannot use it",
+    }
 }
 
 /// The clients of other clusters.
@@ -408,13 +448,13 @@ impl Cluster {
 /// A client for the kubeconfig `text`, once it is known to need nothing from the host's
 /// machine and to point at an address `resolver` allows.
 async fn client(text: &str, reads: Reads, resolver: &Resolver) -> Result<Client, Unusable> {
-    let kubeconfig = Kubeconfig::from_yaml(text).map_err(Unusable::Parse)?;
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| Unusable::Parse(Place::of(&e)))?;
     self_contained(&kubeconfig)?;
     let config =
         Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.map_err(Unusable::Config)?;
-    if let Some(proxy) = &config.proxy_url {
+    if config.proxy_url.is_some() {
         // The connection would go to the proxy, whose address the host does not check.
-        return Err(Unusable::Proxy(proxy.clone()));
+        return Err(Unusable::Proxy);
     }
     if let Some(host) = resolver.allowed().check_server(&config.cluster_url)? {
         let resolved = tokio::time::timeout(CONNECT_TIMEOUT, resolver.check(&host)).await;
@@ -603,7 +643,38 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(err.ends_with("without a proxy, and this one names http://203.0.113.8:3128/"), "{err}");
+        assert!(err.ends_with("without a proxy, and this one sets proxy-url"), "{err}");
+        assert!(!err.contains("203.0.113.8"), "the proxy URL is the Secret's text: {err}");
+    }
+
+    /// A Secret's content never reaches an error (a status quotes it): issue 45 saw a token in a
+    /// ServiceSet's status through the YAML parser's excerpt. The error says what and where.
+    #[tokio::test]
+    async fn an_unusable_kubeconfig_is_named_by_what_and_where_never_by_its_text() {
+        let secret = |text: &str| {
+            let value = serde_json::to_value(k8s_openapi::ByteString(text.as_bytes().to_vec())).unwrap();
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "data": {"value": value},
+                               "metadata": {"name": "web-kubeconfig", "namespace": "team", "resourceVersion": "1"}})
+        };
+        let not_yaml = "token: 'hunter2-secret-text\nclusters: [\n";
+        let err = of(secret(not_yaml), &[]).await.err().unwrap().to_string();
+        assert!(
+            err.starts_with("Secret team/web-kubeconfig key \"value\": not a kubeconfig: its YAML does not parse"),
+            "{err}"
+        );
+        assert!(err.contains("(line "), "the place is named: {err}");
+        let no_context = "apiVersion: v1\nkind: Config\ncurrent-context: hunter2-secret-text\nclusters: []\n";
+        let err = of(secret(no_context), &[]).await.err().unwrap().to_string();
+        assert!(err.ends_with("not a usable kubeconfig: its current-context names no context"), "{err}");
+        let bad_server = "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+                          contexts: [{name: c, context: {cluster: k, user: u}}]\n\
+                          clusters: [{name: k, cluster: {server: 'https://hunter2 secret text'}}]\n\
+                          users: [{name: u, user: {token: t}}]\n";
+        let err = of(secret(bad_server), &[]).await.err().unwrap().to_string();
+        assert!(err.ends_with("not a usable kubeconfig: its cluster's server is not a URL"), "{err}");
+        for err in [err, of(secret(not_yaml), &[]).await.err().unwrap().to_string()] {
+            assert!(!err.contains("hunter2"), "the Secret's text reached the error: {err}");
+        }
     }
 
     /// A kubeconfig Secret is read at most once per [`SECRET_FRESH`], whether it was there or
