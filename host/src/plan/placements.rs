@@ -5,80 +5,145 @@
 //! empty (a restart, a leader change, a rotated kubeconfig Secret, a region dropped while idle).
 //! The management cluster needs no record: its caches always hold every child.
 //!
-//! The value is JSON, `[{"region": "eu", "secret": "kcm-system/eu-kubeconfig", "key": "value"}]`:
-//! the Region's name and how it was reached. The Region's current kubeconfig Secret is preferred
-//! when it still exists; the recorded one reaches a region whose Region object is gone.
+//! The value is JSON, `[{"region": "eu"}]`. Whoever may edit the ServiceSet may edit it, so it
+//! is trusted for Region names only (docs/security.md): how a region is reached always comes
+//! from its Region object, which only operators write, and a name no Region stands for is
+//! forgotten. Older records also name a Secret and key; those are ignored. A record that does not
+//! read, or is longer than [`MAX_RECORD_BYTES`], is not trusted at all, and never holds a
+//! finalizer: on deletion every Region is swept for the ServiceSet's children (see
+//! [`Placements::others`]). Regions whose caches hold its children count as recorded, so a record
+//! someone removed hides none of those.
 
-use super::route::RegionAccess;
-use crate::k0rdent::{NamespacedName, ServiceSet};
+use super::route::{RegionAccess, Route};
+use crate::k0rdent::ServiceSet;
 use serde::{Deserialize, Serialize};
 
 /// The annotation holding the record.
 pub const REGIONS_ANNOTATION: &str = "ksm.k0rdent.mirantis.com/regions";
 
+/// The longest record read: far more than the host writes for every Region a cluster has, so
+/// that parsing what someone else wrote costs little.
+pub const MAX_RECORD_BYTES: usize = 16 * 1024;
+
 /// One recorded region, as the annotation holds it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Recorded {
     region: String,
-    /// `namespace/name` of the kubeconfig Secret.
-    secret: String,
-    key: String,
 }
 
-impl From<&RegionAccess> for Recorded {
-    fn from(access: &RegionAccess) -> Self {
-        Recorded { region: access.name.clone(), secret: access.secret.to_string(), key: access.key.clone() }
-    }
-}
-
-impl From<Recorded> for RegionAccess {
-    fn from(recorded: Recorded) -> Self {
-        let (namespace, name) = recorded.secret.split_once('/').unwrap_or_default();
-        RegionAccess { name: recorded.region, secret: NamespacedName::new(namespace, name), key: recorded.key }
-    }
-}
-
-/// A record that does not read: someone edited it.
+/// A record the host does not trust: someone edited it.
 #[derive(Debug, thiserror::Error)]
-#[error("annotation {REGIONS_ANNOTATION} is not the host's record of regions: {0}")]
-pub struct Unreadable(#[source] serde_json::Error);
+pub enum Unreadable {
+    /// It is not the host's JSON.
+    #[error("annotation {REGIONS_ANNOTATION} is not the host's record of regions: {0}")]
+    Json(#[source] serde_json::Error),
+    /// It is longer than the host ever writes.
+    #[error("annotation {REGIONS_ANNOTATION} is {0} bytes, more than the {MAX_RECORD_BYTES} the host reads")]
+    TooLong(usize),
+}
 
-/// The regions recorded on `service_set`, or why the record does not read.
-pub fn recorded(service_set: &ServiceSet) -> Result<Vec<RegionAccess>, Unreadable> {
+/// The region names recorded on `service_set`, or why the record is not trusted.
+pub fn recorded(service_set: &ServiceSet) -> Result<Vec<String>, Unreadable> {
     let Some(text) = service_set.metadata.annotations.as_ref().and_then(|a| a.get(REGIONS_ANNOTATION)) else {
         return Ok(Vec::new());
     };
-    let recorded: Vec<Recorded> = serde_json::from_str(text).map_err(Unreadable)?;
-    Ok(recorded.into_iter().map(RegionAccess::from).collect())
+    if text.len() > MAX_RECORD_BYTES {
+        return Err(Unreadable::TooLong(text.len()));
+    }
+    let recorded: Vec<Recorded> = serde_json::from_str(text).map_err(Unreadable::Json)?;
+    let mut seen = std::collections::BTreeSet::new();
+    Ok(recorded.into_iter().map(|r| r.region).filter(|name| seen.insert(name.clone())).collect())
 }
 
-/// The record with `access` in it, replacing what it had for that region; `None` when it is
-/// recorded as it is already. A record that does not read is replaced.
+/// The regions a ServiceSet's children may be on besides the management cluster, each reached
+/// as its Region says now.
+#[derive(Debug, Default)]
+pub struct Placements {
+    /// The recorded regions a Region stands for, those the host's caches see its children on,
+    /// and the one the route names now: their children are cleared, and one that cannot be
+    /// reached holds the finalizer.
+    pub recorded: Vec<RegionAccess>,
+    /// On deletion, when the record is not trusted: every other Region, swept for children
+    /// best effort (one that cannot be reached holds nothing).
+    pub others: Vec<RegionAccess>,
+    /// Recorded names no Region (with a kubeconfig) stands for: forgotten, never reached.
+    pub unknown: Vec<String>,
+    /// Why the record is not trusted, if it is not.
+    pub untrusted: Option<Unreadable>,
+}
+
+/// What the host knows of Regions besides a ServiceSet's record.
+pub struct Regions<'a> {
+    /// A Region by name, with how it is reached; `None` when there is none or it names no
+    /// kubeconfig.
+    pub by_name: &'a dyn Fn(&str) -> Option<RegionAccess>,
+    /// The regions whose caches hold a child of the ServiceSet.
+    pub holding: Vec<String>,
+    /// Every Region that exists (asked only to sweep them).
+    pub every: &'a dyn Fn() -> Vec<RegionAccess>,
+}
+
+/// Where `service_set`'s children may be: its record, the regions the host's caches see them on
+/// and the region `route` names, each resolved through `regions`; when `deleting` and the record
+/// is not trusted, every other Region too.
+pub fn placements(service_set: &ServiceSet, route: Option<&Route>, regions: &Regions, deleting: bool) -> Placements {
+    let (names, untrusted) = match recorded(service_set) {
+        Ok(names) => (names, None),
+        Err(why) => (Vec::new(), Some(why)),
+    };
+    let mut placements = Placements { untrusted, ..Placements::default() };
+    for name in names {
+        match (regions.by_name)(&name) {
+            Some(access) => placements.recorded.push(access),
+            None => placements.unknown.push(name),
+        }
+    }
+    let routed = match route {
+        Some(Route::Region(now)) => Some(now.clone()),
+        _ => None,
+    };
+    let seen = regions.holding.iter().filter_map(|name| (regions.by_name)(name));
+    for access in seen.chain(routed) {
+        if !placements.recorded.iter().any(|r| r.name == access.name) {
+            placements.recorded.push(access);
+        }
+    }
+    if deleting && placements.untrusted.is_some() {
+        let known = |access: &RegionAccess| placements.recorded.iter().any(|r| r.name == access.name);
+        placements.others = (regions.every)().into_iter().filter(|access| !known(access)).collect();
+    }
+    placements
+}
+
+/// The record with region `access` in it; `None` when it is recorded already. A record that is
+/// not trusted is replaced.
 pub fn recording(service_set: &ServiceSet, access: &RegionAccess) -> Option<String> {
-    let mut regions = recorded(service_set).unwrap_or_default();
-    if regions.contains(access) {
+    let mut names = recorded(service_set).unwrap_or_default();
+    if names.contains(&access.name) {
         return None;
     }
-    regions.retain(|r| r.name != access.name);
-    regions.push(access.clone());
-    Some(text(&regions))
+    names.push(access.name.clone());
+    Some(text(&names))
 }
 
-/// The record without the regions `names`; `None` when none of them is recorded.
-pub fn forgetting(service_set: &ServiceSet, names: &[String]) -> Option<String> {
-    let regions = recorded(service_set).ok()?;
-    let kept: Vec<RegionAccess> = regions.iter().filter(|r| !names.contains(&r.name)).cloned().collect();
-    (kept.len() != regions.len()).then(|| text(&kept))
+/// The record without the regions `names`; `None` when none of them is recorded (or the record
+/// is not trusted: it is left as it is).
+pub fn forgetting<'a>(service_set: &ServiceSet, names: impl IntoIterator<Item = &'a String>) -> Option<String> {
+    let recorded = recorded(service_set).ok()?;
+    let names: Vec<&String> = names.into_iter().collect();
+    let kept: Vec<String> = recorded.iter().filter(|r| !names.contains(r)).cloned().collect();
+    (kept.len() != recorded.len()).then(|| text(&kept))
 }
 
-fn text(regions: &[RegionAccess]) -> String {
-    let recorded: Vec<Recorded> = regions.iter().map(Recorded::from).collect();
+fn text(names: &[String]) -> String {
+    let recorded: Vec<Recorded> = names.iter().map(|name| Recorded { region: name.clone() }).collect();
     serde_json::to_string(&recorded).expect("strings serialize")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k0rdent::NamespacedName;
     use serde_json::json;
 
     fn service_set(record: Option<&str>) -> ServiceSet {
@@ -98,30 +163,75 @@ mod tests {
         RegionAccess { name: region.into(), secret: NamespacedName::new("kcm-system", secret), key: "value".into() }
     }
 
-    #[test]
-    fn a_region_is_recorded_once_and_updated_when_it_is_reached_another_way() {
-        let none = service_set(None);
-        assert_eq!(recorded(&none).unwrap(), vec![]);
-        let first = recording(&none, &access("eu", "eu-kc")).unwrap();
-        assert_eq!(first, r#"[{"region":"eu","secret":"kcm-system/eu-kc","key":"value"}]"#);
-        let eu = service_set(Some(&first));
-        assert_eq!(recorded(&eu).unwrap(), vec![access("eu", "eu-kc")]);
-        assert_eq!(recording(&eu, &access("eu", "eu-kc")), None, "recorded already: no write");
-        let moved = service_set(Some(&recording(&eu, &access("eu", "eu-kc-2")).unwrap()));
-        assert_eq!(recorded(&moved).unwrap(), vec![access("eu", "eu-kc-2")], "one entry per region");
-        let both = service_set(Some(&recording(&moved, &access("us", "us-kc")).unwrap()));
-        assert_eq!(recorded(&both).unwrap().len(), 2);
-        let left = service_set(Some(&forgetting(&both, &["eu".into()]).unwrap()));
-        assert_eq!(recorded(&left).unwrap(), vec![access("us", "us-kc")]);
-        assert_eq!(forgetting(&left, &["eu".into()]), None, "not recorded: no write");
+    /// The Regions that exist: `eu` and `us`, each reached through its own Secret.
+    fn region(name: &str) -> Option<RegionAccess> {
+        ["eu", "us"].contains(&name).then(|| access(name, &format!("{name}-kc")))
     }
 
     #[test]
-    fn a_record_someone_edited_says_so_and_is_replaced_when_a_region_is_recorded() {
+    fn a_region_is_recorded_once_by_name_and_forgotten_by_name() {
+        let none = service_set(None);
+        assert_eq!(recorded(&none).unwrap(), Vec::<String>::new());
+        let first = recording(&none, &access("eu", "eu-kc")).unwrap();
+        assert_eq!(first, r#"[{"region":"eu"}]"#, "the record names no Secret");
+        let eu = service_set(Some(&first));
+        assert_eq!(recorded(&eu).unwrap(), ["eu"]);
+        assert_eq!(recording(&eu, &access("eu", "eu-kc-2")), None, "recorded already: no write");
+        let both = service_set(Some(&recording(&eu, &access("us", "us-kc")).unwrap()));
+        assert_eq!(recorded(&both).unwrap(), ["eu", "us"]);
+        let left = service_set(Some(&forgetting(&both, &["eu".to_string()]).unwrap()));
+        assert_eq!(recorded(&left).unwrap(), ["us"]);
+        assert_eq!(forgetting(&left, &["eu".to_string()]), None, "not recorded: no write");
+    }
+
+    /// What the host knows: Regions `eu` and `us`, each reached through its own Secret, and
+    /// `ap`; the caches of `holding` hold children.
+    fn place(ss: &ServiceSet, route: Option<&Route>, holding: &[&str], deleting: bool) -> Placements {
+        let every = || ["eu", "us", "ap"].into_iter().map(|n| access(n, &format!("{n}-kc"))).collect();
+        let holding = holding.iter().map(|n| n.to_string()).collect();
+        placements(ss, route, &Regions { by_name: &region, holding, every: &every }, deleting)
+    }
+
+    /// Issue 45: a record naming another namespace's Secret made the host read it and connect
+    /// with it. A region is reached only as its Region says; the Secret a record names is ignored.
+    #[test]
+    fn a_region_is_reached_as_its_region_says_never_as_the_record_says() {
+        let forged = r#"[{"region":"eu","secret":"other-team/creds-raw","key":"value"},
+                         {"region":"nope3","secret":"other-team/prod-kubeconfig","key":"value"}]"#;
+        let placed = place(&service_set(Some(forged)), None, &[], true);
+        assert_eq!(placed.recorded, [access("eu", "eu-kc")], "eu's own Secret, not the record's");
+        assert_eq!(placed.unknown, ["nope3"], "no Region: never reached");
+        assert!(placed.untrusted.is_none() && placed.others.is_empty(), "a trusted record: no sweep");
+    }
+
+    #[test]
+    fn the_route_and_the_caches_count_beside_the_record() {
+        let eu = service_set(Some(r#"[{"region":"eu"}]"#));
+        let routed = Route::Region(access("us", "us-kc"));
+        let placed = place(&eu, Some(&routed), &[], false);
+        assert_eq!(placed.recorded, [access("eu", "eu-kc"), access("us", "us-kc")]);
+        let removed = service_set(None);
+        let placed = place(&removed, Some(&Route::Management), &["us"], true);
+        assert_eq!(placed.recorded, [access("us", "us-kc")], "a removed record hides no child the caches see");
+    }
+
+    /// Issue 45: a garbled record held the finalizer forever, and a removed one orphaned the
+    /// children on regions. Neither is trusted for anything now: deletion sweeps every Region.
+    #[test]
+    fn a_record_someone_garbled_is_not_trusted_and_is_replaced_when_a_region_is_recorded() {
         let edited = service_set(Some("eu"));
-        let why = recorded(&edited).unwrap_err().to_string();
+        assert!(place(&edited, None, &[], false).others.is_empty(), "swept only on deletion");
+        let placed = place(&edited, None, &["us"], true);
+        let why = placed.untrusted.unwrap().to_string();
         assert!(why.starts_with("annotation ksm.k0rdent.mirantis.com/regions is not the host's record"), "{why}");
+        assert_eq!(placed.recorded, [access("us", "us-kc")]);
+        assert_eq!(placed.others, [access("eu", "eu-kc"), access("ap", "ap-kc")], "every other Region");
         let replaced = service_set(Some(&recording(&edited, &access("eu", "eu-kc")).unwrap()));
-        assert_eq!(recorded(&replaced).unwrap(), vec![access("eu", "eu-kc")]);
+        assert_eq!(recorded(&replaced).unwrap(), ["eu"]);
+        assert_eq!(forgetting(&edited, &["eu".to_string()]), None, "left as it is");
+
+        let long = format!("[{}]", vec![r#"{"region":"eu"}"#; 2_000].join(","));
+        let why = recorded(&service_set(Some(&long))).unwrap_err().to_string();
+        assert!(why.ends_with("more than the 16384 the host reads"), "{why}");
     }
 }

@@ -11,8 +11,7 @@
 
 use super::decide::{self, Plan};
 use super::gate::Gate;
-use super::placements;
-use super::placements::Unreadable;
+use super::placements::{self, Placements};
 use super::route::{RegionAccess, Route, RouteError};
 use crate::conditions::reasons;
 use crate::k0rdent::ChildRef;
@@ -32,9 +31,8 @@ pub struct Facts<S> {
     pub serving: Result<Arc<ServingPlugin>, S>,
     /// The cluster its children go to, or why that cannot be told.
     pub route: Result<Route, RouteError>,
-    /// The regions its children may be on besides the management cluster, or why the record
-    /// of them does not read.
-    pub regions: Result<Vec<RegionAccess>, Unreadable>,
+    /// The regions its children may be on besides the management cluster.
+    pub regions: Placements,
 }
 
 /// What the round's steps brought back so far; each field is filled by the step it names.
@@ -120,11 +118,14 @@ pub struct ManagementCleared {
 }
 
 /// What [`Step::ClearRegions`] brought back.
+#[derive(Default)]
 pub struct RegionsCleared {
     /// The children still on the regions.
     pub remaining: Vec<ChildRef>,
-    /// The regions that could not be listed or written, with why.
+    /// The recorded regions that could not be listed or written, with why.
     pub unreachable: Vec<String>,
+    /// A region ran as many reconciles as it may: the clearing is tried again shortly.
+    pub busy: bool,
 }
 
 /// The one thing the round does next.
@@ -158,8 +159,9 @@ pub enum Step<H> {
     VerifyHealth { home: H, status: ServiceSetStatus },
     /// A deleted ServiceSet: delete its children on the management cluster, list those left.
     ClearManagement,
-    /// A deleted ServiceSet: delete its children on `regions`, list those left.
-    ClearRegions(Vec<RegionAccess>),
+    /// A deleted ServiceSet: delete its children on the `recorded` regions and, best effort,
+    /// on the `others` (see [`Placements`]), list those left.
+    ClearRegions { recorded: Vec<RegionAccess>, others: Vec<RegionAccess> },
     /// Write `status` when it changed, with its transitions as Events. A failed write fails the
     /// round, unless `best_effort` (the round fails anyway, for a reason of its own).
     WriteStatus { status: ServiceSetStatus, best_effort: bool },
@@ -190,7 +192,7 @@ impl<H> Step<H> {
             Step::DecideStatus { .. } => "DecideStatus",
             Step::VerifyHealth { .. } => "VerifyHealth",
             Step::ClearManagement => "ClearManagement",
-            Step::ClearRegions(_) => "ClearRegions",
+            Step::ClearRegions { .. } => "ClearRegions",
             Step::WriteStatus { .. } => "WriteStatus",
             Step::RemoveFinalizer => "RemoveFinalizer",
             Step::Release => "Release",
@@ -317,10 +319,9 @@ fn serve<H: Clone, E: Display, S: Display>(
         return Step::CarryOut { home: home.clone(), plan: plan.clone() };
     };
     let Some(cleared) = &done.cleared else {
-        let regions = facts.regions.as_ref().map_or_else(|_| Vec::new(), Clone::clone);
-        return Step::ClearElsewhere { home: home.clone(), regions };
+        return Step::ClearElsewhere { home: home.clone(), regions: facts.regions.recorded.clone() };
     };
-    if let Some(record) = placements::forgetting(service_set, &cleared.emptied) {
+    if let Some(record) = placements::forgetting(service_set, cleared.emptied.iter().chain(&facts.regions.unknown)) {
         return Step::RecordRegions(record);
     }
     let refused: Vec<String> = foreign.values().chain(&carried_out.refused).chain(&cleared.refused).cloned().collect();
@@ -348,28 +349,44 @@ fn serve<H: Clone, E: Display, S: Display>(
 /// A ServiceSet being deleted: services go `Deleting`, children are deleted on the management
 /// cluster and on every region they may be on, and the finalizer goes only once each of these
 /// clusters lists none of them (Flux uninstalls before its objects go). No plugin is involved:
-/// the children are found by their labels. A region that cannot be listed holds the finalizer,
-/// and the status names it.
+/// the children are found by their labels. A recorded region that cannot be listed holds the
+/// finalizer, and the status names it; the other Regions are swept best effort, so that a record
+/// someone edited neither holds the finalizer nor hides children (see [`Placements`]).
 fn clean_up<H, E, S>(service_set: &ServiceSet, facts: &Facts<S>, done: &Progress<H, E>, now: &Time) -> Step<H> {
     let Some(management) = &done.management_cleared else { return Step::ClearManagement };
-    let (there, unreachable) = match (&facts.regions, &done.regions_cleared) {
-        (Err(why), _) => (&[][..], vec![why.to_string()]),
-        (Ok(regions), None) if !regions.is_empty() => return Step::ClearRegions(regions.clone()),
-        (Ok(_), None) => (&[][..], Vec::new()),
-        (Ok(_), Some(cleared)) => (&cleared.remaining[..], cleared.unreachable.clone()),
+    let regions = &facts.regions;
+    let Some(cleared) = &done.regions_cleared else {
+        if regions.recorded.is_empty() && regions.others.is_empty() {
+            return after_clearing(service_set, management, &RegionsCleared::default(), done, now);
+        }
+        return Step::ClearRegions { recorded: regions.recorded.clone(), others: regions.others.clone() };
     };
+    after_clearing(service_set, management, cleared, done, now)
+}
+
+/// A deleted ServiceSet once its clusters were cleared: the status, then wait for its children to
+/// go, then the finalizer.
+fn after_clearing<H, E>(
+    service_set: &ServiceSet,
+    management: &ManagementCleared,
+    regions: &RegionsCleared,
+    done: &Progress<H, E>,
+    now: &Time,
+) -> Step<H> {
     let mut status = management.status.clone();
-    if !unreachable.is_empty() {
-        let why = format!("{}; the finalizer stays until its objects there are deleted", unreachable.join("; "));
+    if !regions.unreachable.is_empty() {
+        let why =
+            format!("{}; the finalizer stays until its objects there are deleted", regions.unreachable.join("; "));
         decide::region_unreachable(&mut status, &why, service_set.metadata.generation, now);
         return report(done, status, End::Failed(Failure::Unreachable(why)));
     }
-    let remaining: Vec<ChildRef> = management.remaining.iter().chain(there).cloned().collect();
-    match (done.written, remaining.is_empty()) {
-        (false, _) => Step::WriteStatus { status, best_effort: false },
-        (true, false) => Step::End(End::Deleting(remaining)),
+    let remaining: Vec<ChildRef> = management.remaining.iter().chain(&regions.remaining).cloned().collect();
+    match (done.written, remaining.is_empty(), regions.busy) {
+        (false, _, _) => Step::WriteStatus { status, best_effort: false },
+        (true, false, _) => Step::End(End::Deleting(remaining)),
+        (true, true, true) => Step::End(End::Busy),
         // Its claims go only now, so a waiting loser never installs beside an uninstalling winner.
-        (true, true) => Step::RemoveFinalizer,
+        (true, true, false) => Step::RemoveFinalizer,
     }
 }
 

@@ -115,6 +115,11 @@ impl ChildCache {
         texts.filter_map(|text| serde_json::from_slice(&text).ok()).collect()
     }
 
+    /// Whether ServiceSet `owner` has any cached child.
+    pub fn holds(&self, owner: &NamespacedName) -> bool {
+        self.by_owner.get(owner).is_some_and(|children| !children.is_empty())
+    }
+
     /// Whether service `service` of ServiceSet `owner` has any cached child.
     pub fn any(&self, owner: &NamespacedName, service: &str) -> bool {
         self.by_owner.get(owner).into_iter().flatten().any(|cached| cached.service.as_deref() == Some(service))

@@ -260,6 +260,11 @@ impl ChildKinds {
         children
     }
 
+    /// Whether ServiceSet `owner` has any cached child.
+    pub fn holds(&self, owner: &NamespacedName) -> bool {
+        self.cache.lock().unwrap().holds(owner)
+    }
+
     /// Whether service `service` of ServiceSet `namespace/name` has any cached child.
     pub fn any(&self, namespace: &str, name: &str, service: &str) -> bool {
         let owner = NamespacedName::new(namespace, name);

@@ -8,8 +8,7 @@
 use super::clusters::{Cluster, ClusterError, Clusters, Reads};
 use crate::controller::plugin_kinds::children::{ChildKinds, Live, Waker};
 use crate::controller::plumbing::watches::WatchFailures;
-use crate::k0rdent::ChildRef;
-use crate::k0rdent::ServiceSet;
+use crate::k0rdent::{ChildRef, NamespacedName, ServiceSet};
 use crate::plan::route::{RegionAccess, Route};
 use crate::serving::ServingPlugin;
 use std::collections::HashMap;
@@ -197,6 +196,12 @@ impl Homes {
             || self.lock().values().any(|held| held.children.any(namespace, name, service))
     }
 
+    /// The regions held now whose caches hold a child of ServiceSet `owner`: what the host knows
+    /// of its children however the record on it was edited.
+    pub fn holding(&self, owner: &NamespacedName) -> Vec<String> {
+        self.lock().iter().filter(|(_, held)| held.children.holds(owner)).map(|(name, _)| name.clone()).collect()
+    }
+
     /// How many regions are held now (each one client and its watches).
     pub fn held(&self) -> usize {
         self.lock().len()
@@ -228,7 +233,6 @@ impl Homes {
 mod tests {
     use super::*;
     use crate::controller::mock_api;
-    use crate::k0rdent::NamespacedName;
     use crate::plan::route::RegionAccess;
     use serde_json::json;
 

@@ -19,8 +19,8 @@ use crate::k0rdent::{
 };
 use crate::metrics::{Metrics, NotReady};
 use crate::plan::memo::TranslationMemo;
-use crate::plan::placements::{self, Unreadable};
-use crate::plan::route::{self, RegionAccess, Route, RouteError, Topology};
+use crate::plan::placements::{self, Placements};
+use crate::plan::route::{self, Route, RouteError, Topology};
 use crate::serving::ServingPlugin;
 use crate::smp;
 use ksm_plugin_sdk::sources::SourceRef;
@@ -150,24 +150,27 @@ impl Context {
         route::route(service_set, &topology, &self.settings.system_namespace)
     }
 
-    /// The regions `service_set`'s children may be on besides the management cluster: those
-    /// recorded on it (see [`placements`]), reached as their Region says now or, once the Region
-    /// is gone, as recorded; and the region it is routed to now (`route`). `Err` when the record
-    /// does not read.
-    pub fn regions_of(&self, service_set: &ServiceSet, route: Option<&Route>) -> Result<Vec<RegionAccess>, Unreadable> {
-        let mut regions = placements::recorded(service_set)?;
-        for recorded in &mut regions {
-            let region = self.caches.topology.regions.get(&ObjectRef::new(&recorded.name));
-            if let Some(Ok(now)) = region.map(|r| route::access(&recorded.name, &r, &self.settings.system_namespace)) {
-                *recorded = now;
-            }
+    /// The regions `service_set`'s children may be on besides the management cluster (see
+    /// [`placements`]): those recorded on it, those the caches see its children on and the one
+    /// it is routed to now (`route`), each reached as its Region says now; when `deleting` and
+    /// the record is not trusted, every other Region too.
+    pub fn regions_of(&self, service_set: &ServiceSet, route: Option<&Route>, deleting: bool) -> Placements {
+        let system_namespace = &self.settings.system_namespace;
+        let by_name = |name: &str| {
+            let region = self.caches.topology.regions.get(&ObjectRef::new(name))?;
+            route::access(name, &region, system_namespace).ok()
+        };
+        let every = || {
+            let regions = self.caches.topology.regions.state();
+            regions.iter().filter_map(|r| route::access(&r.name_any(), r, system_namespace).ok()).collect()
+        };
+        let holding = self.homes.holding(&NamespacedName::of(service_set));
+        let regions = placements::Regions { by_name: &by_name, holding, every: &every };
+        let placements = placements::placements(service_set, route, &regions, deleting);
+        if let Some(why) = &placements.untrusted {
+            tracing::warn!("{why}: not trusted");
         }
-        if let Some(Route::Region(now)) = route
-            && !regions.iter().any(|r| r.name == now.name)
-        {
-            regions.push(now.clone());
-        }
-        Ok(regions)
+        placements
     }
 
     /// The plugin serving `service_set`'s provider, or why there is none.

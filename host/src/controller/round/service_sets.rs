@@ -15,7 +15,7 @@ use crate::metrics::MetricLabel;
 use crate::plan::claims::ServiceClaims;
 use crate::plan::decide::{self, Inputs, Plan, deletion, foreign_objects};
 use crate::plan::events;
-use crate::plan::gate::{Finalizers, gate};
+use crate::plan::gate::{Finalizers, Gate, gate};
 use crate::plan::route::{RegionAccess, Route};
 use crate::plan::step::{
     self, CarriedOut, Cleared, End, Facts, Failure, ManagementCleared, Progress, RegionsCleared, Step, Verified,
@@ -123,10 +123,11 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
         legacy: finalizer::has(service_set.as_ref(), finalizer::LEGACY),
     };
     let route = ctx.route(service_set);
+    let gate = gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers);
     let facts = Facts {
-        gate: gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers),
+        regions: ctx.regions_of(service_set, route.as_ref().ok(), matches!(gate, Gate::CleanUp)),
+        gate,
         serving: ctx.serving(service_set),
-        regions: ctx.regions_of(service_set, route.as_ref().ok()),
         route,
     };
     let mut done = Progress::default();
@@ -178,7 +179,9 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
                 done.verified = Some(Verified { status, unsettled });
             }
             Step::ClearManagement => done.management_cleared = Some(clear_management(service_set, ctx).await?),
-            Step::ClearRegions(regions) => done.regions_cleared = Some(clear_regions(service_set, &regions, ctx).await),
+            Step::ClearRegions { recorded, others } => {
+                done.regions_cleared = Some(clear_regions(service_set, &recorded, &others, ctx).await);
+            }
             Step::WriteStatus { status, best_effort } => {
                 match write_status(ctx, &api, service_set, status).await {
                     Err(e) if best_effort => tracing::warn!("writing the status: {e}"),
@@ -311,8 +314,8 @@ async fn clear_elsewhere(
     let mut cleared = Cleared { emptied: Vec::new(), refused: Vec::new() };
     for access in regions.iter().filter(|access| Some(access.name.as_str()) != here) {
         match clear_region(access, service_set, ctx).await {
-            Ok(left) if left.is_empty() => cleared.emptied.push(access.name.clone()),
-            Ok(_) => {} // going: their deletion comes back through the region's watch
+            Ok(Some(left)) if left.is_empty() => cleared.emptied.push(access.name.clone()),
+            Ok(_) => {} // going (their deletion comes back through the region's watch), or busy: next round
             Err(why) => cleared.refused.push(why.to_string()),
         }
     }
@@ -336,27 +339,39 @@ async fn delete_on_management(service_set: &ServiceSet, management: &Home) -> Re
     Ok(plan)
 }
 
-/// A deleted ServiceSet: deletes its children on `regions`; returns those still there and the
-/// regions that could not be listed or written.
-async fn clear_regions(service_set: &ServiceSet, regions: &[RegionAccess], ctx: &Context) -> RegionsCleared {
-    let mut cleared = RegionsCleared { remaining: Vec::new(), unreachable: Vec::new() };
-    for access in regions {
+/// A deleted ServiceSet: deletes its children on the `recorded` regions and, best effort, on the
+/// `others`; returns those still there, the recorded regions that could not be listed or
+/// written, and whether a region had no slot free.
+async fn clear_regions(
+    service_set: &ServiceSet,
+    recorded: &[RegionAccess],
+    others: &[RegionAccess],
+    ctx: &Context,
+) -> RegionsCleared {
+    let mut cleared = RegionsCleared::default();
+    for (access, best_effort) in recorded.iter().map(|a| (a, false)).chain(others.iter().map(|a| (a, true))) {
         match clear_region(access, service_set, ctx).await {
-            Ok(left) => cleared.remaining.extend(left),
+            Ok(Some(left)) => cleared.remaining.extend(left),
+            Ok(None) => cleared.busy = true,
+            Err(why) if best_effort => tracing::info!("not swept for children the record does not name: {why}"),
             Err(why) => cleared.unreachable.push(why.to_string()),
         }
     }
     cleared
 }
 
-/// Deletes `service_set`'s children on the region `access`; returns those still there.
+/// Deletes `service_set`'s children on the region `access`, within one of its reconcile slots
+/// (see [`Homes::admit`](crate::controller::remote::homes::Homes::admit)); returns those still
+/// there, or `None` when the region has no slot free.
 async fn clear_region(
     access: &RegionAccess,
     service_set: &ServiceSet,
     ctx: &Context,
-) -> Result<Vec<ChildRef>, RegionError> {
-    let home = ctx.homes.home(&Route::Region(access.clone())).await?;
-    home.clear(service_set, &ctx.caches.children).await
+) -> Result<Option<Vec<ChildRef>>, RegionError> {
+    let route = Route::Region(access.clone());
+    let Ok(_slot) = ctx.homes.admit(&route) else { return Ok(None) };
+    let home = ctx.homes.home(&route).await?;
+    home.clear(service_set, &ctx.caches.children).await.map(Some)
 }
 
 /// Deletes children of `kinds`, skipping those already being deleted (no write while Flux

@@ -41,7 +41,7 @@ type Why = &'static str;
 
 fn facts(gate: Gate, route: Result<Route, RouteError>) -> Facts<Why> {
     let flux = Arc::new(ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new())));
-    Facts { gate, serving: Ok(flux), route, regions: Ok(vec![]) }
+    Facts { gate, serving: Ok(flux), route, regions: Placements::default() }
 }
 
 fn child(name: &str) -> ChildRef {
@@ -211,25 +211,69 @@ fn a_region_left_empty_is_forgotten_before_the_status() {
 fn a_deleted_service_set_loses_its_finalizer_only_once_its_children_are_gone_everywhere() {
     let ss = service_set(json!({}), true);
     let mut facts = facts(Gate::CleanUp, Ok(Route::Management));
-    facts.regions = Ok(vec![region()]);
+    facts.regions.recorded = vec![region()];
     let mut done = Progress::<Home, Why>::default();
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearManagement));
     done.management_cleared = Some(ManagementCleared { status: ServiceSetStatus::default(), remaining: vec![] });
-    assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearRegions(ref regions) if regions.len() == 1));
-    done.regions_cleared = Some(RegionsCleared { remaining: vec![child("ingress")], unreachable: vec![] });
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearRegions { ref recorded, .. } if recorded.len() == 1));
+    done.regions_cleared = Some(RegionsCleared { remaining: vec![child("ingress")], ..RegionsCleared::default() });
     written(next(&ss, &facts, &done, &now()));
     done.written = true;
     assert_eq!(next(&ss, &facts, &done, &now()).end(), Some(End::Deleting(vec![child("ingress")])));
-    done.regions_cleared = Some(RegionsCleared { remaining: vec![], unreachable: vec![] });
+    done.regions_cleared = Some(RegionsCleared::default());
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::RemoveFinalizer));
+    done.regions_cleared = Some(RegionsCleared { busy: true, ..RegionsCleared::default() });
+    assert_eq!(next(&ss, &facts, &done, &now()).end(), Some(End::Busy), "a busy region is cleared again");
 
     done.written = false;
-    done.regions_cleared = Some(RegionsCleared { remaining: vec![], unreachable: vec!["region eu: timed out".into()] });
+    let unreachable = vec!["region eu: timed out".to_string()];
+    done.regions_cleared = Some(RegionsCleared { unreachable, ..RegionsCleared::default() });
     let status = written(next(&ss, &facts, &done, &now()));
     let (_, reason) = condition(&status, APPLIED);
     assert_eq!(reason, reasons::REGION_UNREACHABLE, "the finalizer stays");
     done.written = true;
     assert!(matches!(next(&ss, &facts, &done, &now()).end(), Some(End::Failed(Failure::Unreachable(_)))));
+}
+
+/// Issue 45: a record someone garbled held the finalizer forever (the namespace never finished
+/// terminating). Now it is not trusted: every Region is swept, and none holds the finalizer.
+#[test]
+fn a_record_that_is_not_trusted_never_holds_the_finalizer() {
+    let ss = service_set(json!({placements::REGIONS_ANNOTATION: "garbled"}), true);
+    let mut facts = facts(Gate::CleanUp, Ok(Route::Management));
+    let every = || vec![region()];
+    let regions = placements::Regions { by_name: &|_| None, holding: vec![], every: &every };
+    facts.regions = placements::placements(&ss, Some(&Route::Management), &regions, true);
+    assert!(facts.regions.untrusted.is_some());
+    let mut done = Progress::<Home, Why>::default();
+    done.management_cleared = Some(ManagementCleared { status: ServiceSetStatus::default(), remaining: vec![] });
+    let Step::ClearRegions { recorded, others } = next(&ss, &facts, &done, &now()) else { panic!("regions swept") };
+    assert!(recorded.is_empty() && others == [region()], "every Region, best effort");
+    done.regions_cleared = Some(RegionsCleared::default());
+    written(next(&ss, &facts, &done, &now()));
+    done.written = true;
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::RemoveFinalizer));
+
+    let no_regions = Facts { regions: Placements::default(), ..facts };
+    let mut done = Progress::<Home, Why>::default();
+    done.management_cleared = Some(ManagementCleared { status: ServiceSetStatus::default(), remaining: vec![] });
+    assert!(matches!(next(&ss, &no_regions, &done, &now()), Step::WriteStatus { .. }), "no Region: nothing to sweep");
+}
+
+/// A recorded name no Region stands for is never reached, and forgotten.
+#[test]
+fn a_recorded_name_without_a_region_is_forgotten() {
+    let ss = service_set(json!({placements::REGIONS_ANNOTATION: r#"[{"region":"gone"}]"#}), false);
+    let mut facts = facts(Gate::Serve, Ok(Route::Management));
+    let regions = placements::Regions { by_name: &|_| None, holding: vec![], every: &Vec::new };
+    facts.regions = placements::placements(&ss, Some(&Route::Management), &regions, false);
+    let mut done = Progress::<Home, Why> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+    done.plan = Some(Ok(plan(&[], Some(ServiceSetStatus::default()))));
+    done.carried_out = Some(CarriedOut { coming_back: false, refused: vec![] });
+    let Step::ClearElsewhere { regions, .. } = next(&ss, &facts, &done, &now()) else { panic!("cleared elsewhere") };
+    assert!(regions.is_empty(), "never reached");
+    done.cleared = Some(Cleared { emptied: vec![], refused: vec![] });
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::RecordRegions(ref record) if record == "[]"));
 }
 
 #[test]

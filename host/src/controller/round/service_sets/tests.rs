@@ -216,6 +216,28 @@ async fn a_region_that_cannot_be_reached_is_named_in_the_status() {
     assert!(why.starts_with("Region eu: "), "{why}");
 }
 
+/// Issue 45: a record naming another namespace's Secret under a region that does not exist made
+/// the host read that Secret on every round and quote it in the status. Now the name is forgotten
+/// and no Secret is read: the round applies, then writes the record without it.
+#[tokio::test]
+async fn a_forged_record_reads_no_secret_and_is_forgotten() {
+    let (client, mut server) = mock_api::scenario(vec![]);
+    let ctx = Arc::new(context_with(client, cached()).0);
+    let record = r#"[{"region":"nope3","secret":"other-team/creds-raw","key":"value"}]"#;
+    let forged = service_set(json!({"metadata": {"finalizers": [FINALIZER], "annotations": {
+        crate::plan::placements::REGIONS_ANNOTATION: record}}}));
+    let action = round_against(&forged, &ctx, &mut server, async |server| {
+        applies(server, "prod.ingress").await;
+        applies(server, "prod.metrics").await;
+        let patch = server.expect("PATCH", SERVICE_SET).await;
+        let annotations = &patch.body["metadata"]["annotations"];
+        assert_eq!(annotations[crate::plan::placements::REGIONS_ANNOTATION], "[]", "{}", patch.body);
+        patch.answer(200, serde_json::to_value(&*forged).unwrap());
+    })
+    .await;
+    assert_eq!(action.unwrap(), Action::await_change(), "the record's write comes back through the watch");
+}
+
 #[tokio::test]
 async fn a_deleted_service_set_loses_its_children_then_the_finalizer() {
     let child = |service: &str| {
