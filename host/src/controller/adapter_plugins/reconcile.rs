@@ -5,7 +5,7 @@ use super::fetch::fetch;
 use super::load::{DefaultError, Failure, Loader, Step};
 use super::plugin_status;
 use super::registry::{Loaded, Registry};
-use super::verify::{required, verify};
+use super::verify::{Keys, keys, required, verify_with};
 use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
 use crate::controller::caches::config_maps::ConfigMapWatches;
 use crate::controller::caches::service_set_cache::CachedServiceSet;
@@ -82,13 +82,20 @@ impl PluginContext {
     /// went and, when what serves changed, the providers whose ServiceSets it affects. When the
     /// spec fails to load, the previous version keeps serving, under the narrowest of its
     /// policy and the new spec's: a narrowing never waits for the rest of the change. A spec
-    /// asking for a signature the previous version was not verified with stops it serving.
+    /// asking for a signature the previous version was not verified with, by the keys as they
+    /// read now, stops it serving (a key rotated inside its Secret, or a Secret gone, included).
     pub async fn sync(&self, plugin: &AdapterPlugin) -> (Attempt, Option<BTreeSet<String>>) {
         let name = plugin.name_any();
         let previous = self.registry.current(&name);
-        let (attempt, affected) = self.load(plugin, previous.clone()).await;
+        let keys = keys(&self.client, &self.namespace, plugin).await;
+        let fingerprint = keys.as_ref().ok().and_then(|k| k.as_ref()).map(|k| k.fingerprint.clone());
+        let (attempt, affected) = match keys {
+            Ok(keys) => self.load(plugin, previous.clone(), keys.as_ref()).await,
+            Err(e) => (Err(Failure::at(Step::Verify, e.to_string())), None),
+        };
         let Some(previous) = previous.filter(|_| attempt.is_err()) else { return (attempt, affected) };
-        if required(plugin).is_some_and(|v| previous.verify.as_ref() != Some(v)) {
+        let verified_otherwise = previous.verify.as_ref() != required(plugin) || previous.keys != fingerprint;
+        if required(plugin).is_some() && verified_otherwise {
             tracing::warn!(adapterplugin = %name, "the spec asks for a signature the serving version was not verified with; it stops serving");
             self.registry.remove(&name);
             return (attempt, Some(previous.providers.into_iter().collect()));
@@ -105,8 +112,14 @@ impl PluginContext {
         (attempt, Some(providers))
     }
 
-    /// Loads the current spec of `plugin` unless `previous` is it (see [`sync`](Self::sync)).
-    async fn load(&self, plugin: &AdapterPlugin, previous: Option<Loaded>) -> (Attempt, Option<BTreeSet<String>>) {
+    /// Loads the current spec of `plugin`, verified with `keys` when it asks for a signature,
+    /// unless `previous` is it (see [`sync`](Self::sync)).
+    async fn load(
+        &self,
+        plugin: &AdapterPlugin,
+        previous: Option<Loaded>,
+        keys: Option<&Keys>,
+    ) -> (Attempt, Option<BTreeSet<String>>) {
         let name = plugin.name_any();
         let fetched =
             match fetch(&self.client, &self.namespace, &plugin.spec, previous.as_ref().map(|p| &p.fetched)).await {
@@ -114,13 +127,18 @@ impl PluginContext {
                 Err(e) => return (Err(Failure::at(Step::Fetch, e.to_string())), None),
             };
         let generation = plugin.meta().generation;
-        if previous.as_ref().is_some_and(|p| p.fetched.sha256 == fetched.sha256 && p.generation == generation) {
+        let fingerprint = keys.map(|k| k.fingerprint.clone());
+        if previous
+            .as_ref()
+            .is_some_and(|p| p.fetched.sha256 == fetched.sha256 && p.generation == generation && p.keys == fingerprint)
+        {
             return (Ok(()), None);
         }
-        match verify(&self.client, &self.namespace, plugin, &fetched).await {
-            Ok(Some(key)) => tracing::info!(adapterplugin = %name, %key, "signature verified"),
-            Ok(None) => {}
-            Err(e) => return (Err(Failure::at(Step::Verify, e.to_string())), None),
+        if let Some(keys) = keys {
+            match verify_with(&self.client, &self.namespace, plugin, &fetched, keys).await {
+                Ok(key) => tracing::info!(adapterplugin = %name, %key, "signature verified"),
+                Err(e) => return (Err(Failure::at(Step::Verify, e.to_string())), None),
+            }
         }
         let serving = match self.loader.load(plugin, fetched.bytes.clone()).await {
             Ok(serving) => serving,
@@ -131,7 +149,8 @@ impl PluginContext {
         affected.extend(previous.into_iter().flat_map(|p| p.providers));
         let policy = serving.policy.clone();
         let verify = required(plugin).cloned();
-        let loaded = Loaded { serving: Arc::new(serving), policy, fetched, generation, verify, providers };
+        let loaded =
+            Loaded { serving: Arc::new(serving), policy, fetched, generation, verify, keys: fingerprint, providers };
         self.registry.serve(name.clone(), loaded);
         tracing::info!(adapterplugin = %name, "plugin loaded and serving");
         (Ok(()), Some(affected))
@@ -211,8 +230,11 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> R
     ctx.metrics.reconciled("AdapterPlugin", started, result.as_ref().map(|_| ()).map_err(Error::metric_label));
     result?;
     ctx.failures.succeeded(&ObjectRef::from_obj(&*plugin));
-    let polled = plugin.spec.source.oci.as_ref().is_some_and(|o| o.pull_policy == PullPolicy::Always);
-    Ok(if polled { Action::requeue(ctx.oci_poll) } else { Action::await_change() })
+    // A tag that may move, or keys read from Secrets that may be rotated: looked at again.
+    let oci = plugin.spec.source.oci.as_ref();
+    let polled = oci.is_some_and(|o| o.pull_policy == PullPolicy::Always);
+    let keys_in_secrets = required(&plugin).is_some_and(|v| v.keys.iter().any(|k| k.secret_key_ref.is_some()));
+    Ok(if polled || keys_in_secrets { Action::requeue(ctx.oci_poll) } else { Action::await_change() })
 }
 
 /// How long to wait before retrying an AdapterPlugin whose round failed: a load backs off

@@ -29,6 +29,8 @@ pub struct Loaded {
     pub generation: Option<i64>,
     /// The signature it was verified with (`spec.source.oci.verify`), if any.
     pub verify: Option<Verify>,
+    /// The fingerprint of the keys it was verified with, as they read then.
+    pub keys: Option<String>,
     /// The providers that generation named.
     pub providers: Vec<String>,
 }
@@ -217,6 +219,7 @@ pub(super) mod tests {
             fetched,
             generation: Some(1),
             verify: None,
+            keys: None,
             providers: providers.iter().map(|p| p.to_string()).collect(),
         }
     }

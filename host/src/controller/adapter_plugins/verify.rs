@@ -7,6 +7,7 @@ use crate::k0rdent::NamespacedName;
 use crate::oci::{self, OciError};
 use crate::signature::{KeyError, TrustedKey};
 use kube::{Client, ResourceExt};
+use sha2::{Digest, Sha256};
 
 /// Why a plugin's signature is not verified, naming the AdapterPlugin, the field or the key.
 #[derive(Debug, thiserror::Error)]
@@ -56,35 +57,62 @@ pub async fn verify(
     plugin: &AdapterPlugin,
     fetched: &Fetched,
 ) -> Result<Option<String>, VerifyError> {
-    let (Some(source), Some(verify)) = (plugin.spec.source.oci.as_ref(), required(plugin)) else { return Ok(None) };
-    let plugin = plugin.name_any();
-    let Some(pulled) = fetched.pulled.as_ref() else { return Err(VerifyError::NoDigest { plugin }) };
-    let keys = keys(client, namespace, verify).await?;
-    let credentials = credentials(client, namespace, &source.url, source.pull_secret.as_deref()).await?;
-    match oci::verify(&source.url, &pulled.digest, &credentials, &keys, oci::SIGNATURES_DEADLINE).await {
-        Ok(origin) => Ok(Some(origin)),
-        Err(source) => Err(VerifyError::Unverified { plugin, source }),
+    match keys(client, namespace, plugin).await? {
+        Some(keys) => verify_with(client, namespace, plugin, fetched, &keys).await.map(Some),
+        None => Ok(None),
     }
 }
 
-/// The keys `verify` lists, each named by its field (and Secret) in errors.
-async fn keys(client: &Client, namespace: &str, verify: &Verify) -> Result<Vec<TrustedKey>, VerifyError> {
+/// The keys an AdapterPlugin's `verify` lists, as read now.
+pub struct Keys {
+    keys: Vec<TrustedKey>,
+    /// What they say, hashed: a key rotated inside its Secret changes it, so that the plugin the
+    /// old key verified is verified again (and stops serving unless the new key signed it).
+    pub fingerprint: String,
+}
+
+/// The keys `plugin`'s `verify` lists (Secrets read in `namespace`), each named by its field
+/// (and Secret) in errors; `None` when the spec asks for no signature.
+pub async fn keys(client: &Client, namespace: &str, plugin: &AdapterPlugin) -> Result<Option<Keys>, VerifyError> {
+    let Some(verify) = required(plugin) else { return Ok(None) };
     if verify.keys.is_empty() {
         return Err(VerifyError::NoKeys);
     }
-    let mut keys = Vec::new();
+    let (mut keys, mut fingerprint) = (Vec::new(), Sha256::new());
     for (i, key) in verify.keys.iter().enumerate() {
         let field = format!("spec.source.oci.verify.keys[{i}]");
-        keys.push(match key.get(&field)? {
-            KeySource::Inline(pem) => TrustedKey::from_pem(format!("{field}.publicKey"), pem.as_bytes())?,
+        let (origin, pem) = match key.get(&field)? {
+            KeySource::Inline(pem) => (format!("{field}.publicKey"), pem.as_bytes().to_vec()),
             KeySource::Secret(secret) => {
                 let (named, field) = (NamespacedName::new(namespace, &secret.name), format!("{field}.secretKeyRef"));
                 let pem = secret_key(client, &named, &secret.key, &field).await?;
-                TrustedKey::from_pem(format!("{field}: Secret {named} key {}", secret.key), &pem)?
+                (format!("{field}: Secret {named} key {}", secret.key), pem)
             }
-        });
+        };
+        fingerprint.update((pem.len() as u64).to_be_bytes());
+        fingerprint.update(&pem);
+        keys.push(TrustedKey::from_pem(origin, &pem)?);
     }
-    Ok(keys)
+    Ok(Some(Keys { keys, fingerprint: hex::encode(fingerprint.finalize()) }))
+}
+
+/// Checks that the manifest `fetched` was pulled from is signed by one of `keys`; returns the
+/// key's origin.
+pub async fn verify_with(
+    client: &Client,
+    namespace: &str,
+    plugin: &AdapterPlugin,
+    fetched: &Fetched,
+    keys: &Keys,
+) -> Result<String, VerifyError> {
+    let name = plugin.name_any();
+    let (Some(source), Some(pulled)) = (plugin.spec.source.oci.as_ref(), fetched.pulled.as_ref()) else {
+        return Err(VerifyError::NoDigest { plugin: name });
+    };
+    let credentials = credentials(client, namespace, &source.url, source.pull_secret.as_deref()).await?;
+    oci::verify(&source.url, &pulled.digest, &credentials, &keys.keys, oci::SIGNATURES_DEADLINE)
+        .await
+        .map_err(|source| VerifyError::Unverified { plugin: name, source })
 }
 
 #[cfg(test)]
