@@ -26,3 +26,4 @@ mod sharding;
 mod steady;
 mod sveltos;
 mod templates;
+mod trust;

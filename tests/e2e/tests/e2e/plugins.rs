@@ -332,7 +332,8 @@ async fn refused(t: &Scenario, suffix: &str, expected: &str) -> Value {
 async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest() {
     use ksm_test_harness::adapter::run_command;
     let registry = ksm_test_harness::registry::Registry::start();
-    let t = Scenario::start("signed-plugin", Mode::Observe).await;
+    // Keys from Secrets are read again every poll (issue 45: a rotated key re-verifies).
+    let t = Scenario::start_with("signed-plugin", Mode::Observe, &["--oci-poll-seconds", "2"]).await;
     let push = |bytes: &[u8], tag: &str| {
         let file = t.workdir().join(format!("{tag}.wasm"));
         std::fs::write(&file, bytes).unwrap();
@@ -353,7 +354,7 @@ async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest
     run_command(&["plugin", "sign", "--key", team_key.to_str().unwrap(), &signed]);
     t.create(
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plugin-signers", "namespace": t.namespace()},
-                    "data": {"team.pub": serde_json::to_value(ByteString(team_pub.into_bytes())).unwrap()}}),
+                    "data": {"team.pub": serde_json::to_value(ByteString(team_pub.clone().into_bytes())).unwrap()}}),
     )
     .await;
     let team = json!({"keys": [{"secretKeyRef": {"name": "plugin-signers", "key": "team.pub"}}]});
@@ -386,6 +387,23 @@ async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest
     assert_eq!(explained["plugin"]["servedBy"], name.as_str(), "{explained:#}");
     let signature = explained["plugin"]["signature"].as_str().unwrap_or_default();
     assert!(signature.starts_with("verified with spec.source.oci.verify.keys[0].secretKeyRef"), "{explained:#}");
+
+    // Issue 45: the key rotated inside its Secret (another key now) re-verifies the serving
+    // version, which the new key did not sign: it stops serving; the signer's key back, it serves.
+    let signers = t.obj(Kind::Secret, "plugin-signers");
+    let rotate = async |key: &str| {
+        let data = serde_json::to_value(ByteString(key.as_bytes().to_vec())).unwrap();
+        t.merge_patch(&signers, json!({"data": {"team.pub": data}})).await;
+    };
+    rotate(&other_pub).await;
+    let status = refused(&t, "team", "signed by another key").await;
+    assert!(status.get("sha256").is_none(), "the version the rotated key verified no longer serves: {status:#}");
+    t.wait_service_set("signed-honest", "not served while its key is rotated", |ss| {
+        condition_is(ss, "ServicesTranslated", "False", "PluginNotReady")
+    })
+    .await;
+    rotate(&team_pub).await;
+    wait_plugin(&t, &name, "ready again under the signer's key", |p| p["status"]["ready"] == true).await;
 
     let other = json!({"keys": [{"publicKey": other_pub}]});
     t.create(plugin("other", &signed, Some(&other)).1).await;
