@@ -78,12 +78,14 @@ struct Image {
 /// Why a key cannot be read, made or used.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    /// Not a PEM public key.
-    #[error("{origin}: not a PEM public key: {source}")]
+    /// Not a PEM public key. The parser's words are left out (its source): a key may come
+    /// from a Secret, whose text never reaches a status.
+    #[error("{origin}: not a PEM public key (cosign's ECDSA P-256 public key, as `plugin keygen` writes it)")]
     NotAPublicKey {
         /// Where the key was listed.
         origin: String,
         /// Why it does not read.
+        #[source]
         source: SigstoreError,
     },
     /// Not a PEM private key (or, encrypted, not with this password).

@@ -58,16 +58,19 @@ pub fn sources_of<'a>(
     for template in templates {
         let namespace = template["metadata"]["namespace"].as_str().unwrap_or_default();
         let (spec, status) = (&template["spec"], &template["status"]);
-        let named = [
-            &status["chartRef"],
+        // kcm writes the status; whoever may write the template (a namespace admin) writes the
+        // spec, whose references stay in the template's namespace, as Flux's
+        // `--no-cross-namespace-refs` keeps a tenant's (docs/security.md).
+        let by_kcm = [&status["chartRef"], &status["sourceStatus"]];
+        let by_tenant = [
             &spec["helm"]["chartRef"],
             &spec["helm"]["chartSpec"]["sourceRef"],
-            &status["sourceStatus"],
             &spec["helm"]["chartSource"]["localSourceRef"],
             &spec["kustomize"]["localSourceRef"],
             &spec["resources"]["localSourceRef"],
         ];
-        refs.extend(named.into_iter().filter_map(|r| reference(r, namespace)));
+        refs.extend(by_kcm.into_iter().filter_map(|r| reference(r, Some(namespace))));
+        refs.extend(by_tenant.into_iter().filter_map(|r| reference(r, None).map(|r| r.within(namespace))));
     }
     let mut sources = Vec::new();
     let mut seen = BTreeSet::new();
@@ -78,7 +81,8 @@ pub fn sources_of<'a>(
         }
         let object = find(&source);
         if let Some(chart) = object.as_ref().filter(|_| source.kind == "HelmChart") {
-            queue.extend(reference(&chart["spec"]["sourceRef"], &source.namespace));
+            // A HelmChart's source is in its own namespace (Flux's `LocalHelmChartSourceReference`).
+            queue.extend(reference(&chart["spec"]["sourceRef"], None).map(|r| r.within(&source.namespace)));
         }
         sources.push(SourceObject {
             api_version: format!("{SOURCE_GROUP}/v1"),
@@ -104,16 +108,24 @@ pub fn find<'a>(objects: impl IntoIterator<Item = &'a Value>, source: &SourceRef
     Some(handed(found))
 }
 
-/// A `{kind, name, namespace}` reference to a source, the namespace defaulting to `namespace`;
-/// `None` when it names no Flux source kind.
-fn reference(value: &Value, namespace: &str) -> Option<SourceRef> {
+/// A `{kind, name, namespace}` reference to a source, the namespace defaulting to `namespace`
+/// (`None`: empty, for [`SourceRef::within`] to set); `None` when it names no Flux source kind.
+fn reference(value: &Value, namespace: Option<&str>) -> Option<SourceRef> {
     let kind = value["kind"].as_str()?;
     let name = value["name"].as_str().filter(|n| !n.is_empty())?;
+    let named = value["namespace"].as_str().filter(|n| !n.is_empty());
     SOURCE_KINDS.iter().any(|(k, _)| *k == kind).then(|| SourceRef {
         kind: kind.into(),
-        namespace: value["namespace"].as_str().filter(|n| !n.is_empty()).unwrap_or(namespace).into(),
+        namespace: named.or(namespace).unwrap_or_default().into(),
         name: name.into(),
     })
+}
+
+impl SourceRef {
+    /// The same reference in `namespace`, whatever namespace it named.
+    fn within(self, namespace: &str) -> Self {
+        SourceRef { namespace: namespace.into(), ..self }
+    }
 }
 
 /// What a plugin is handed of a source object: `apiVersion`, `kind`, `metadata` (name,
@@ -183,5 +195,27 @@ mod tests {
         assert_eq!(sources.len(), 1, "{sources:?}");
         assert_eq!((sources[0].kind.as_str(), sources[0].namespace.as_str()), ("GitRepository", "team"));
         assert_eq!(sources[0].object, None, "not found: named, without an object");
+    }
+
+    /// Issue 45: a namespace admin's template named another namespace's source in its spec, and
+    /// the plugin was handed that source (its URL, its Secret's name). A spec's reference stays in
+    /// the template's namespace; kcm's status may name another (a template in the system
+    /// namespace's chart).
+    #[test]
+    fn a_templates_spec_reaches_no_other_namespaces_source() {
+        let template = json!({"metadata": {"name": "t", "namespace": "team"},
+            "spec": {"helm": {"chartRef": {"kind": "OCIRepository", "name": "theirs", "namespace": "other"}}},
+            "status": {"chartRef": {"kind": "HelmChart", "name": "shared", "namespace": "kcm-system"}}});
+        let chart = object(
+            "HelmChart",
+            "kcm-system",
+            "shared",
+            json!({"sourceRef": {"kind": "HelmRepository", "name": "repo", "namespace": "other"}}),
+        );
+        let find = |r: &SourceRef| (r.kind == "HelmChart").then(|| chart.clone());
+        let found: Vec<(String, String)> =
+            sources_of([&template], find).into_iter().map(|s| (s.kind, s.namespace)).collect();
+        let expected = [("HelmChart", "kcm-system"), ("HelmRepository", "kcm-system"), ("OCIRepository", "team")];
+        assert_eq!(found, expected.map(|(k, n)| (k.to_string(), n.to_string())));
     }
 }
