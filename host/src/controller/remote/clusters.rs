@@ -177,18 +177,15 @@ pub enum Unusable {
     /// kube does not make a configuration of it.
     #[error("not a usable kubeconfig: {0}")]
     Config(#[source] KubeconfigError),
-    /// It names a proxy.
-    #[error("the host reaches other clusters without a proxy, and this one names {0}")]
-    Proxy(http::Uri),
+    /// It names a proxy (not quoted: no status carries what a Secret holds).
+    #[error("the host reaches other clusters without a proxy, and this one names one")]
+    Proxy,
     /// Its server may not be connected to.
     #[error(transparent)]
     Refused(#[from] Refused),
     /// Its server's host name did not resolve in time.
-    #[error("host {host} did not resolve within {}s", CONNECT_TIMEOUT.as_secs())]
-    Unresolved {
-        /// The host name.
-        host: String,
-    },
+    #[error("the server's host name did not resolve within {}s", CONNECT_TIMEOUT.as_secs())]
+    Unresolved,
     /// kube makes no client of it.
     #[error("no client: {0}")]
     NoClient(#[source] kube::Error),
@@ -412,13 +409,13 @@ async fn client(text: &str, reads: Reads, resolver: &Resolver) -> Result<Client,
     self_contained(&kubeconfig)?;
     let config =
         Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.map_err(Unusable::Config)?;
-    if let Some(proxy) = &config.proxy_url {
+    if config.proxy_url.is_some() {
         // The connection would go to the proxy, whose address the host does not check.
-        return Err(Unusable::Proxy(proxy.clone()));
+        return Err(Unusable::Proxy);
     }
-    if let Some(host) = resolver.allowed().check_server(&config.cluster_url)? {
+    if let Some(host) = resolver.check_server(&config.cluster_url)? {
         let resolved = tokio::time::timeout(CONNECT_TIMEOUT, resolver.check(&host)).await;
-        resolved.map_err(|_| Unusable::Unresolved { host })??;
+        resolved.map_err(|_| Unusable::Unresolved)??;
     }
     bounded_client(config, reads, resolver.clone()).map_err(Unusable::NoClient)
 }
@@ -574,36 +571,40 @@ mod tests {
         clusters.of(&clusters.here(), &NamespacedName::new("team", "web-kubeconfig"), "value").await
     }
 
-    /// Each class is judged in `addresses`; here the judgement reaches the client, named.
+    /// Each class is judged in `addresses`; here the judgement reaches the client, naming the
+    /// Secret, the key, the class and the flag value, never the server the Secret holds.
     #[tokio::test]
-    async fn a_kubeconfig_pointing_at_a_refused_address_is_refused_naming_the_secret_key_and_address() {
-        let err = of(kubeconfig_secret("https://127.0.0.1:6443", None), &[]).await.err().unwrap().to_string();
-        let named = "Secret team/web-kubeconfig key \"value\": server https://127.0.0.1:6443/ connects to 127.0.0.1: \
-                     a loopback address, which the host does not connect to unless --allow-cluster-addresses names loopback";
-        assert_eq!(err, named);
+    async fn a_kubeconfig_pointing_at_a_refused_address_is_refused_naming_the_secret_key_and_class() {
+        let refused = async |server: &str, proxy: Option<&str>| {
+            let err = of(kubeconfig_secret(server, proxy), &[]).await.err().unwrap().to_string();
+            let host = proxy.unwrap_or(server).parse::<http::Uri>().unwrap().host().unwrap().to_string();
+            assert!(!err.contains(&host), "{server}: the Secret's text is not quoted: {err}");
+            err
+        };
+        let named = "Secret team/web-kubeconfig key \"value\": the server is a loopback address, which the host \
+                     does not connect to unless --allow-cluster-addresses names loopback";
+        assert_eq!(refused("https://127.0.0.1:6443", None).await, named);
         assert!(of(kubeconfig_secret("https://127.0.0.1:6443", None), &[Class::Loopback]).await.is_ok());
+        let private = refused("https://10.0.0.1:6443", None).await;
+        assert!(
+            private.ends_with(
+                "the server is a private address, which the host does not connect to unless \
+                                   --allow-cluster-addresses names private"
+            ),
+            "{private}"
+        );
+        assert!(of(kubeconfig_secret("https://10.0.0.1:6443", None), &[Class::Private]).await.is_ok());
         // `localhost` is refused by its name; allowed, it is resolved (from the hosts file) and judged by
         // its addresses.
-        let err = of(kubeconfig_secret("https://localhost:6443", None), &[]).await.err().unwrap().to_string();
-        assert!(
-            err.starts_with("Secret team/web-kubeconfig key \"value\": server https://localhost:6443/ names localhost")
-        );
+        let err = refused("https://localhost:6443", None).await;
+        assert!(err.starts_with(
+            "Secret team/web-kubeconfig key \"value\": the server's host name is reserved for a loopback address"
+        ));
         assert!(of(kubeconfig_secret("https://localhost:6443", None), &[Class::Loopback]).await.is_ok());
-        assert!(
-            of(kubeconfig_secret("http://203.0.113.7", None), &[])
-                .await
-                .err()
-                .unwrap()
-                .to_string()
-                .contains("plain http")
-        );
+        assert!(refused("http://203.0.113.7", None).await.contains("plain http"));
         assert!(of(kubeconfig_secret("https://203.0.113.7:6443", None), &[]).await.is_ok());
-        let err = of(kubeconfig_secret("https://203.0.113.7", Some("http://203.0.113.8:3128")), &[])
-            .await
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(err.ends_with("without a proxy, and this one names http://203.0.113.8:3128/"), "{err}");
+        let err = refused("https://203.0.113.7", Some("http://203.0.113.8:3128")).await;
+        assert!(err.ends_with("without a proxy, and this one names one"), "{err}");
     }
 
     /// A kubeconfig Secret is read at most once per [`SECRET_FRESH`], whether it was there or
