@@ -12,6 +12,7 @@
 
 use super::addresses::{Allowed, Refused, Resolver};
 use super::bounded::{BoundedLayer, Limits};
+use super::listed::{self, Listed};
 use crate::health::rule_set::{GroupKind, Scope};
 use crate::k0rdent::NamespacedName;
 use hyper_timeout::TimeoutConnector;
@@ -23,7 +24,6 @@ use kube::client::ConfigExt;
 use kube::client::retry::RetryPolicy;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Api, Client, Config, discovery};
-use serde_json::Value;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
@@ -353,8 +353,9 @@ impl Cluster {
         if self.name.is_empty() { String::new() } else { format!(" on {}", self.name) }
     }
 
-    /// The objects of `kind` labelled `label`, in `namespace` or (scope `Cluster`) anywhere, at
-    /// most [`LIST_LIMIT`]. A kind the cluster does not serve has none.
+    /// The objects of `kind` labelled `label`, in `namespace` or (scope `Cluster`) anywhere: the
+    /// first `most` of at most [`LIST_LIMIT`] asked for, all counted, and the answer's bytes. A
+    /// kind the cluster does not serve has none.
     pub async fn list(
         &self,
         kind: &GroupKind,
@@ -362,15 +363,19 @@ impl Cluster {
         scope: Scope,
         namespace: &str,
         (label, value): (&str, &str),
-    ) -> Result<Vec<Value>, kube::Error> {
-        let Some(resource) = self.resource(kind, version).await? else { return Ok(Vec::new()) };
+        most: usize,
+    ) -> Result<Listed, kube::Error> {
+        let Some(resource) = self.resource(kind, version).await? else { return Ok(Listed::default()) };
         let api: Api<DynamicObject> = match scope {
             Scope::Namespaced => Api::namespaced_with(self.client.clone(), namespace, &resource),
             Scope::Cluster => Api::all_with(self.client.clone(), &resource),
         };
         let params = ListParams::default().labels(&format!("{label}={value}")).limit(LIST_LIMIT);
-        let listed = api.list(&params).await?;
-        Ok(listed.items.into_iter().filter_map(|object| serde_json::to_value(object).ok()).collect())
+        let mut request =
+            kube::core::Request::new(api.resource_url()).list(&params).map_err(kube::Error::BuildRequest)?;
+        request.extensions_mut().insert("list");
+        let text = self.client.request_text(request).await?;
+        listed::parse(&text, most).map_err(kube::Error::SerdeError)
     }
 
     /// Where `kind` is served: at `version` when the cluster serves it there, else at the
