@@ -399,6 +399,8 @@ def check_deployment(documents, deployment: dict[str, Any], merged: dict[str, An
     # Other clusters: the address classes allowed, passed only when there are some.
     allowed = ",".join(merged["otherClusters"]["allowAddresses"]) or None
     F.check(flag(c.get("args", []), "--allow-cluster-addresses") == allowed, f"{d}: --allow-cluster-addresses is not {allowed}")
+    cidrs = ",".join(merged["otherClusters"]["clusterCIDRs"]) or None
+    F.check(flag(c.get("args", []), "--cluster-cidrs") == cidrs, f"{d}: --cluster-cidrs is not {cidrs}")
     return pod_labels
 
 

@@ -4,6 +4,7 @@ use super::identity::IdentityArgs;
 use super::plugin_args::LimitArgs;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use ipnet::IpNet;
 use ksm_adapter::controller::plumbing::leader::{self, Election};
 use ksm_adapter::controller::remote::addresses::{Allowed, Class};
 use ksm_adapter::controller::{self, DefaultPlugin, Mode, Settings};
@@ -111,30 +112,42 @@ enum ModeArg {
 #[derive(Debug, Args)]
 pub struct OtherClusterArgs {
     /// Addresses of other clusters (regions, and targets read for service health) that
-    /// kubeconfig Secrets may point the host at, besides `https://` to anything else. A
+    /// kubeconfig Secrets may point the host at, besides `https://` to a public address. A
     /// kubeconfig Secret is written by whoever may write Secrets in its namespace (a tenant, for a
     /// target cluster), so by default the host refuses plain `http://`, loopback (its own pod),
-    /// link-local (the node's services) and cloud metadata addresses (169.254.169.254,
-    /// fd00:ec2::254, metadata.google.internal, ...): the refusal names the Secret, key and
-    /// address, and lands in the ServiceSet's status like an unreachable cluster. A host name is
-    /// checked by what it resolves to, at every connection. Comma-separated, e.g.
+    /// link-local (the node's services), cloud metadata addresses (169.254.169.254,
+    /// fd00:ec2::254, metadata.google.internal, ...), the cluster's own Service and Pod CIDRs
+    /// (`--cluster-cidrs`) and private networks (10/8, 172.16/12, 192.168/16, 100.64/10,
+    /// fc00::/7, ...); an IPv6 address standing for an IPv4 one (`::ffff:a.b.c.d`, NAT64, 6to4)
+    /// is judged by it. The refusal names the Secret, key, class and the value allowing it, and
+    /// lands in the ServiceSet's status like an unreachable cluster. A host name is checked by
+    /// what it resolves to, at every connection. Comma-separated, e.g.
     /// `--allow-cluster-addresses http,loopback` for test clusters on the host's own machine.
     #[arg(long, value_enum, value_delimiter = ',')]
     allow_cluster_addresses: Vec<AddressArg>,
+    /// The cluster's own Service and Pod CIDRs, which a kubeconfig Secret may not point the host
+    /// at unless `--allow-cluster-addresses` names `cluster` (allowing `private` does not allow
+    /// them). Comma-separated, e.g. `--cluster-cidrs 10.96.0.0/12,10.244.0.0/16`.
+    #[arg(long, value_delimiter = ',')]
+    cluster_cidrs: Vec<IpNet>,
 }
 
 impl OtherClusterArgs {
-    /// The classes allowed.
+    /// The classes allowed, and the cluster's CIDRs.
     pub fn allowed(&self) -> Allowed {
-        self.allow_cluster_addresses
+        let classes: Allowed = self
+            .allow_cluster_addresses
             .iter()
             .map(|address| match address {
                 AddressArg::Http => Class::Http,
                 AddressArg::Loopback => Class::Loopback,
                 AddressArg::LinkLocal => Class::LinkLocal,
                 AddressArg::Metadata => Class::Metadata,
+                AddressArg::Cluster => Class::Cluster,
+                AddressArg::Private => Class::Private,
             })
-            .collect()
+            .collect();
+        classes.with_cluster_cidrs(self.cluster_cidrs.iter().copied())
     }
 }
 
@@ -143,12 +156,17 @@ impl OtherClusterArgs {
 enum AddressArg {
     /// `http://`: credentials and answers in clear.
     Http,
-    /// 127.0.0.0/8, ::1, the unspecified address, `localhost`: the host's own pod.
+    /// 127.0.0.0/8, ::1, 0.0.0.0/8, ::, `localhost`: the host's own pod.
     Loopback,
     /// 169.254.0.0/16, fe80::/10: the node's link-local services.
     LinkLocal,
     /// Cloud instance metadata services, by address or name.
     Metadata,
+    /// The cluster's own Service and Pod CIDRs (`--cluster-cidrs`).
+    Cluster,
+    /// Networks not routed on the internet: 10/8, 172.16/12, 192.168/16, 100.64/10,
+    /// 192.0.0/24, 198.18/15, 240/4, fc00::/7, fec0::/10, 64:ff9b:1::/48.
+    Private,
 }
 
 /// What serves an SMP that no AdapterPlugin names.

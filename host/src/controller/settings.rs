@@ -57,8 +57,8 @@ pub struct Settings {
     pub health_poll: Duration,
     /// Clients of target clusters held at most.
     pub target_clusters: usize,
-    /// The addresses of other clusters allowed besides the safe ones (`https://` to anything
-    /// but loopback, link-local and cloud metadata addresses).
+    /// The addresses of other clusters allowed besides the safe ones (`https://` to a public
+    /// address), and the cluster's own CIDRs ([`Allowed`]).
     pub cluster_addresses: Allowed,
     /// Where to serve `/metrics`, `/healthz` and `/readyz`; `None`: not served.
     pub metrics_addr: Option<SocketAddr>,

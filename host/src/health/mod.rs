@@ -7,6 +7,7 @@
 //!
 //! - [`rule_set`]: which rule ConfigMaps apply to a ServiceSet, and the rules they hold (a broken
 //!   one named, never breaking the others), a tenant's confined to its namespace where asked;
+//! - [`look_budget`]: how much one look at a target may read in all, and whether it is spent;
 //! - [`target`]: which cluster a ServiceSet's workloads are on, and whose rules are a tenant's
 //!   there (confined to its namespace on the management cluster);
 //! - [`verdict`]: the objects found against the rules, the service's state and conditions, and
@@ -14,6 +15,7 @@
 
 #[cfg(test)]
 mod golden;
+pub mod look_budget;
 pub mod rule_set;
 pub mod target;
 pub mod verdict;

@@ -12,6 +12,7 @@
 
 use super::addresses::{Allowed, Refused, Resolver};
 use super::bounded::{BoundedLayer, Limits};
+use super::listed::{self, Listed};
 use crate::health::rule_set::{GroupKind, Scope};
 use crate::k0rdent::NamespacedName;
 use hyper_timeout::TimeoutConnector;
@@ -23,7 +24,6 @@ use kube::client::ConfigExt;
 use kube::client::retry::RetryPolicy;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Api, Client, Config, discovery};
-use serde_json::Value;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
@@ -160,20 +160,13 @@ pub enum Unusable {
     /// It does not parse. Only where: the parser's own text quotes the Secret's content.
     #[error("not a kubeconfig: its YAML does not parse{0}")]
     Parse(Place),
-    /// A user runs a command or reads a file of the host's.
-    #[error("user {user:?} uses {field}, which the host does not allow: put the credentials inline")]
-    NotInline {
-        /// The user's name.
-        user: String,
-        /// The field.
-        field: &'static str,
-    },
+    /// A user runs a command or reads a file of the host's (which user is not said: its name is
+    /// the Secret's text).
+    #[error("a user uses {0}, which the host does not allow: put the credentials inline")]
+    NotInline(&'static str),
     /// A cluster's certificate authority is a file of the host's.
-    #[error("cluster {cluster:?} uses certificate-authority (a file), which the host does not allow: {}", INLINE_CA)]
-    CaFile {
-        /// The cluster's name.
-        cluster: String,
-    },
+    #[error("a cluster uses certificate-authority (a file), which the host does not allow: {}", INLINE_CA)]
+    CaFile,
     /// kube does not make a configuration of it. Only which part: kube's text quotes the
     /// Secret's content (a context's name, a URL, a certificate's bytes).
     #[error("not a usable kubeconfig: {}", unusable_part(.0))]
@@ -185,11 +178,8 @@ pub enum Unusable {
     #[error(transparent)]
     Refused(#[from] Refused),
     /// Its server's host name did not resolve in time.
-    #[error("host {host} did not resolve within {}s", CONNECT_TIMEOUT.as_secs())]
-    Unresolved {
-        /// The host name.
-        host: String,
-    },
+    #[error("the server's host name did not resolve within {}s", CONNECT_TIMEOUT.as_secs())]
+    Unresolved,
     /// kube makes no client of it.
     #[error("no client: {0}")]
     NoClient(#[source] kube::Error),
@@ -396,8 +386,9 @@ impl Cluster {
         if self.name.is_empty() { String::new() } else { format!(" on {}", self.name) }
     }
 
-    /// The objects of `kind` labelled `label`, in `namespace` or (scope `Cluster`) anywhere, at
-    /// most [`LIST_LIMIT`]. A kind the cluster does not serve has none.
+    /// The objects of `kind` labelled `label`, in `namespace` or (scope `Cluster`) anywhere: the
+    /// first `most` of at most [`LIST_LIMIT`] asked for, all counted, and the answer's bytes. A
+    /// kind the cluster does not serve has none.
     pub async fn list(
         &self,
         kind: &GroupKind,
@@ -405,15 +396,19 @@ impl Cluster {
         scope: Scope,
         namespace: &str,
         (label, value): (&str, &str),
-    ) -> Result<Vec<Value>, kube::Error> {
-        let Some(resource) = self.resource(kind, version).await? else { return Ok(Vec::new()) };
+        most: usize,
+    ) -> Result<Listed, kube::Error> {
+        let Some(resource) = self.resource(kind, version).await? else { return Ok(Listed::default()) };
         let api: Api<DynamicObject> = match scope {
             Scope::Namespaced => Api::namespaced_with(self.client.clone(), namespace, &resource),
             Scope::Cluster => Api::all_with(self.client.clone(), &resource),
         };
         let params = ListParams::default().labels(&format!("{label}={value}")).limit(LIST_LIMIT);
-        let listed = api.list(&params).await?;
-        Ok(listed.items.into_iter().filter_map(|object| serde_json::to_value(object).ok()).collect())
+        let mut request =
+            kube::core::Request::new(api.resource_url()).list(&params).map_err(kube::Error::BuildRequest)?;
+        request.extensions_mut().insert("list");
+        let text = self.client.request_text(request).await?;
+        listed::parse(&text, most).map_err(kube::Error::SerdeError)
     }
 
     /// Where `kind` is served: at `version` when the cluster serves it there, else at the
@@ -456,9 +451,9 @@ async fn client(text: &str, reads: Reads, resolver: &Resolver) -> Result<Client,
         // The connection would go to the proxy, whose address the host does not check.
         return Err(Unusable::Proxy);
     }
-    if let Some(host) = resolver.allowed().check_server(&config.cluster_url)? {
+    if let Some(host) = resolver.check_server(&config.cluster_url)? {
         let resolved = tokio::time::timeout(CONNECT_TIMEOUT, resolver.check(&host)).await;
-        resolved.map_err(|_| Unusable::Unresolved { host })??;
+        resolved.map_err(|_| Unusable::Unresolved)??;
     }
     bounded_client(config, reads, resolver.clone()).map_err(Unusable::NoClient)
 }
@@ -499,12 +494,12 @@ fn self_contained(kubeconfig: &Kubeconfig) -> Result<(), Unusable> {
             ("client-key", user.client_key.is_some()),
         ];
         if let Some((field, _)) = refused.iter().find(|(_, set)| *set) {
-            return Err(Unusable::NotInline { user: named.name.clone(), field });
+            return Err(Unusable::NotInline(field));
         }
     }
     for named in &kubeconfig.clusters {
         if named.cluster.as_ref().is_some_and(|c| c.certificate_authority.is_some()) {
-            return Err(Unusable::CaFile { cluster: named.name.clone() });
+            return Err(Unusable::CaFile);
         }
     }
     Ok(())
@@ -614,35 +609,39 @@ mod tests {
         clusters.of(&clusters.here(), &NamespacedName::new("team", "web-kubeconfig"), "value").await
     }
 
-    /// Each class is judged in `addresses`; here the judgement reaches the client, named.
+    /// Each class is judged in `addresses`; here the judgement reaches the client, naming the
+    /// Secret, the key, the class and the flag value, never the server the Secret holds.
     #[tokio::test]
-    async fn a_kubeconfig_pointing_at_a_refused_address_is_refused_naming_the_secret_key_and_address() {
-        let err = of(kubeconfig_secret("https://127.0.0.1:6443", None), &[]).await.err().unwrap().to_string();
-        let named = "Secret team/web-kubeconfig key \"value\": server https://127.0.0.1:6443/ connects to 127.0.0.1: \
-                     a loopback address, which the host does not connect to unless --allow-cluster-addresses names loopback";
-        assert_eq!(err, named);
+    async fn a_kubeconfig_pointing_at_a_refused_address_is_refused_naming_the_secret_key_and_class() {
+        let refused = async |server: &str, proxy: Option<&str>| {
+            let err = of(kubeconfig_secret(server, proxy), &[]).await.err().unwrap().to_string();
+            let host = proxy.unwrap_or(server).parse::<http::Uri>().unwrap().host().unwrap().to_string();
+            assert!(!err.contains(&host), "{server}: the Secret's text is not quoted: {err}");
+            err
+        };
+        let named = "Secret team/web-kubeconfig key \"value\": the server is a loopback address, which the host \
+                     does not connect to unless --allow-cluster-addresses names loopback";
+        assert_eq!(refused("https://127.0.0.1:6443", None).await, named);
         assert!(of(kubeconfig_secret("https://127.0.0.1:6443", None), &[Class::Loopback]).await.is_ok());
+        let private = refused("https://10.0.0.1:6443", None).await;
+        assert!(
+            private.ends_with(
+                "the server is a private address, which the host does not connect to unless \
+                                   --allow-cluster-addresses names private"
+            ),
+            "{private}"
+        );
+        assert!(of(kubeconfig_secret("https://10.0.0.1:6443", None), &[Class::Private]).await.is_ok());
         // `localhost` is refused by its name; allowed, it is resolved (from the hosts file) and judged by
         // its addresses.
-        let err = of(kubeconfig_secret("https://localhost:6443", None), &[]).await.err().unwrap().to_string();
-        assert!(
-            err.starts_with("Secret team/web-kubeconfig key \"value\": server https://localhost:6443/ names localhost")
-        );
+        let err = refused("https://localhost:6443", None).await;
+        assert!(err.starts_with(
+            "Secret team/web-kubeconfig key \"value\": the server's host name is reserved for a loopback address"
+        ));
         assert!(of(kubeconfig_secret("https://localhost:6443", None), &[Class::Loopback]).await.is_ok());
-        assert!(
-            of(kubeconfig_secret("http://203.0.113.7", None), &[])
-                .await
-                .err()
-                .unwrap()
-                .to_string()
-                .contains("plain http")
-        );
+        assert!(refused("http://203.0.113.7", None).await.contains("plain http"));
         assert!(of(kubeconfig_secret("https://203.0.113.7:6443", None), &[]).await.is_ok());
-        let err = of(kubeconfig_secret("https://203.0.113.7", Some("http://203.0.113.8:3128")), &[])
-            .await
-            .err()
-            .unwrap()
-            .to_string();
+        let err = refused("https://203.0.113.7", Some("http://203.0.113.8:3128")).await;
         assert!(err.ends_with("without a proxy, and this one sets proxy-url"), "{err}");
         assert!(!err.contains("203.0.113.8"), "the proxy URL is the Secret's text: {err}");
     }

@@ -8,6 +8,7 @@
 use crate::conditions::{self, types::HEALTH_RULES};
 use crate::controller::remote::clusters::{Cluster, Clusters};
 use crate::health::DISCOVERY_LABELS;
+use crate::health::look_budget::{Spending, Spent};
 use crate::health::rule_set::{self, RuleSet};
 use crate::health::target;
 use crate::health::verdict::{self, Found, Health, Observation};
@@ -101,8 +102,9 @@ impl TargetHealth {
     }
 
     /// What each of the `checked` services (name, namespace) of `service_set` looks like on
-    /// its target cluster, in one look of at most [`LOOK_WITHIN`]: the services not looked at
-    /// by then are unreadable.
+    /// its target cluster, in one look of at most [`LOOK_WITHIN`] that reads at most its budget
+    /// ([`crate::health::look_budget`]): the services not looked at by then are not verified,
+    /// and the look says why.
     async fn look(
         &self,
         service_set: &ServiceSet,
@@ -111,6 +113,8 @@ impl TargetHealth {
         checked: &[(String, String)],
     ) -> Vec<Observation> {
         let secret = target::kubeconfig_secret(service_set);
+        let target =
+            secret.as_ref().map_or("the management cluster".to_string(), |s| format!("the cluster of Secret {s}"));
         let mut observations = Vec::with_capacity(checked.len());
         let looking = async {
             let cluster = match &secret {
@@ -123,12 +127,20 @@ impl TargetHealth {
                     }
                 },
             };
+            let mut spending = Spending::default();
             for (name, namespace) in checked {
-                observations.push(observe(&cluster, rules, name, namespace).await);
+                match observe(&cluster, rules, name, namespace, &mut spending).await {
+                    Ok(observation) => observations.push(observation),
+                    Err(spent) => {
+                        let why =
+                            format!("not verified: {target} answered {spent} in one look, the most the host reads");
+                        observations.resize(checked.len(), Observation::Unreadable(why));
+                        return;
+                    }
+                }
             }
         };
         if tokio::time::timeout(LOOK_WITHIN, looking).await.is_err() {
-            let target = secret.map_or("the management cluster".to_string(), |s| format!("the cluster of Secret {s}"));
             let why = format!("{target} was not read within {}s", LOOK_WITHIN.as_secs());
             observations.resize(checked.len(), Observation::Unreadable(why));
         }
@@ -166,43 +178,52 @@ impl Verdicts {
 
 /// The objects of every kind `rules` list for the service ([`RuleSet::listing`]) that carry any
 /// of the [`DISCOVERY_LABELS`] with the service's name, in its namespace (or anywhere, for a
-/// cluster-scoped kind).
-async fn observe(cluster: &Cluster, rules: &RuleSet, name: &str, namespace: &str) -> Observation {
+/// cluster-scoped kind), each answer counted against the look's `spending`: the bound passed,
+/// once it is.
+async fn observe(
+    cluster: &Cluster,
+    rules: &RuleSet,
+    name: &str,
+    namespace: &str,
+    spending: &mut Spending,
+) -> Result<Observation, Spent> {
     let mut found = Vec::new();
     for (kind, rule) in rules.listing(namespace) {
         let mut objects = Vec::new();
         for label in DISCOVERY_LABELS {
-            match cluster.list(kind, &rule.version, rule.scope, namespace, (label, name)).await {
-                Ok(listed) => objects.extend(listed),
+            let most = spending.objects_left();
+            match cluster.list(kind, &rule.version, rule.scope, namespace, (label, name), most).await {
+                Ok(listed) => {
+                    spending.spend(listed.bytes, listed.count)?;
+                    objects.extend(listed.objects);
+                }
                 Err(e) => {
                     let on = cluster.on();
-                    return Observation::Unreadable(format!("listing {} labelled {label}={name}{on}: {e}", kind.kind));
+                    let why = format!("listing {} labelled {label}={name}{on}: {e}", kind.kind);
+                    return Ok(Observation::Unreadable(why));
                 }
             }
         }
         found.push(Found { kind: kind.clone(), objects });
     }
-    Observation::Found(found)
+    Ok(Observation::Found(found))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::controller::remote::clusters::Reads;
+    use crate::health::look_budget::{LOOK_BYTES, LOOK_OBJECTS};
     use crate::health::rule_set::GroupKind;
     use kube::runtime::reflector;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    #[tokio::test(start_paused = true)]
-    async fn a_look_at_a_cluster_that_never_answers_ends_within_its_bound() {
-        // The management cluster's client has no deadline of its own: only the look's ends it.
-        let silent = tower::service_fn(|_: http::Request<kube::client::Body>| {
-            futures::future::pending::<Result<http::Response<kube::client::Body>, std::convert::Infallible>>()
-        });
-        let clusters =
-            Arc::new(Clusters::new(kube::Client::new(silent, "default"), 4, Reads::Requests, Default::default()));
+    /// A health check reading through `client`, the ServiceSet `mgmt` (self-management: its
+    /// workloads are on the management cluster) and its rules: one on Deployments.
+    fn checking(client: kube::Client) -> (TargetHealth, ServiceSet, RuleSet) {
+        let clusters = Arc::new(Clusters::new(client, 4, Reads::Requests, Default::default()));
         let check = TargetHealth {
-            clusters: clusters.clone(),
+            clusters,
             rules: reflector::store().0,
             cel: Arc::new(RuleCache::new()),
             system_namespace: "kcm-system".into(),
@@ -222,11 +243,85 @@ mod tests {
         .unwrap()];
         let rules = rule_set::load(&rules.iter().collect::<Vec<_>>(), None, &check.cel);
         assert!(rules.kinds.contains_key(&deployments), "{:?}", rules.errors);
-        let checked = [("a".to_string(), "team".to_string()), ("b".to_string(), "team".to_string())];
+        (check, service_set, rules)
+    }
+
+    /// Services `a` and `b` of namespace `team`.
+    fn checked() -> [(String, String); 2] {
+        [("a".to_string(), "team".to_string()), ("b".to_string(), "team".to_string())]
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_look_at_a_cluster_that_never_answers_ends_within_its_bound() {
+        // The management cluster's client has no deadline of its own: only the look's ends it.
+        let silent = tower::service_fn(|_: http::Request<kube::client::Body>| {
+            futures::future::pending::<Result<http::Response<kube::client::Body>, std::convert::Infallible>>()
+        });
+        let (check, service_set, rules) = checking(kube::Client::new(silent, "default"));
         let start = tokio::time::Instant::now();
-        let observations = check.look(&service_set, &clusters.here(), &rules, &checked).await;
+        let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked()).await;
         assert_eq!(start.elapsed(), LOOK_WITHIN);
         let why = "the management cluster was not read within 30s".to_string();
         assert_eq!(observations, [Observation::Unreadable(why.clone()), Observation::Unreadable(why)]);
+    }
+
+    /// What a look at services `a` and `b` sees of a cluster that serves Deployments and
+    /// answers every list with `items` (ignoring its `limit`), and how many lists it asked.
+    async fn look_at(items: Vec<Value>) -> (Vec<Observation>, usize) {
+        let (client, asked) = crate::controller::mock_api::client(move |line| match line {
+            "GET /apis" => Some((
+                200,
+                json!({"kind": "APIGroupList", "groups": [{"name": "apps",
+                "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+                "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}}]}),
+            )),
+            "GET /apis/apps/v1" => Some((
+                200,
+                json!({"kind": "APIResourceList", "groupVersion": "apps/v1",
+                "resources": [{"name": "deployments", "singularName": "deployment", "namespaced": true,
+                               "kind": "Deployment", "verbs": ["list"]}]}),
+            )),
+            "GET /apis/apps/v1/namespaces/team/deployments" => {
+                Some((200, json!({"kind": "DeploymentList", "apiVersion": "apps/v1", "metadata": {}, "items": items})))
+            }
+            _ => None,
+        });
+        let (check, service_set, rules) = checking(client);
+        let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked()).await;
+        let lists = asked.lock().unwrap().iter().filter(|l| l.contains("/deployments?")).count();
+        (observations, lists)
+    }
+
+    /// The objects of the one kind a look found for a service.
+    fn found(observation: &Observation) -> usize {
+        let Observation::Found(found) = observation else { panic!("{observation:?}") };
+        found.iter().map(|f| f.objects.len()).sum()
+    }
+
+    #[tokio::test]
+    async fn a_look_stops_once_its_answers_hold_more_objects_than_its_budget() {
+        // Each list answers 2,000 objects: `a`'s four lists hold 8,000, `b`'s second passes 10,000.
+        let items = (0..LOOK_OBJECTS / 5).map(|i| json!({"metadata": {"name": format!("d{i}"), "namespace": "team"}}));
+        let (observations, lists) = look_at(items.collect()).await;
+        assert_eq!(found(&observations[0]), 4 * LOOK_OBJECTS / 5, "a is judged");
+        let why = "not verified: the management cluster answered more than 10000 objects in one look, the most the \
+                   host reads";
+        assert_eq!(observations[1], Observation::Unreadable(why.into()));
+        assert_eq!(lists, 6, "the look stopped at the list that passed the bound");
+    }
+
+    #[tokio::test]
+    async fn a_look_stops_once_its_answers_hold_more_bytes_than_its_budget() {
+        // Each list answers 3 objects of 2 MiB: `a`'s four lists hold 24 MiB, `b`'s second passes 32.
+        let large = "x".repeat(2 << 20);
+        let items = (0..3).map(|i| json!({"metadata": {"name": format!("d{i}"), "annotations": {"pad": large}}}));
+        let (observations, lists) = look_at(items.collect()).await;
+        assert_eq!(found(&observations[0]), 12, "a is judged");
+        let why = format!(
+            "not verified: the management cluster answered more than {} MiB in one look, the most the host reads",
+            LOOK_BYTES >> 20
+        );
+        assert_eq!(observations[1], Observation::Unreadable(why));
+        assert_eq!(lists, 6, "the look stopped at the list that passed the bound");
     }
 }
