@@ -172,3 +172,74 @@ async fn a_service_set_editor_reaches_no_other_namespace() {
     }
     assert_eq!(cluster.connections.load(Ordering::SeqCst), 0, "no connection with the other namespace's kubeconfig");
 }
+
+/// kcm's `kcm-namespace-admin` rules (shared/reference/api-facts.md, "Who writes what"): in its
+/// namespace a namespace admin writes ClusterDeployments, ClusterIPAMClaims, Secrets,
+/// Credentials, Service and ClusterTemplates, HelmCharts and HelmRepositories, and reads what the
+/// viewer reads; no ConfigMaps, no ServiceSets.
+fn namespace_admin_rules() -> Value {
+    let edit = ["create", "delete", "get", "list", "patch", "update", "watch"];
+    let create = ["create", "delete", "get", "list", "watch"];
+    let read = ["get", "list", "watch"];
+    json!([
+        {"apiGroups": ["k0rdent.mirantis.com"], "resources": ["clusterdeployments", "clusteripamclaims"], "verbs": edit},
+        {"apiGroups": ["k0rdent.mirantis.com"], "resources": ["credentials", "servicetemplates", "clustertemplates"],
+         "verbs": create},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": create},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": read},
+        {"apiGroups": ["helm.toolkit.fluxcd.io"], "resources": ["helmcharts", "helmrepositories"], "verbs": edit},
+        {"apiGroups": ["k0rdent.mirantis.com"],
+         "resources": ["servicetemplatechains", "clustertemplatechains", "clusterauditpolicies"], "verbs": read},
+    ])
+}
+
+/// Issue 45, item 4: a namespace admin's `deploymentType: Local` template (its own Git URL)
+/// became a Kustomization on the management cluster with neither `kubeConfig` nor
+/// `serviceAccountName`, which kustomize-controller applies with its own cluster-wide rights.
+/// Now it runs as the namespace's own account (`--local-service-account`, default `default`),
+/// as Flux's `--default-service-account` lockdown does. The admin is held to its rights: it may
+/// write neither a ServiceSet nor a ConfigMap.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_namespace_admins_local_template_runs_as_its_namespaces_account() {
+    const TEST: &str = "trust-admin";
+    if !authorizer_runs(TEST) {
+        return;
+    }
+    let t = Scenario::start(TEST, Mode::Observe).await;
+    let ns = t.namespace().to_string();
+    let admin = actor(&t, "namespace-admin", namespace_admin_rules()).await;
+    for (kind, object) in [
+        (Kind::ServiceSet, t.service_set_object("own", json!([ingress_service()]))),
+        (Kind::ConfigMap, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rules", "namespace": ns}})),
+    ] {
+        let object: kube::api::DynamicObject = serde_json::from_value(object).unwrap();
+        let refused = admin.api(kind, &ns).create(&Default::default(), &object).await.unwrap_err();
+        assert_eq!(ksm_test_harness::objects::error_code(&refused), Some(403), "{kind:?}: not the admin's to write");
+    }
+
+    // The admin's template, its own Git repository, deployed where the object is (Local); kcm
+    // reports it valid and names the source it made.
+    let template = "tenant-policies";
+    admin
+        .create(json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceTemplate",
+                       "metadata": {"name": template, "namespace": ns},
+                       "spec": {"resources": {"deploymentType": "Local", "path": "./policies",
+                                "remoteSourceSpec": {"git": {"url": "https://git.example/tenant/policies",
+                                                             "ref": {"tag": "v1.0.0"}, "interval": "10m"}}}}}))
+        .await;
+    let source = json!({"kind": "GitRepository", "name": template, "namespace": ns});
+    t.set_status(&ObjRef::new(Kind::ServiceTemplate, &ns, template), json!({"valid": true, "sourceStatus": source}))
+        .await;
+    t.create_service_set("tenant", json!([{"name": "policies", "namespace": ns, "template": template}])).await;
+
+    let kustomization = t
+        .wait_for("the tenant's Kustomization", WAIT, async || match t.child("tenant", "policies").await {
+            Some(child) if child["kind"] == "Kustomization" => Ok(child),
+            other => Err(json!(other)),
+        })
+        .await;
+    let spec = &kustomization["spec"];
+    assert!(spec.get("kubeConfig").is_none(), "Local: on the management cluster: {kustomization:#}");
+    assert_eq!(spec["serviceAccountName"], "default", "runs as the namespace's account: {kustomization:#}");
+    assert_eq!(kustomization["metadata"]["namespace"], ns.as_str());
+}
