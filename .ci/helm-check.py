@@ -9,7 +9,8 @@ is `helm lint` and `helm template`, not an imitation. What it checks:
 - the objects rendered for the default values, for `adapter.mode=manage`, for the extra values
   and for three shards (`sharding.shards=3`, manage mode): each Deployment's security context,
   probes, identity, image, resources, log format, cache volume and the addresses of other
-  clusters it allows; the ServiceAccount and the
+  clusters it allows, the service account Flux objects outside the system namespace run as; the
+  ServiceAccount and the
   bindings; RBAC without wildcards, with leases only in the release namespace and secrets
   cluster-wide (get) only for health verification or regions, and `list` on exactly the kinds
   of the default health rules (kcm's six) only for health verification; the default health-rule
@@ -401,6 +402,10 @@ def check_deployment(documents, deployment: dict[str, Any], merged: dict[str, An
     F.check(flag(c.get("args", []), "--allow-cluster-addresses") == allowed, f"{d}: --allow-cluster-addresses is not {allowed}")
     cidrs = ",".join(merged["otherClusters"]["clusterCIDRs"]) or None
     F.check(flag(c.get("args", []), "--cluster-cidrs") == cidrs, f"{d}: --cluster-cidrs is not {cidrs}")
+
+    # Flux objects outside the system namespace run as its account, never with Flux's own rights.
+    account = merged["adapter"]["localServiceAccount"]
+    F.check(flag(c.get("args", []), "--local-service-account") == account, f"{d}: --local-service-account is not {account}")
     return pod_labels
 
 

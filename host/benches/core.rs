@@ -18,6 +18,7 @@ use ksm_adapter::plan::events::service_set_events;
 use ksm_adapter::plugin::NativePlugin;
 use ksm_adapter::rules::RuleCache;
 use ksm_adapter::serving::ServingPlugin;
+use ksm_adapter::tenancy::Tenancy;
 use ksm_flux_plugin::FluxPlugin;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -65,7 +66,7 @@ fn main() {
             regional: false,
             defer_status: false,
         };
-        decide(&serving, &service_set, &observed, "kcm-system", &now).expect("a plan")
+        decide(&serving, &service_set, &observed, Tenancy::default(), &now).expect("a plan")
     };
     let first = plan(&[]);
     let applied: Vec<Value> = first.apply.clone();

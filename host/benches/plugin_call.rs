@@ -27,6 +27,7 @@ use ksm_adapter::plugin::Limits;
 use ksm_adapter::plugin::{CallError, NativePlugin, Plugin};
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::serving::ServingPlugin;
+use ksm_adapter::tenancy::Tenancy;
 use ksm_flux_plugin::FluxPlugin;
 use ksm_plugin_sdk::contract::{
     ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
@@ -62,7 +63,7 @@ impl Fixture {
             &self.service_set,
             |name| self.manifests.template("kcm-system", name).map(|d| d.object.clone()),
             |source| self.manifests.source(source),
-            "kcm-system",
+            Tenancy::default(),
         )
         .expect("translation")
     }

@@ -111,8 +111,9 @@ pub struct OutputPolicy {
     /// self-management). An expression that fails to compile or evaluate refuses the object.
     #[serde(default)]
     pub validations: Vec<PolicyValidation>,
-    /// Service accounts the CD tool may act as (Flux's `spec.serviceAccountName`); none by
-    /// default.
+    /// Service accounts the CD tool may act as (Flux's `spec.serviceAccountName`) besides the
+    /// host's local service account, which a Flux object without `spec.kubeConfig` outside the
+    /// system namespace runs as (`ksm-adapter run --local-service-account`); none by default.
     #[serde(default)]
     pub service_account_names: Vec<String>,
 }

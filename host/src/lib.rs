@@ -12,7 +12,7 @@
 //! - [`conditions`]: conditions as the host writes them (typed status, bounded message);
 //! - [`k0rdent`]: the k0rdent API types and their CRDs;
 //! - [`plan`]: the pure core deciding desired objects and service states, with [`policy`]
-//!   checking everything a plugin returns;
+//!   checking everything a plugin returns, after [`tenancy`] says who Flux's objects run as;
 //! - [`manifests`]: objects read from YAML files, for the offline commands;
 //! - [`oci`]: WASM plugins in OCI registries (pull with sha256 verification, resolve, push) and
 //!   their cosign signatures;
@@ -44,3 +44,4 @@ pub mod runtime;
 pub mod serving;
 pub mod signature;
 pub mod smp;
+pub mod tenancy;

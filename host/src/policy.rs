@@ -3,6 +3,7 @@
 //! naming the plugin, the object and the rule.
 
 use crate::rules::{RuleCache, RuleError};
+use crate::tenancy::{Tenancy, is_flux};
 use ksm_plugin_sdk::contract::{PluginMetadata, Target};
 use ksm_plugin_sdk::names::is_dns1123_subdomain;
 use serde_json::{Map, Value, json};
@@ -64,11 +65,9 @@ pub struct Facts<'a> {
     /// Whether a service's template deploys to the management cluster (`deploymentType:
     /// Local`), by service name.
     pub local: &'a dyn Fn(&str) -> bool,
+    /// Who Flux's objects run as: filled in before the rules judge them.
+    pub tenancy: Tenancy<'a>,
 }
-
-/// API groups of the kinds the built-in Flux rules apply to, whichever plugin returns them:
-/// helm- and kustomize-controller act with their own rights on what these objects say.
-const FLUX_GROUPS: [&str; 2] = ["helm.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io"];
 
 /// The built-in Flux rules: (name, expression, message).
 pub(crate) const FLUX_RULES: [(&str, &str, &str); 2] = [
@@ -83,8 +82,13 @@ pub(crate) const FLUX_RULES: [(&str, &str, &str); 2] = [
     ),
     (
         "serviceAccountName",
-        "!has(object.spec.serviceAccountName) || object.spec.serviceAccountName in serviceAccountNames",
-        "spec.serviceAccountName must be one of the AdapterPlugin's spec.policy.serviceAccountNames",
+        "has(object.spec.serviceAccountName) \
+          ? (object.spec.serviceAccountName in serviceAccountNames \
+             || (localServiceAccount != '' && object.spec.serviceAccountName == localServiceAccount)) \
+          : localServiceAccount == ''",
+        "spec.serviceAccountName must be one of the AdapterPlugin's spec.policy.serviceAccountNames or, for an \
+         object without spec.kubeConfig outside the system namespace, the host's local service account \
+         (ksm-adapter run --local-service-account), which it runs as instead of Flux's own identity",
     ),
 ];
 
@@ -237,7 +241,8 @@ impl Policy {
     }
 
     /// Checks the objects one service returned (see [`check_object`]), their number, and what
-    /// they do (the built-in Flux rules and `spec.policy.validations`).
+    /// they do (the built-in Flux rules and `spec.policy.validations`), once the local service
+    /// account is filled in ([`Tenancy::fill`]).
     pub fn check_service(
         &self,
         plugin: &PluginMetadata,
@@ -258,14 +263,16 @@ impl Policy {
         objects
             .iter()
             .map(|text| {
-                let object = check_object(plugin, self, facts.namespace, text)?;
+                let mut object = check_object(plugin, self, facts.namespace, text)?;
+                facts.tenancy.fill(facts.namespace, &mut object);
                 self.validate(plugin, facts, (&target, &accounts), &object).map(|()| object)
             })
             .collect()
     }
 
     /// Runs the rules that apply to `object`, with the service's `target` and `accounts` (as
-    /// CEL variables, made once per service); the first it fails refuses it, naming the rule.
+    /// CEL variables, made once per service) and the account it must run as
+    /// (`localServiceAccount`, empty for none); the first it fails refuses it, naming the rule.
     fn validate(
         &self,
         plugin: &PluginMetadata,
@@ -273,17 +280,18 @@ impl Policy {
         (target, accounts): (&Value, &Value),
         object: &Value,
     ) -> Result<(), Refused> {
-        let group = object["apiVersion"].as_str().unwrap_or_default().split_once('/').map_or("", |(g, _)| g);
-        let flux: &[_] = if FLUX_GROUPS.contains(&group) { &FLUX_RULES } else { &[] };
+        let flux: &[_] = if is_flux(object) { &FLUX_RULES } else { &[] };
         let expressions = flux
             .iter()
             .map(|(_, expression, _)| *expression)
             .chain(self.validations.iter().map(|v| v.expression.as_str()));
+        let local_account = json!(facts.tenancy.account_for(facts.namespace, object).unwrap_or_default());
         let variables = [
             ("object", object),
             ("serviceSet", facts.service_set),
             ("target", target),
             ("serviceAccountNames", accounts),
+            ("localServiceAccount", &local_account),
         ];
         let Some((i, error)) = RULES.first_failing(expressions, &variables) else { return Ok(()) };
         let (origin, message) = match flux.get(i) {
@@ -401,7 +409,13 @@ mod tests {
     );
 
     fn facts(target: &Target) -> Facts<'_> {
-        Facts { namespace: "team-a", service_set: &SERVICE_SET, target, local: &|service| service == "local" }
+        facts_in("team-a", target)
+    }
+
+    /// [`facts`] of a ServiceSet in `namespace` (`kcm-system` is the system namespace).
+    fn facts_in<'a>(namespace: &'a str, target: &'a Target) -> Facts<'a> {
+        let tenancy = Tenancy::default();
+        Facts { namespace, service_set: &SERVICE_SET, target, local: &|service| service == "local", tenancy }
     }
 
     fn remote() -> Target {
@@ -427,13 +441,24 @@ mod tests {
 
     /// [`checked`], for service `service` (`local` has a `deploymentType: Local` template).
     fn checked_service(policy: &Policy, target: &Target, service: &str, spec: Value) -> Result<Vec<Value>, Refused> {
+        checked_in("team-a", policy, target, service, spec)
+    }
+
+    /// [`checked_service`], for a ServiceSet in `namespace`.
+    fn checked_in(
+        namespace: &str,
+        policy: &Policy,
+        target: &Target,
+        service: &str,
+        spec: Value,
+    ) -> Result<Vec<Value>, Refused> {
         let object = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
             "metadata": {"name": "prod.ingress"}, "spec": spec});
-        policy.check_service(&meta(), &facts(target), service, &[object.to_string()])
+        policy.check_service(&meta(), &facts_in(namespace, target), service, &[object.to_string()])
     }
 
     #[test]
-    fn flux_objects_may_use_only_the_targets_kubeconfig_and_no_service_account() {
+    fn flux_objects_may_use_only_the_targets_kubeconfig_and_no_other_service_account() {
         let open = Policy::default();
         let kubeconfig = |name: &str, key: &str| json!({"kubeConfig": {"secretRef": {"name": name, "key": key}}});
         assert!(checked(&open, &remote(), kubeconfig("prod-eu-1-kubeconfig", "value")).is_ok());
@@ -457,6 +482,35 @@ mod tests {
         let configured = Policy { service_account_names: vec!["deployer".into()], ..Policy::default() };
         assert!(checked(&configured, &remote(), to_target(json!({"serviceAccountName": "deployer"}))).is_ok());
         assert!(checked(&configured, &remote(), to_target(json!({"serviceAccountName": "cluster-admin"}))).is_err());
+    }
+
+    #[test]
+    fn a_flux_object_without_kubeconfig_outside_the_system_namespace_runs_as_its_namespaces_account() {
+        let open = Policy::default();
+        let account = |objects: Vec<Value>| objects[0]["spec"].get("serviceAccountName").cloned();
+        // A tenant's Local template and a tenant's self-management: the namespace's `default`.
+        let local = checked_service(&open, &remote(), "local", json!({})).unwrap();
+        assert_eq!(account(local), Some(json!("default")), "a Local template in team-a");
+        let own = checked(&open, &Target::SelfManagement, json!({})).unwrap();
+        assert_eq!(account(own), Some(json!("default")), "self-management from team-a");
+        // The system namespace's self-management and a remote target keep what they had.
+        let system = checked_in("kcm-system", &open, &Target::SelfManagement, "ingress", json!({})).unwrap();
+        assert_eq!(account(system), None, "self-management in the system namespace");
+        let remote_target = checked(&open, &remote(), to_target(json!({}))).unwrap();
+        assert_eq!(account(remote_target), None, "a remote target");
+        // The plugin may name the same account, or one the operator lists, and nothing else.
+        let named = |name: &str| json!({"serviceAccountName": name});
+        assert!(checked_service(&open, &remote(), "local", named("default")).is_ok());
+        let err = checked_service(&open, &remote(), "local", named("cluster-admin")).unwrap_err().to_string();
+        assert!(err.contains("refused by the built-in Flux rule \"serviceAccountName\""), "{err}");
+        assert!(err.contains("--local-service-account"), "{err}");
+        let configured = Policy { service_account_names: vec!["deployer".into()], ..Policy::default() };
+        assert!(checked_service(&configured, &remote(), "local", named("deployer")).is_ok());
+        // A remote target runs as what its kubeconfig says: the local account is no licence there.
+        assert!(checked(&open, &remote(), to_target(named("default"))).is_err());
+        // A spec the account cannot be filled into is refused, not let through as Flux's own.
+        let err = checked_service(&open, &remote(), "local", json!("not a map")).unwrap_err().to_string();
+        assert!(err.contains("refused by the built-in Flux rule"), "{err}");
     }
 
     #[test]

@@ -251,6 +251,82 @@ fn render_explains_an_unready_provider_and_skips_foreign_service_sets() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A namespace admin's `deploymentType: Local` template (issue 45): its Kustomization, on the
+/// management cluster without `kubeConfig`, runs as its namespace's local service account, not
+/// as kustomize-controller; the system namespace's self-management and a remote target do not.
+#[test]
+fn render_runs_a_tenants_local_template_as_its_namespaces_service_account() {
+    let dir = std::env::temp_dir().join(format!("ksm-render-tenant-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("examples");
+    for file in ["servicesets.yaml", "servicetemplates.yaml", "statemanagementprovider.yaml"] {
+        std::fs::copy(root.join(file), dir.join(file)).unwrap();
+    }
+    let tenant = r#"
+apiVersion: k0rdent.mirantis.com/v1beta1
+kind: ServiceSet
+metadata:
+  name: prod-eu-1
+  namespace: team-a
+  uid: 5b7d9f1a-2c4e-4a6b-8d0f-1a3c5e7b9d2f
+  labels: {ksm.k0rdent.mirantis.com/adapter: ksm-adapter}
+spec:
+  cluster: prod-eu-1
+  provider: {name: ksm-flux}
+  services:
+    - {name: cluster-policies, namespace: kyverno, template: cluster-policies-1-0-0}
+    - {name: podinfo, namespace: podinfo, template: podinfo-kustomize-6-7-1}
+---
+apiVersion: k0rdent.mirantis.com/v1beta1
+kind: ServiceTemplate
+metadata: {name: cluster-policies-1-0-0, namespace: team-a}
+spec:
+  kustomize:
+    deploymentType: Local
+    remoteSourceSpec:
+      git: {url: "https://git.example.com/team-a/policies", ref: {tag: v1.0.0}, interval: 10m}
+    path: ./policies
+status:
+  valid: true
+  sourceStatus: {kind: GitRepository, name: cluster-policies-1-0-0, namespace: team-a}
+---
+apiVersion: k0rdent.mirantis.com/v1beta1
+kind: ServiceTemplate
+metadata: {name: podinfo-kustomize-6-7-1, namespace: team-a}
+spec:
+  kustomize:
+    deploymentType: Remote
+    remoteSourceSpec:
+      git: {url: "https://github.com/stefanprodan/podinfo", ref: {tag: 6.7.1}, interval: 10m}
+    path: ./kustomize
+status:
+  valid: true
+  sourceStatus: {kind: GitRepository, name: podinfo-kustomize-6-7-1, namespace: team-a}
+"#;
+    std::fs::write(dir.join("tenant.yaml"), tenant).unwrap();
+    let applied = |args: &[&str], service_set: &str, name: &str| {
+        let docs = documents(&[&["render", "-f", dir.to_str().unwrap()], args].concat());
+        let doc = docs.iter().find(|d| d["serviceSet"] == service_set).unwrap();
+        doc["apply"].as_array().unwrap().iter().find(|o| o["metadata"]["name"] == name).unwrap()["spec"].clone()
+    };
+    let local = applied(&[], "team-a/prod-eu-1", "prod-eu-1.cluster-policies");
+    assert_eq!(local.get("kubeConfig"), None, "Local: the management cluster");
+    assert_eq!(local["serviceAccountName"], "default", "{local}");
+    let remote = applied(&[], "team-a/prod-eu-1", "prod-eu-1.podinfo");
+    assert!(remote["kubeConfig"].is_object() && remote.get("serviceAccountName").is_none(), "{remote}");
+    let system = applied(&[], "kcm-system/management-7f3a9c2e", "management-7f3a9c2e.podinfo");
+    assert!(system.get("kubeConfig").is_none() && system.get("serviceAccountName").is_none(), "{system}");
+    let configured =
+        applied(&["--local-service-account", "flux-tenant"], "team-a/prod-eu-1", "prod-eu-1.cluster-policies");
+    assert_eq!(configured["serviceAccountName"], "flux-tenant");
+
+    let out = ksm_adapter(&["render", "--local-service-account", "", "-f", dir.to_str().unwrap()]);
+    assert!(!out.status.success(), "an empty account would leave Flux's own identity");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--local-service-account") && stderr.contains("not a service account name"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn render_arbitrates_a_release_two_service_sets_claim() {
     let dir = std::env::temp_dir().join(format!("ksm-render-conflict-{}", std::process::id()));

@@ -206,6 +206,7 @@ fn the_pure_core_does_no_io() {
         "health",
         "smp",
         "policy",
+        "tenancy",
         "serving",
         "conditions",
         "rules",

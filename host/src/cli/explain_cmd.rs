@@ -70,7 +70,8 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     };
     let runtime = Runtime::new()?;
     let identity = args.identity.identity();
-    let system_namespace = &args.plugin.system_namespace;
+    let tenancy = args.plugin.tenancy.tenancy();
+    let system_namespace = tenancy.system_namespace;
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let explained = tokio.block_on(async {
         let client = Client::try_from(super::run_cmd::kube_config(args.kubeconfig.as_ref()).await?)?;
@@ -106,11 +107,11 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             clusters,
             rules: health_rules(&client).await?,
             cel: Arc::new(RuleCache::new()),
-            system_namespace: system_namespace.clone(),
+            system_namespace: system_namespace.to_string(),
         };
-        let claims = render_cmd::claim_index(&plugins, &manifests, &identity, system_namespace)?;
+        let claims = render_cmd::claim_index(&plugins, &manifests, &identity, tenancy)?;
         let mut decision =
-            render_cmd::render_one(&plugins, &manifests, doc, &identity, &health.cel, &claims, system_namespace, &now)?;
+            render_cmd::render_one(&plugins, &manifests, doc, &identity, &health.cel, &claims, tenancy, &now)?;
         let mut learned = Learned {
             signatures: pulled.signatures,
             region: region.map(|r| region_of(&r, &home)),

@@ -12,6 +12,7 @@ mod registry_args;
 mod render_cmd;
 mod run_cmd;
 mod scaffold;
+mod tenancy_args;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;

@@ -17,9 +17,8 @@ pub struct PluginArgs {
     /// `builtin:flux` or the path of a `.wasm` component.
     #[arg(long, short = 'p', default_value = "builtin:flux")]
     pub plugin: String,
-    /// The namespace k0rdent runs in.
-    #[arg(long, default_value = "kcm-system")]
-    pub system_namespace: String,
+    #[command(flatten)]
+    pub tenancy: super::tenancy_args::TenancyArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
 }

@@ -249,7 +249,7 @@ fn for_each_service_set(
             &ss.object,
             |name| manifests.template(ss.namespace(), name).map(|d| d.object.clone()),
             |source| manifests.source(source),
-            &args.plugin.system_namespace,
+            args.plugin.tenancy.tenancy(),
         );
         let out = report(&plugin, &manifests, ss, result)
             .with_context(|| format!("ServiceSet {} ({})", ss.key(), ss.origin))?;

@@ -15,6 +15,7 @@ use ksm_adapter::plan::{self, TranslatedService, reads};
 use ksm_adapter::rules::RuleCache;
 use ksm_adapter::runtime::Runtime;
 use ksm_adapter::smp::{self, AdapterIdentity, RbacCheck, SmpObservation};
+use ksm_adapter::tenancy::Tenancy;
 use ksm_plugin_sdk::sources::SourceRef;
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
@@ -42,13 +43,13 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let identity = args.identity.identity();
     let rules = RuleCache::new();
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let claims = claim_index(&plugins, &manifests, &identity, &args.plugin.system_namespace)?;
+    let tenancy = args.plugin.tenancy.tenancy();
+    let claims = claim_index(&plugins, &manifests, &identity, tenancy)?;
     let mut found = false;
     for doc in manifests.k0rdent("ServiceSet") {
         found = true;
-        let out =
-            render_one(&plugins, &manifests, doc, &identity, &rules, &claims, &args.plugin.system_namespace, &now)
-                .with_context(|| format!("ServiceSet {} ({})", doc.key(), doc.origin))?;
+        let out = render_one(&plugins, &manifests, doc, &identity, &rules, &claims, tenancy, &now)
+            .with_context(|| format!("ServiceSet {} ({})", doc.key(), doc.origin))?;
         super::plugin_cmd::print_yaml(&out)?;
     }
     if !found {
@@ -63,7 +64,7 @@ pub(super) fn claim_index(
     plugins: &OfflinePlugins,
     manifests: &Manifests,
     identity: &AdapterIdentity,
-    system_namespace: &str,
+    tenancy: Tenancy,
 ) -> anyhow::Result<ClaimIndex> {
     let mut index = ClaimIndex::default();
     for doc in manifests.k0rdent("ServiceSet") {
@@ -75,7 +76,7 @@ pub(super) fn claim_index(
         let Ok(plugin) = plugins.for_provider(&service_set.spec.provider.name, Some(&smp)) else { continue };
         let template = |name: &str| manifests.template(doc.namespace(), name).map(|d| d.object.clone());
         let source = |r: &SourceRef| manifests.source(r);
-        if let Ok(translated) = plan::translate(&plugin, None, &doc.object, template, source, system_namespace) {
+        if let Ok(translated) = plan::translate(&plugin, None, &doc.object, template, source, tenancy) {
             let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
             index.record(&Contender::of(&service_set), &claims);
         }
@@ -104,7 +105,7 @@ pub(super) fn render_one(
     identity: &AdapterIdentity,
     rules: &RuleCache,
     claims: &ClaimIndex,
-    system_namespace: &str,
+    tenancy: Tenancy,
     now: &Time,
 ) -> anyhow::Result<Value> {
     let service_set: ServiceSet = serde_json::from_value(doc.object.clone()).context("not a valid ServiceSet")?;
@@ -142,7 +143,7 @@ pub(super) fn render_one(
     };
     let arbitrate = |_: &[ServiceClaims]| arbitrate(claims, &key, has_objects);
     // As the controller does: children go where the ServiceSet's cluster is served from.
-    let regional = match route(manifests, &service_set, system_namespace) {
+    let regional = match route(manifests, &service_set, tenancy.system_namespace) {
         Ok(route) => matches!(route, Route::Region(_)),
         Err(why) => return Ok(unrouted(doc, &service_set, &why, now)),
     };
@@ -161,7 +162,7 @@ pub(super) fn render_one(
         regional,
         defer_status: false,
     };
-    let mut plan = decide(&plugin, &service_set, &observed, system_namespace, now)?;
+    let mut plan = decide(&plugin, &service_set, &observed, tenancy, now)?;
     // As the controller does: an object in the files with the name of a first apply that is not
     // this ServiceSet's is never taken over.
     let foreign = foreign_objects(&service_set, &plan.unseen, |r| {
@@ -169,7 +170,7 @@ pub(super) fn render_one(
     });
     if !foreign.is_empty() {
         observed.foreign = &foreign;
-        plan = decide(&plugin, &service_set, &observed, system_namespace, now)?;
+        plan = decide(&plugin, &service_set, &observed, tenancy, now)?;
     }
     Ok(json!({
         "serviceSet": doc.key(),

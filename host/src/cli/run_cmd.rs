@@ -86,9 +86,8 @@ pub struct RunArgs {
     /// third of it).
     #[arg(long, default_value_t = 15)]
     leader_election_lease_seconds: u64,
-    /// The namespace k0rdent runs in (self-management ServiceSets live there).
-    #[arg(long, default_value = "kcm-system")]
-    system_namespace: String,
+    #[command(flatten)]
+    tenancy: super::tenancy_args::TenancyArgs,
     #[command(flatten)]
     identity: IdentityArgs,
     /// Limits of every plugin call, unless its AdapterPlugin sets `spec.limits`.
@@ -194,7 +193,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             DefaultPluginArg::Flux => DefaultPlugin::Flux,
             DefaultPluginArg::None => DefaultPlugin::None,
         },
-        system_namespace: args.system_namespace.clone(),
+        system_namespace: args.tenancy.system_namespace.clone(),
+        local_service_account: args.tenancy.local_service_account(),
         concurrency: args.concurrency,
         resync: Duration::from_secs(args.resync_seconds),
         smp_interval: Duration::from_secs(args.smp_interval_seconds),

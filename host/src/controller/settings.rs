@@ -3,6 +3,7 @@
 use super::plumbing::leader;
 use super::remote::addresses::Allowed;
 use crate::smp::AdapterIdentity;
+use crate::tenancy::Tenancy;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -45,6 +46,9 @@ pub struct Settings {
     pub default_plugin: DefaultPlugin,
     /// The namespace k0rdent runs in (self-management ServiceSets live there).
     pub system_namespace: String,
+    /// The service account Flux objects without `spec.kubeConfig` outside the system namespace
+    /// run as, in their own namespace (see [`Tenancy`]).
+    pub local_service_account: String,
     /// ServiceSets reconciled at the same time.
     pub concurrency: u16,
     /// Every ServiceSet is reconciled again after this long even when nothing changed.
@@ -66,4 +70,11 @@ pub struct Settings {
     pub shard_selector: Option<String>,
     /// Leader election: only the holder of this Lease runs; `None`: this process always runs.
     pub election: Option<leader::Election>,
+}
+
+impl Settings {
+    /// Who Flux's objects run as, from these settings.
+    pub fn tenancy(&self) -> Tenancy<'_> {
+        Tenancy { system_namespace: &self.system_namespace, local_service_account: &self.local_service_account }
+    }
 }

@@ -15,6 +15,7 @@ use crate::k0rdent::{
 };
 use crate::plugin::CallError;
 use crate::serving::ServingPlugin;
+use crate::tenancy::Tenancy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use ksm_plugin_sdk::contract::ServiceStatus;
 use ksm_plugin_sdk::sources::SourceRef;
@@ -78,13 +79,14 @@ pub struct Plan {
 /// Decides what to do for `service_set`, one phase after another: a deleted ServiceSet's
 /// [`deletion`]; else whether its provider lets it go on, the plugin's translation, the services
 /// whose objects someone else holds, the claims against other ServiceSets, what that does to the
-/// children and, unless deferred, the status. A plugin call that fails (trap, timeout, limit) is
-/// returned as an error for the controller to retry; everything else ends in a plan.
+/// children and, unless deferred, the status, under `tenancy` (see [`translate`]). A plugin call
+/// that fails (trap, timeout, limit) is returned as an error for the controller to retry;
+/// everything else ends in a plan.
 pub fn decide(
     serving: &ServingPlugin,
     service_set: &ServiceSet,
     observed: &Inputs,
-    system_namespace: &str,
+    tenancy: Tenancy,
     now: &Time,
 ) -> Result<Plan, CallError> {
     if service_set.metadata.deletion_timestamp.is_some() {
@@ -100,8 +102,7 @@ pub fn decide(
     // As the plugin sees it: the AdapterPlugin's default config merged in (translate does the
     // same, idempotently), so that map-status reads the same config.
     let json = serving.input_of(&serde_json::to_value(service_set).expect("a ServiceSet serializes"));
-    let Some(mut translated) = translation(serving, &json, observed, system_namespace, &mut status, generation, now)?
-    else {
+    let Some(mut translated) = translation(serving, &json, observed, tenancy, &mut status, generation, now)? else {
         return Ok(Plan::status_only(status));
     };
     let owner = owner_of(service_set, !observed.regional);
@@ -142,13 +143,13 @@ fn translation(
     serving: &ServingPlugin,
     json: &Value,
     observed: &Inputs,
-    system_namespace: &str,
+    tenancy: Tenancy,
     status: &mut ServiceSetStatus,
     generation: Option<i64>,
     now: &Time,
 ) -> Result<Option<Vec<TranslatedService>>, CallError> {
     let template = |name: &str| (observed.template)(name);
-    match translate(serving, observed.translations, json, template, observed.source, system_namespace) {
+    match translate(serving, observed.translations, json, template, observed.source, tenancy) {
         Ok(translated) => Ok(Some(translated)),
         Err(TranslateFailure::Call(e)) => Err(e),
         Err(failure) => {
@@ -530,7 +531,7 @@ mod tests {
             regional: false,
             defer_status,
         };
-        decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
+        decide(&flux(), ss, &observed, Tenancy::default(), &at(100)).unwrap()
     }
 
     fn status(plan: &Plan) -> &ServiceSetStatus {
@@ -565,7 +566,7 @@ mod tests {
         };
         let mut ss = service_set(ingress());
         ss.spec.provider.config = Some(json!({"timeout": "9m"}).into());
-        let p = decide(&serving, &ss, &observed, "kcm-system", &at(100)).unwrap();
+        let p = decide(&serving, &ss, &observed, Tenancy::default(), &at(100)).unwrap();
         assert_eq!(p.apply[0]["spec"]["interval"], "7m", "the AdapterPlugin's default");
         assert_eq!(p.apply[0]["spec"]["timeout"], "9m", "the ServiceSet's own value wins");
     }
@@ -643,7 +644,7 @@ mod tests {
             regional: false,
             defer_status: false,
         };
-        let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
+        let p = decide(&flux(), &ss, &observed, Tenancy::default(), &at(100)).unwrap();
         assert!(p.apply.is_empty(), "the loser applies nothing");
         assert_eq!(p.delete, [ChildRef::of(&own)], "only the loser's own object goes");
         let service = &status(&p).services[0];
@@ -686,7 +687,7 @@ mod tests {
                 regional: false,
                 defer_status: false,
             };
-            decide(&flux(), ss, &observed, "kcm-system", &at(100)).unwrap()
+            decide(&flux(), ss, &observed, Tenancy::default(), &at(100)).unwrap()
         };
         let applied = |p: &Plan| -> Vec<String> {
             p.apply.iter().map(|c| c["metadata"]["labels"][SERVICE_LABEL].as_str().unwrap().to_string()).collect()
@@ -846,7 +847,7 @@ mod tests {
             regional: false,
             defer_status: false,
         };
-        let p = decide(&flux(), &ss, &observed, "kcm-system", &at(100)).unwrap();
+        let p = decide(&flux(), &ss, &observed, Tenancy::default(), &at(100)).unwrap();
         let applied: Vec<&str> = p.apply.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();
         assert_eq!(applied, ["prod-eu-1.other"], "the other service goes on");
         let taken = &status(&p).services[0];

@@ -97,6 +97,7 @@ mod tests {
     use crate::plugin::{CallError, NativePlugin, Plugin};
     use crate::policy::Policy;
     use crate::serving::ServingPlugin;
+    use crate::tenancy::Tenancy;
     use ksm_flux_plugin::FluxPlugin;
     use ksm_plugin_sdk::contract::{
         ConfigError, PluginMetadata, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
@@ -158,9 +159,11 @@ mod tests {
         let plugin = Arc::new(Counted::default());
         let serving = ServingPlugin::plain(plugin.clone());
         let memo = TranslationMemo::default();
-        let first = translate(&serving, Some(&memo), &service_set("a"), template, no_source, "kcm-system").unwrap();
+        let first =
+            translate(&serving, Some(&memo), &service_set("a"), template, no_source, Tenancy::default()).unwrap();
         let again =
-            translate(&serving.session(), Some(&memo), &service_set("a"), template, no_source, "kcm-system").unwrap();
+            translate(&serving.session(), Some(&memo), &service_set("a"), template, no_source, Tenancy::default())
+                .unwrap();
         assert!(matches!(first[0].outcome, ServiceOutcome::Objects(ref o) if o.len() == 1), "{first:?}");
         assert_eq!(first, again, "the kept translation, as it was");
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 1);
@@ -169,18 +172,18 @@ mod tests {
         written["metadata"]["resourceVersion"] = json!("8");
         written["metadata"]["finalizers"] = json!(["ksm.k0rdent.mirantis.com/finalizer"]);
         written["status"] = json!({"deployed": false});
-        translate(&serving, Some(&memo), &written, template, no_source, "kcm-system").unwrap();
+        translate(&serving, Some(&memo), &written, template, no_source, Tenancy::default()).unwrap();
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 1, "the host's own writes are no new input");
 
         let mut changed = service_set("a");
         changed["metadata"]["labels"] = json!({"team": "b"});
-        translate(&serving, Some(&memo), &changed, template, no_source, "kcm-system").unwrap();
+        translate(&serving, Some(&memo), &changed, template, no_source, Tenancy::default()).unwrap();
         let other_template = |name: &str| {
             let mut changed = template(name)?;
             changed["spec"]["helm"] = json!({"values": "x: 1"});
             Some(changed)
         };
-        translate(&serving, Some(&memo), &service_set("a"), other_template, no_source, "kcm-system").unwrap();
+        translate(&serving, Some(&memo), &service_set("a"), other_template, no_source, Tenancy::default()).unwrap();
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 3, "a changed ServiceSet or template is asked again");
     }
 
@@ -189,9 +192,10 @@ mod tests {
         let plugin = Arc::new(Counted::default());
         let serving = ServingPlugin::plain(plugin.clone());
         let memo = TranslationMemo::default();
-        translate(&serving, Some(&memo), &service_set("a"), template, no_source, "kcm-system").unwrap();
+        translate(&serving, Some(&memo), &service_set("a"), template, no_source, Tenancy::default()).unwrap();
         let narrowed = serving.with_policy(Policy { allowed_kinds: Some(Default::default()), ..Policy::default() });
-        let refused = translate(&narrowed, Some(&memo), &service_set("a"), template, no_source, "kcm-system").unwrap();
+        let refused =
+            translate(&narrowed, Some(&memo), &service_set("a"), template, no_source, Tenancy::default()).unwrap();
         assert!(matches!(refused[0].outcome, ServiceOutcome::Refused(_)), "checked under the new policy: {refused:?}");
         translate(
             &ServingPlugin::plain(plugin.clone()),
@@ -199,7 +203,7 @@ mod tests {
             &service_set("a"),
             template,
             no_source,
-            "kcm-system",
+            Tenancy::default(),
         )
         .unwrap();
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 3);
@@ -211,10 +215,10 @@ mod tests {
         let serving = ServingPlugin::plain(plugin.clone());
         let memo = TranslationMemo::with_capacity(2);
         for name in ["a", "b", "c", "c", "b"] {
-            translate(&serving, Some(&memo), &service_set(name), template, no_source, "kcm-system").unwrap();
+            translate(&serving, Some(&memo), &service_set(name), template, no_source, Tenancy::default()).unwrap();
         }
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 3, "b and c kept");
-        translate(&serving, Some(&memo), &service_set("a"), template, no_source, "kcm-system").unwrap();
+        translate(&serving, Some(&memo), &service_set("a"), template, no_source, Tenancy::default()).unwrap();
         assert_eq!(plugin.translations.load(Ordering::Relaxed), 4);
     }
 
@@ -229,12 +233,12 @@ mod tests {
         let claims: Vec<_> = names
             .iter()
             .map(|name| {
-                translate(&serving, Some(&memo), &service_set(name), template, no_source, "kcm-system").unwrap()
+                translate(&serving, Some(&memo), &service_set(name), template, no_source, Tenancy::default()).unwrap()
             })
             .collect();
         for (name, recorded) in names.iter().zip(&claims) {
             let reconciled =
-                translate(&serving, Some(&memo), &service_set(name), template, no_source, "kcm-system").unwrap();
+                translate(&serving, Some(&memo), &service_set(name), template, no_source, Tenancy::default()).unwrap();
             assert_eq!(&reconciled, recorded, "{name}: the kept translation, unpacked whole");
         }
         assert_eq!(plugin.translations.load(Ordering::Relaxed), names.len(), "none asked twice");

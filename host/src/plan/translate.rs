@@ -7,6 +7,7 @@ use super::memo::TranslationMemo;
 use crate::plugin::CallError;
 use crate::policy::Facts;
 use crate::serving::ServingPlugin;
+use crate::tenancy::Tenancy;
 use ksm_plugin_sdk::contract::{Claim, ServiceError, Template, TranslateError, TranslateInput};
 use ksm_plugin_sdk::inputs;
 use ksm_plugin_sdk::sources::SourceRef;
@@ -76,26 +77,28 @@ pub enum TranslateFailure {
 
 /// Translates `service_set` (the whole object) with `serving`, looking templates up with
 /// `find_template` and the Flux sources they refer to with `find_source`, and checks every
-/// returned object against the host's policy. With `memo`, an input `serving` translated before
-/// is answered from it (see [`memo`](super::memo)).
+/// returned object against the host's policy, under `tenancy` (the plugin is told its system
+/// namespace; Flux's objects get its local service account). With `memo`, an input `serving`
+/// translated before is answered from it (see [`memo`](super::memo); `tenancy` is the process's
+/// own, so the key leaves it out).
 pub fn translate(
     serving: &ServingPlugin,
     memo: Option<&TranslationMemo>,
     service_set: &Value,
     find_template: impl Fn(&str) -> Option<Value>,
     find_source: impl Fn(&SourceRef) -> Option<Value>,
-    system_namespace: &str,
+    tenancy: Tenancy,
 ) -> Result<Vec<TranslatedService>, TranslateFailure> {
     // The policy's rules see the ServiceSet as the plugin does: a kept translation was checked
     // against nothing the key leaves out.
     let service_set = &serving.input_of(service_set);
-    let input = inputs::translate_input(service_set, find_template, find_source, system_namespace)?;
-    let Some(memo) = memo else { return translate_checked(serving, service_set, &input) };
+    let input = inputs::translate_input(service_set, find_template, find_source, tenancy.system_namespace)?;
+    let Some(memo) = memo else { return translate_checked(serving, service_set, &input, tenancy) };
     let key = memo.key((serving.id, &input));
     if let Some(kept) = memo.get(key).and_then(|text| serde_json::from_slice(&text).ok()) {
         return Ok(kept);
     }
-    let translated = translate_checked(serving, service_set, &input)?;
+    let translated = translate_checked(serving, service_set, &input, tenancy)?;
     if let Ok(text) = serde_json::to_string(&translated) {
         memo.keep(key, &text);
     }
@@ -107,6 +110,7 @@ fn translate_checked(
     serving: &ServingPlugin,
     service_set: &Value,
     input: &TranslateInput,
+    tenancy: Tenancy,
 ) -> Result<Vec<TranslatedService>, TranslateFailure> {
     let plugin = serving.plugin.as_ref();
     let translations = plugin.translate(input)?.map_err(TranslateFailure::Rejected)?;
@@ -117,7 +121,7 @@ fn translate_checked(
     }
     let namespace = service_set["metadata"]["namespace"].as_str().unwrap_or_default();
     let local = |service: &str| local_template(service_set, &input.templates, service);
-    let facts = Facts { namespace, service_set, target: &input.target, local: &local };
+    let facts = Facts { namespace, service_set, target: &input.target, local: &local, tenancy };
     Ok(translations
         .into_iter()
         .map(|t| {

@@ -17,6 +17,7 @@ use ksm_adapter::plugin::Plugin;
 use ksm_adapter::policy::DEFAULT_OBJECTS_PER_SERVICE;
 use ksm_adapter::runtime::{CONTRACT_VERSIONS, LoadError, Runtime, WasmPlugin, export_of};
 use ksm_adapter::serving::ServingPlugin;
+use ksm_adapter::tenancy::Tenancy;
 use ksm_plugin_sdk::contract::{
     ServiceState, ServiceStatus, ServiceTranslation, StatusError, StatusInput, TranslateError,
 };
@@ -280,7 +281,7 @@ impl Suite {
             &case.service_set,
             |t| case.template(t),
             |s| case.source(s),
-            SYSTEM_NAMESPACE,
+            Tenancy { system_namespace: SYSTEM_NAMESPACE, ..Tenancy::default() },
         );
         let translated = match translated {
             Ok(translated) => {

@@ -247,6 +247,7 @@ pub(super) mod tests {
             mode: Mode::Observe,
             default_plugin: DefaultPlugin::Flux,
             system_namespace: "kcm-system".into(),
+            local_service_account: crate::tenancy::DEFAULT_LOCAL_SERVICE_ACCOUNT.into(),
             concurrency: 4,
             resync: Duration::from_secs(600),
             smp_interval: Duration::from_secs(10),

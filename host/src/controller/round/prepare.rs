@@ -84,8 +84,7 @@ fn record_claims(ctx: &Context, service_sets: &[Arc<CachedServiceSet>], served: 
         // reconcile translates the same input.
         let memo = Some(&ctx.translations);
         let source = |source: &_| ctx.source(source);
-        if let Ok(translated) = plan::translate(&serving, memo, &json, template, source, &ctx.settings.system_namespace)
-        {
+        if let Ok(translated) = plan::translate(&serving, memo, &json, template, source, ctx.settings.tenancy()) {
             let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
             ctx.arbiter.record(&service_set, &claims);
         }

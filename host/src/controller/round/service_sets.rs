@@ -275,7 +275,7 @@ async fn decide_blocking(
             regional,
             defer_status,
         };
-        decide::decide(&serving, &service_set, &inputs, &ctx.settings.system_namespace, &now())
+        decide::decide(&serving, &service_set, &inputs, ctx.settings.tenancy(), &now())
     })
     .await
 }

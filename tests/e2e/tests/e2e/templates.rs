@@ -15,7 +15,13 @@ async fn chart_source_and_local_templates_pass_the_real_schemas() {
     let sources = t.wait_converged("sources").await;
     assert_eq!(sources.object_of("podinfo")["spec"]["chart"]["spec"]["sourceRef"]["kind"], "GitRepository");
     assert_eq!(sources.object_of("redis")["spec"]["chartRef"]["kind"], "OCIRepository");
-    let local = t.wait_converged("local").await;
-    assert!(local.object_of("cluster-policies")["spec"].get("kubeConfig").is_none(), "Local: the management cluster");
-    assert!(local.object_of("podinfo")["spec"]["kubeConfig"].is_object(), "Remote: the ServiceSet's cluster");
+    t.wait_converged("local").await;
+    // Local: the management cluster, as the namespace's `default` account (issue 45), not with
+    // kustomize-controller's own rights; Remote: the ServiceSet's cluster, as its kubeconfig says.
+    let policies = t.child("local", "cluster-policies").await.expect("the Local Kustomization");
+    assert!(policies["spec"].get("kubeConfig").is_none(), "{policies}");
+    assert_eq!(policies["spec"]["serviceAccountName"], "default", "{policies}");
+    let podinfo = t.child("local", "podinfo").await.expect("the Remote Kustomization");
+    assert!(podinfo["spec"]["kubeConfig"].is_object(), "{podinfo}");
+    assert!(podinfo["spec"].get("serviceAccountName").is_none(), "{podinfo}");
 }
