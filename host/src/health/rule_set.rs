@@ -1,6 +1,8 @@
 //! Health rules from ConfigMaps: which ConfigMaps apply to a ServiceSet (kcm's three tiers, all
 //! additive) and the rules they hold, each checked and compiled on its own so that a broken one
-//! is named by its source and never breaks the others.
+//! is named by its source and never breaks the others. Whoever may write ConfigMaps in a
+//! namespace may write many, so the rules one namespace gives a ServiceSet are bounded across
+//! its ConfigMaps ([`MAX_NAMESPACE_RULES`], [`MAX_NAMESPACE_BYTES`]), the operator's apart.
 //!
 //! On the management cluster the host reads with its own broad RBAC, so a tenant's rules (from
 //! the ServiceSet's namespace, when that is not the system namespace) are *confined* to that
