@@ -323,7 +323,7 @@ impl RuleCache {
         let mut own = true;
         for rule in rules {
             let step = match self.admit(rule, binding) {
-                Ok(Some(compiled)) => {
+                Ok(Some((compiled, _))) => {
                     runs.push(compiled);
                     own &= self.own.contains(rule);
                     Step::Run
@@ -361,8 +361,9 @@ impl RuleCache {
         returned
     }
 
-    /// `rule` compiled and within budget for `binding`; `None` when it is blank (it holds).
-    fn admit(&self, rule: &str, binding: &Binding) -> Result<Option<Arc<Rule>>, RuleError> {
+    /// `rule` compiled and within budget for `binding`, with its estimated cost; `None` when it
+    /// is blank (it holds).
+    fn admit(&self, rule: &str, binding: &Binding) -> Result<Option<(Arc<Rule>, u64)>, RuleError> {
         let Some(compiled) = self.rule(rule) else { return Ok(None) };
         let compiled = compiled.map_err(|e| RuleError::Compile { rule: rule.to_owned(), message: e.to_string() })?;
         let over = |budget| RuleError::OverBudget { rule: rule.to_owned(), budget };
@@ -373,7 +374,7 @@ impl RuleCache {
         if estimate > self.limits.cost {
             return Err(over(Budget::Cost { estimate, limit: self.limits.cost }));
         }
-        Ok(Some(compiled))
+        Ok(Some((compiled, estimate)))
     }
 
     /// The result of the next rule the evaluator runs, `rule`, waited for up to the deadline.
@@ -489,6 +490,14 @@ impl Bound<'_> {
             Ok(false) => Some((at, None)),
             Err(e) => Some((at, Some(e))),
         }
+    }
+
+    /// The summed estimated cost of running `rules` with these variables: what a caller that
+    /// runs rules on many bindings budgets by. A rule that would not run (blank, not compiling,
+    /// over its own budget) costs nothing.
+    pub fn estimate(&self, rules: &[&str]) -> u64 {
+        let admitted = rules.iter().filter_map(|rule| self.cache.admit(rule, &self.binding).ok().flatten());
+        admitted.fold(0, |sum, (_, estimate)| sum.saturating_add(estimate))
     }
 
     /// What `rule` evaluates to when it is a string; `None` when it does not compile, fails or
@@ -864,6 +873,19 @@ mod tests {
         assert!(message.ends_with("over the cost limit of 1000000"), "{message}");
         let first = rules.first_failing(["true", rule.as_str(), "false"], &[]);
         assert!(matches!(first, Some((1, Some(RuleError::OverBudget { .. })))), "{first:?}");
+    }
+
+    #[test]
+    fn a_binding_estimates_what_its_rules_would_cost_together() {
+        let rules = RuleCache::new();
+        let object = json!({"items": [1, 2, 3]});
+        let (cheap, costly) = ("self.items.size() > 0", "self.items.all(i, i > 0 && i < 10)");
+        let bound = rules.bind(&[cheap, costly], &[("self", &object)]);
+        let (a, b) = (bound.estimate(&[cheap]), bound.estimate(&[costly]));
+        assert!(0 < a && a < b, "{a} {b}");
+        assert_eq!(bound.estimate(&[cheap, costly]), a + b);
+        let over = nested(1000);
+        assert_eq!(bound.estimate(&[cheap, " ", "self.(", &over]), a, "what would not run costs nothing");
     }
 
     #[test]

@@ -538,7 +538,7 @@ fn same_status(live: &Value, decided: &Value) -> bool {
     services(live) == services(decided) && conditions_agree
 }
 
-/// A service's health verdict: `Healthy`, or `Unhealthy` or `Unknown` and why.
+/// A service's health verdict: `Healthy`, or `Unhealthy`, `Unknown` or `Unjudged` and why.
 fn health_of(health: &Health) -> Value {
     match health {
         Health::Healthy => json!({"verdict": "Healthy"}),
@@ -546,6 +546,7 @@ fn health_of(health: &Health) -> Value {
             json!({"verdict": "Unhealthy", "why": conditions.iter().map(|c| &c.message).collect::<Vec<_>>()})
         }
         Health::Unknown(why) => json!({"verdict": "Unknown", "why": [why]}),
+        Health::Unjudged(why) => json!({"verdict": "Unjudged", "why": [why]}),
     }
 }
 

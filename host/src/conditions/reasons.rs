@@ -62,6 +62,9 @@ pub fn unhealthy(kind: &str) -> String {
 }
 /// A service's `ServiceHealth=Unknown`: its target cluster could not be read.
 pub const TARGET_CLUSTER_UNREADABLE: &str = "TargetClusterUnreadable";
+/// A service's `ServiceHealth=Unknown`: the look's health-rule cost budget ran out before its
+/// objects were judged.
+pub const HEALTH_RULES_OVER_BUDGET: &str = "HealthRulesOverBudget";
 
 // AdapterPlugin: Fetched, Verified, Compiled, Validated.
 

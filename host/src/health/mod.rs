@@ -6,12 +6,13 @@
 //! (`controller/round/target_health.rs`) gathered:
 //!
 //! - [`rule_set`]: which rule ConfigMaps apply to a ServiceSet, and the rules they hold (a broken
-//!   one named, never breaking the others), a tenant's confined to its namespace where asked;
+//!   one named, never breaking the others) within each namespace's budget, a tenant's confined to
+//!   its namespace where asked;
 //! - [`look_budget`]: how much one look at a target may read in all, and whether it is spent;
 //! - [`target`]: which cluster a ServiceSet's workloads are on, and whose rules are a tenant's
 //!   there (confined to its namespace on the management cluster);
-//! - [`verdict`]: the objects found against the rules, the service's state and conditions, and
-//!   the ServiceSet's `ServiceSetHealthRules` condition.
+//! - [`verdict`]: the objects found against the rules within one look's cost budget, the
+//!   service's state and conditions, and the ServiceSet's `ServiceSetHealthRules` condition.
 
 #[cfg(test)]
 mod golden;

@@ -1,6 +1,8 @@
 //! Health rules from ConfigMaps: which ConfigMaps apply to a ServiceSet (kcm's three tiers, all
 //! additive) and the rules they hold, each checked and compiled on its own so that a broken one
-//! is named by its source and never breaks the others.
+//! is named by its source and never breaks the others. Whoever may write ConfigMaps in a
+//! namespace may write many, so the rules one namespace gives a ServiceSet are bounded across
+//! its ConfigMaps ([`MAX_NAMESPACE_RULES`], [`MAX_NAMESPACE_BYTES`]), the operator's apart.
 //!
 //! On the management cluster the host reads with its own broad RBAC, so a tenant's rules (from
 //! the ServiceSet's namespace, when that is not the system namespace) are *confined* to that
@@ -20,12 +22,15 @@ use std::ops::Deref;
 /// The most kinds the rules of one ServiceSet may name: each kind costs four list requests per
 /// service on the target cluster, and tenants write the rules of their namespace.
 pub const MAX_KINDS: usize = 16;
-/// The most bytes of rules one ConfigMap may hold: parsed on every check of every ServiceSet it
-/// applies to, and far more than the rules of every workload kind need (the chart's defaults
-/// for kcm's six kinds take a small part of it).
-pub const MAX_CONFIG_MAP_BYTES: usize = 64 * 1024;
-/// The most rules one ConfigMap may hold: every object of a kind is run against all of its rules.
-pub const MAX_CONFIG_MAP_RULES: usize = 64;
+/// The most bytes of rules the ConfigMaps of one namespace may give one ServiceSet, all of them
+/// together: parsed on every check of the ServiceSet, and far more than the rules of every
+/// workload kind need (the chart's defaults for kcm's six kinds take a small part of it). Per
+/// namespace, not per ConfigMap, as whoever may write ConfigMaps in a namespace may write many;
+/// the operator's (the system namespace's) budget is its own, so a tenant cannot crowd them out.
+pub const MAX_NAMESPACE_BYTES: usize = 64 * 1024;
+/// The most rules the ConfigMaps of one namespace may give one ServiceSet, all of them together:
+/// every object of a kind is run against all of its rules (see [`MAX_NAMESPACE_BYTES`]).
+pub const MAX_NAMESPACE_RULES: usize = 64;
 
 /// Whether a kind's objects live in namespaces (listed in the service's namespace) or not
 /// (listed cluster-wide).
@@ -89,15 +94,33 @@ impl std::fmt::Display for LoadError {
 /// Why a ConfigMap's rules, or one of its rules, cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum Unusable {
-    /// The ConfigMap holds more than [`MAX_CONFIG_MAP_BYTES`].
-    #[error("{DATA_KEY:?} holds {0} bytes, over the cap of {MAX_CONFIG_MAP_BYTES}; not loaded")]
-    TooLarge(usize),
+    /// The ConfigMap holds more bytes than its namespace's budget has left.
+    #[error(
+        "{DATA_KEY:?} holds {bytes} bytes, more than the {} left of namespace {}'s budget of \
+         {MAX_NAMESPACE_BYTES} bytes per ServiceSet ({COUNTED}); not loaded",
+        .left.bytes, .left.namespace
+    )]
+    TooLarge {
+        /// Its bytes.
+        bytes: usize,
+        /// What its namespace's budget has left.
+        left: Left,
+    },
     /// Its rules are not a YAML list.
     #[error("parse {DATA_KEY:?}: {0}")]
     Unparsable(#[source] serde_norway::Error),
-    /// It holds more than [`MAX_CONFIG_MAP_RULES`].
-    #[error("{DATA_KEY:?} holds {0} rules, over the cap of {MAX_CONFIG_MAP_RULES}; not loaded")]
-    TooMany(usize),
+    /// It holds more rules than its namespace's budget has left.
+    #[error(
+        "{DATA_KEY:?} holds {rules} rules, more than the {} left of namespace {}'s budget of \
+         {MAX_NAMESPACE_RULES} rules per ServiceSet ({COUNTED}); not loaded",
+        .left.rules, .left.namespace
+    )]
+    TooMany {
+        /// Its rules.
+        rules: usize,
+        /// What its namespace's budget has left.
+        left: Left,
+    },
     /// A document that is not a rule.
     #[error("not a rule: {0}")]
     NotARule(#[source] serde_json::Error),
@@ -119,6 +142,45 @@ pub enum Unusable {
     /// `message` does not compile.
     #[error("message: {0}")]
     Message(#[source] CompileError),
+}
+
+/// The order in which a namespace's ConfigMaps spend its budget, as [`applicable`] sorts them:
+/// the same ConfigMaps load every time, whatever order they are listed in.
+const COUNTED: &str = "its ConfigMaps counted by tier, then name";
+
+/// What is left of one namespace's budget ([`MAX_NAMESPACE_BYTES`], [`MAX_NAMESPACE_RULES`])
+/// for one ServiceSet's rules.
+#[derive(Clone, Debug)]
+pub struct Left {
+    /// The namespace.
+    pub namespace: String,
+    /// Bytes of rules.
+    pub bytes: usize,
+    /// Rules.
+    pub rules: usize,
+}
+
+impl Left {
+    /// The whole budget of `namespace`.
+    fn all_of(namespace: &str) -> Self {
+        Self { namespace: namespace.to_string(), bytes: MAX_NAMESPACE_BYTES, rules: MAX_NAMESPACE_RULES }
+    }
+
+    /// The rule documents of a ConfigMap's `text`, when they fit in what is left, which they
+    /// spend: its bytes once parsed (loaded or not: parsing is the work bounded), its rules once
+    /// loaded.
+    fn spend(&mut self, text: &str) -> Result<Vec<Value>, Unusable> {
+        if text.len() > self.bytes {
+            return Err(Unusable::TooLarge { bytes: text.len(), left: self.clone() });
+        }
+        self.bytes -= text.len();
+        let docs = serde_norway::from_str::<Vec<Value>>(text).map_err(Unusable::Unparsable)?;
+        if docs.len() > self.rules {
+            return Err(Unusable::TooMany { rules: docs.len(), left: self.clone() });
+        }
+        self.rules -= docs.len();
+        Ok(docs)
+    }
 }
 
 /// The rules applying to one ServiceSet, by kind (an object must pass every rule of its kind),
@@ -222,11 +284,13 @@ fn owner_name(service_set: &ServiceSet) -> Option<&str> {
 
 /// The rules `config_maps` hold, each checked (kind, version, scope, `healthy` required) and its
 /// CEL compiled; whatever fails is left out and named in [`RuleSet::errors`]. Kinds beyond
-/// [`MAX_KINDS`] are left out too, and ConfigMaps beyond [`MAX_CONFIG_MAP_BYTES`] or
-/// [`MAX_CONFIG_MAP_RULES`] whole. The rules of ConfigMaps in `tenant` (see
+/// [`MAX_KINDS`] are left out too, and, whole, the ConfigMaps beyond what their namespace's
+/// budget has left ([`MAX_NAMESPACE_BYTES`], [`MAX_NAMESPACE_RULES`]; spent in the order of
+/// `config_maps`, [`applicable`]'s). The rules of ConfigMaps in `tenant` (see
 /// [`super::target::tenant`]) are confined to it, and those of scope `Cluster` left out.
 pub fn load<C: Deref<Target = ConfigMap>>(config_maps: &[C], tenant: Option<&str>, cel: &RuleCache) -> RuleSet {
     let mut set = RuleSet::default();
+    let mut budgets: BTreeMap<&str, Left> = BTreeMap::new();
     for config_map in config_maps {
         let namespace = config_map.metadata.namespace.as_deref().unwrap_or_default();
         let name = format!("{namespace}/{}", config_map.metadata.name.as_deref().unwrap_or_default());
@@ -235,7 +299,8 @@ pub fn load<C: Deref<Target = ConfigMap>>(config_maps: &[C], tenant: Option<&str
         if text.trim().is_empty() {
             continue;
         }
-        let docs = match parse(text) {
+        let left = budgets.entry(namespace).or_insert_with(|| Left::all_of(namespace));
+        let docs = match left.spend(text) {
             Ok(docs) => docs,
             Err(e) => {
                 set.errors.push(LoadError { source: name, message: e.to_string() });
@@ -251,19 +316,6 @@ pub fn load<C: Deref<Target = ConfigMap>>(config_maps: &[C], tenant: Option<&str
         }
     }
     set
-}
-
-/// The rule documents of a ConfigMap's `text`, within [`MAX_CONFIG_MAP_BYTES`] and
-/// [`MAX_CONFIG_MAP_RULES`].
-fn parse(text: &str) -> Result<Vec<Value>, Unusable> {
-    if text.len() > MAX_CONFIG_MAP_BYTES {
-        return Err(Unusable::TooLarge(text.len()));
-    }
-    let docs = serde_norway::from_str::<Vec<Value>>(text).map_err(Unusable::Unparsable)?;
-    if docs.len() > MAX_CONFIG_MAP_RULES {
-        return Err(Unusable::TooMany(docs.len()));
-    }
-    Ok(docs)
 }
 
 /// `rule` under its kind, unless that would name more than [`MAX_KINDS`] kinds.
@@ -483,13 +535,13 @@ mod tests {
     }
 
     #[test]
-    fn a_config_map_over_the_size_or_rule_count_cap_is_not_loaded_and_named_with_the_cap() {
+    fn a_config_map_over_its_namespaces_whole_budget_is_not_loaded_and_named_with_the_budget() {
         let rule = "- {group: apps, version: v1, kind: Deployment, scope: Namespaced, healthy: 'true'}\n";
-        let padding = format!("# {}\n", "x".repeat(MAX_CONFIG_MAP_BYTES));
+        let padding = format!("# {}\n", "x".repeat(MAX_NAMESPACE_BYTES));
         let cms = [
             config_map("team", "a-large", GLOBAL, &format!("{rule}{padding}")),
-            config_map("team", "b-many", GLOBAL, &rule.repeat(MAX_CONFIG_MAP_RULES + 1)),
-            config_map("team", "c-at-the-caps", GLOBAL, &rule.repeat(MAX_CONFIG_MAP_RULES)),
+            config_map("team", "b-many", GLOBAL, &rule.repeat(MAX_NAMESPACE_RULES + 1)),
+            config_map("team", "c-at-the-caps", GLOBAL, &rule.repeat(MAX_NAMESPACE_RULES)),
         ];
         let set = load(&cms.iter().collect::<Vec<_>>(), None, &RuleCache::new());
         let messages: Vec<String> = set.errors.iter().map(ToString::to_string).collect();
@@ -497,12 +549,108 @@ mod tests {
         let size = rule.len() + padding.len();
         assert_eq!(
             messages[0],
-            format!("team/a-large: \"rules\" holds {size} bytes, over the cap of 65536; not loaded")
+            format!(
+                "team/a-large: \"rules\" holds {size} bytes, more than the 65536 left of namespace team's budget of \
+                 65536 bytes per ServiceSet (its ConfigMaps counted by tier, then name); not loaded"
+            )
         );
-        assert_eq!(messages[1], "team/b-many: \"rules\" holds 65 rules, over the cap of 64; not loaded");
+        assert_eq!(
+            messages[1],
+            "team/b-many: \"rules\" holds 65 rules, more than the 64 left of namespace team's budget of 64 rules per \
+             ServiceSet (its ConfigMaps counted by tier, then name); not loaded"
+        );
         let kind = GroupKind { group: "apps".into(), kind: "Deployment".into() };
-        assert_eq!(set.kinds[&kind].len(), MAX_CONFIG_MAP_RULES, "only the ConfigMap within the caps loads");
+        assert_eq!(set.kinds[&kind].len(), MAX_NAMESPACE_RULES, "only the ConfigMap within the budget loads");
         assert!(set.kinds[&kind].iter().all(|rule| rule.source.starts_with("team/c-at-the-caps#")));
+    }
+
+    /// `n` rules of distinct text for Deployments, from `from` on.
+    fn deployment_rules(from: usize, n: usize) -> String {
+        (from..from + n)
+            .map(|i| {
+                format!("- {{group: apps, version: v1, kind: Deployment, scope: Namespaced, healthy: '{i} > 0'}}\n")
+            })
+            .collect()
+    }
+
+    /// The sources of the Deployment rules `set` loaded, by ConfigMap, with their counts.
+    fn loaded(set: &RuleSet) -> Vec<(String, usize)> {
+        let kind = GroupKind { group: "apps".into(), kind: "Deployment".into() };
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for rule in set.kinds.get(&kind).into_iter().flatten() {
+            let config_map = rule.source.split('#').next().unwrap().to_string();
+            match counts.last_mut() {
+                Some((last, n)) if *last == config_map => *n += 1,
+                _ => counts.push((config_map, 1)),
+            }
+        }
+        counts
+    }
+
+    #[test]
+    fn a_namespace_gives_a_service_set_at_most_its_budget_of_rules_across_its_config_maps() {
+        let owner = service_set("team", Some(("ClusterDeployment", "prod")), "prod");
+        let all = [
+            config_map("team", "b-global", GLOBAL, &deployment_rules(0, MAX_NAMESPACE_RULES)),
+            config_map("team", "a-global", GLOBAL, &deployment_rules(100, MAX_NAMESPACE_RULES)),
+            config_map("team", "c-owner", "prod", &deployment_rules(200, 1)),
+            config_map("kcm-system", "defaults", GLOBAL, &deployment_rules(300, MAX_NAMESPACE_RULES)),
+        ];
+        let applying = applicable(&all, &owner, "kcm-system");
+        let set = load(&applying, Some("team"), &RuleCache::new());
+        assert_eq!(
+            loaded(&set),
+            [("kcm-system/defaults".into(), MAX_NAMESPACE_RULES), ("team/a-global".into(), MAX_NAMESPACE_RULES)],
+            "the operator's budget is its own; the tenant's first ConfigMap by name takes all of its own"
+        );
+        let messages: Vec<String> = set.errors.iter().map(ToString::to_string).collect();
+        let why = |n| {
+            format!(
+                "\"rules\" holds {n} rules, more than the 0 left of namespace team's budget of 64 rules per ServiceSet \
+                 (its ConfigMaps counted by tier, then name); not loaded"
+            )
+        };
+        assert_eq!(messages, [format!("team/b-global: {}", why(64)), format!("team/c-owner: {}", why(1))]);
+        let again = load(&applicable(all.iter().rev(), &owner, "kcm-system"), Some("team"), &RuleCache::new());
+        assert_eq!(again, set, "the same rules win whatever order the cache lists them in");
+
+        let bytes = |n| format!("{}# {}\n", deployment_rules(400, 1), "x".repeat(n));
+        let by_size = [
+            config_map("team", "a", GLOBAL, &bytes(MAX_NAMESPACE_BYTES / 2)),
+            config_map("team", "b", GLOBAL, &bytes(MAX_NAMESPACE_BYTES / 2)),
+            config_map("team", "c", GLOBAL, &deployment_rules(500, 2)),
+        ];
+        let set = load(&applicable(&by_size, &owner, "kcm-system"), Some("team"), &RuleCache::new());
+        assert_eq!(loaded(&set), [("team/a".into(), 1), ("team/c".into(), 2)], "what fits in what is left loads");
+        let left = MAX_NAMESPACE_BYTES - by_size[0].data.as_ref().unwrap()[DATA_KEY].len();
+        let size = by_size[1].data.as_ref().unwrap()[DATA_KEY].len();
+        assert_eq!(
+            set.errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [format!(
+                "team/b: \"rules\" holds {size} bytes, more than the {left} left of namespace team's budget of 65536 \
+                 bytes per ServiceSet (its ConfigMaps counted by tier, then name); not loaded"
+            )]
+        );
+    }
+
+    /// The compiled-rule cache holds far more than one look's rules ([`MAX_NAMESPACE_RULES`],
+    /// [`MAX_NAMESPACE_BYTES`] of text from each namespace): the rules of a tenant that writes
+    /// ConfigMaps without end leave the operator's compiled.
+    #[test]
+    fn one_namespaces_rules_do_not_evict_the_operators_compiled_rules() {
+        let cel = RuleCache::new();
+        let operators = config_map("kcm-system", "defaults", GLOBAL, &deployment_rules(0, MAX_NAMESPACE_RULES));
+        let tenants = (0..20).map(|i| {
+            let rules = deployment_rules(1000 + i * MAX_NAMESPACE_RULES, MAX_NAMESPACE_RULES);
+            config_map("team", &format!("t{i:02}"), GLOBAL, &rules)
+        });
+        let all: Vec<ConfigMap> = std::iter::once(operators.clone()).chain(tenants).collect();
+        let set = load(&applicable(&all, &service_set("team", None, ""), "kcm-system"), Some("team"), &cel);
+        let compiled = cel.compiled();
+        assert_eq!(load(&[&operators], None, &cel).errors, []);
+        assert_eq!(cel.compiled(), compiled, "the operator's rules were still compiled");
+        assert_eq!(compiled, 2 * MAX_NAMESPACE_RULES, "the operator's rules and the tenant's budget");
+        assert_eq!(set.errors.len(), 19, "{:?}", set.errors.first());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! rules of their kind, and what that does to the status. Only a Helm service the CD tool calls
 //! Deployed is checked; while any of its objects is unhealthy it is `Provisioning`, with one
 //! `ServiceHealth<Kind>` condition per kind saying which objects and why. No object found keeps it
-//! Deployed (kcm 1.12); so does a target cluster the host cannot read, with condition
+//! Deployed (kcm 1.12); so does a target cluster the host cannot read, or a look whose rules'
+//! cost budget ran out before the service's objects were judged, with condition
 //! `ServiceHealth=Unknown` saying why.
 
 use super::rule_set::{GroupKind, LoadError, Rule, RuleSet};
@@ -10,7 +11,7 @@ use crate::conditions::types::{HEALTH_RULES, SERVICE_HEALTH, service_health};
 use crate::conditions::{self, Status, reasons};
 use crate::k0rdent::{ServiceSetStatus, ServiceState, ServiceType, State};
 use crate::plan::service_set_status::set_services;
-use crate::rules::{RuleCache, RuleError};
+use crate::rules::{DEFAULT_COST_LIMIT, RuleCache, RuleError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,6 +24,14 @@ const MAX_REASON: usize = 500;
 const MAX_ERRORS: usize = 10;
 /// The longest [`HEALTH_RULES`] message, in bytes (under 20 KiB).
 const MAX_RULES_MESSAGE: usize = 20 * 1024 - 1;
+/// The most estimated cost the rules may run up on one look at a ServiceSet's services: every
+/// rule that may run (`healthy` and `message`) on every object judged, summed. Kubernetes' budget
+/// for all the validation rules on one object (`RuntimeCELCostBudget`), ten times one rule's
+/// limit: at the ~60 ms the costliest shapes take at one rule's limit on this host
+/// (docs/performance.md), under a second of an evaluator thread per look, however many rules a
+/// tenant writes and objects its services have; it covers kcm's default Pod rule (about 1,000 on
+/// an ordinary pod) on some 9,000 pods.
+pub const LOOK_COST_BUDGET: u64 = 10 * DEFAULT_COST_LIMIT;
 
 /// The objects of one kind found for a service (an object may come more than once, found by
 /// several labels).
@@ -52,12 +61,16 @@ pub enum Health {
     Unhealthy(Vec<Condition>),
     /// The target cluster could not be read: why.
     Unknown(String),
+    /// The look's cost budget ran out before every object was judged, and none judged failed:
+    /// why.
+    Unjudged(String),
 }
 
 impl Health {
-    /// Whether the service should be looked at again soon rather than at the next resync.
+    /// Whether the service should be looked at again soon rather than at the next resync. Not
+    /// one the budget left unjudged: the next look would spend it on the same objects.
     pub fn unsettled(&self) -> bool {
-        !matches!(self, Health::Healthy)
+        matches!(self, Health::Unhealthy(_) | Health::Unknown(_))
     }
 }
 
@@ -67,19 +80,28 @@ pub fn checked(service: &ServiceState) -> bool {
 }
 
 /// The verdict on what was observed of one service, and the rules over their budget (each
-/// named once, by its source). An object is judged only by the rules that may judge its
+/// named once, by its source), spending `left` of the look's cost budget ([`LOOK_COST_BUDGET`]):
+/// once an object's rules would cost more than is left, no rule runs on it or on any object
+/// after it. An object is judged only by the rules that may judge its
 /// namespace ([`Rule::judges`]): a confined rule never sees, so its message never carries,
 /// another namespace's object. An object being deleted counts as healthy (a rollout's
 /// terminating pods are not a failure); a rule that fails to evaluate on an object, or exceeds
 /// its budget, makes it unhealthy, with the error as the reason (its health could not be shown).
-pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &Time) -> (Health, Vec<LoadError>) {
+pub fn judge(
+    rules: &RuleSet,
+    observation: &Observation,
+    cel: &RuleCache,
+    now: &Time,
+    left: &mut u64,
+) -> (Health, Vec<LoadError>) {
     let found = match observation {
         Observation::Unreadable(why) => return (Health::Unknown(why.clone()), Vec::new()),
         Observation::Found(found) => found,
     };
     let mut unhealthy: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
     let mut over_budget: BTreeMap<&str, String> = BTreeMap::new();
-    for Found { kind, objects } in found {
+    let mut unjudged = false;
+    'kinds: for Found { kind, objects } in found {
         let Some(kind_rules) = rules.kinds.get(kind) else { continue };
         let mut seen = BTreeSet::new();
         for object in objects {
@@ -93,6 +115,12 @@ pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &
             let texts: Vec<&str> =
                 judging.iter().flat_map(|rule| [rule.healthy.as_str(), rule.message.as_str()]).collect();
             let bound = cel.bind(&texts, &[("obj", object)]);
+            let estimate = bound.estimate(&texts);
+            if estimate > *left {
+                (*left, unjudged) = (0, true);
+                break 'kinds;
+            }
+            *left -= estimate;
             let Some((i, error)) = bound.first_failing(&healthy) else { continue };
             let rule = judging[i];
             let reason = match error {
@@ -118,7 +146,14 @@ pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &
     let over_budget =
         over_budget.into_iter().map(|(source, message)| LoadError { source: source.to_string(), message }).collect();
     if unhealthy.is_empty() {
-        return (Health::Healthy, over_budget);
+        if !unjudged {
+            return (Health::Healthy, over_budget);
+        }
+        let why = format!(
+            "the rules' estimated cost on this look at the ServiceSet's services reached the budget of \
+             {LOOK_COST_BUDGET} before every object was judged"
+        );
+        return (Health::Unjudged(why), over_budget);
     }
     let conditions = unhealthy
         .into_iter()
@@ -134,8 +169,9 @@ pub fn judge(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &
     (Health::Unhealthy(conditions), over_budget)
 }
 
-/// The verdict on each service's observation (by name and namespace, see [`judge`]), and the
-/// rules over their budget, each named once.
+/// The verdict on each service's observation (by name and namespace, see [`judge`]), in one
+/// look's cost budget ([`LOOK_COST_BUDGET`]) spent in that order, and the rules over their
+/// budget, each named once.
 pub fn judge_all(
     rules: &RuleSet,
     observations: &BTreeMap<(String, String), Observation>,
@@ -143,10 +179,11 @@ pub fn judge_all(
     now: &Time,
 ) -> (BTreeMap<(String, String), Health>, Vec<LoadError>) {
     let mut over_budget: Vec<LoadError> = Vec::new();
+    let mut left = LOOK_COST_BUDGET;
     let verdicts = observations
         .iter()
         .map(|(service, observation)| {
-            let (health, over) = judge(rules, observation, cel, now);
+            let (health, over) = judge(rules, observation, cel, now, &mut left);
             for error in over {
                 if !over_budget.iter().any(|named| named.source == error.source) {
                     over_budget.push(error);
@@ -210,22 +247,14 @@ fn verified(mut service: ServiceState, health: &Health, before: Option<&ServiceS
     let new = match health {
         Health::Healthy => Vec::new(),
         Health::Unknown(why) => {
-            // A deployment not verified yet is not Deployed: the last verified one stays.
-            let last = before.and_then(|b| b.last_deployed_hash.as_ref());
-            if service.state == State::Deployed && service.last_deployed_hash.as_ref() != last {
-                held_back(&mut service, before, now);
-            }
             let message = format!(
                 "the target cluster could not be read; only a deployment verified before stays Deployed: {why}"
             );
-            vec![conditions::new(
-                SERVICE_HEALTH,
-                Status::Unknown,
-                reasons::TARGET_CLUSTER_UNREADABLE,
-                &message,
-                None,
-                now,
-            )]
+            vec![unverified(&mut service, before, reasons::TARGET_CLUSTER_UNREADABLE, &message, now)]
+        }
+        Health::Unjudged(why) => {
+            let message = format!("{why}; only a deployment verified before stays Deployed");
+            vec![unverified(&mut service, before, reasons::HEALTH_RULES_OVER_BUDGET, &message, now)]
         }
         Health::Unhealthy(found) => {
             held_back(&mut service, before, now);
@@ -234,6 +263,22 @@ fn verified(mut service: ServiceState, health: &Health, before: Option<&ServiceS
     };
     service.conditions.extend(conditions::merge(&earlier, new));
     service
+}
+
+/// A service whose health could not be shown keeps its last verified deployment: a new one is
+/// not Deployed yet. Its `ServiceHealth=Unknown` condition, with `reason` and `message`.
+fn unverified(
+    service: &mut ServiceState,
+    before: Option<&ServiceState>,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) -> Condition {
+    let last = before.and_then(|b| b.last_deployed_hash.as_ref());
+    if service.state == State::Deployed && service.last_deployed_hash.as_ref() != last {
+        held_back(service, before, now);
+    }
+    conditions::new(SERVICE_HEALTH, Status::Unknown, reason, message, None, now)
 }
 
 /// Takes a service the CD tool calls Deployed back to Provisioning, with the version and
@@ -272,6 +317,12 @@ mod tests {
 
     fn at(seconds: i64) -> Time {
         Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    /// [`judge`] with a whole look's budget.
+    fn judged(rules: &RuleSet, observation: &Observation, cel: &RuleCache, now: &Time) -> (Health, Vec<LoadError>) {
+        let mut left = LOOK_COST_BUDGET;
+        judge(rules, observation, cel, now, &mut left)
     }
 
     fn deployment_kind() -> GroupKind {
@@ -324,15 +375,15 @@ mod tests {
     #[test]
     fn every_rule_of_the_kind_must_pass() {
         let (cel, now) = (RuleCache::new(), at(100));
-        assert_eq!(judge(&rules(), &found(vec![deployment("web", 1, 1)]), &cel, &now).0, Health::Healthy);
-        let conditions = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 2)]), &cel, &now).0);
+        assert_eq!(judged(&rules(), &found(vec![deployment("web", 1, 1)]), &cel, &now).0, Health::Healthy);
+        let conditions = unhealthy(judged(&rules(), &found(vec![deployment("web", 0, 2)]), &cel, &now).0);
         assert_eq!(conditions.len(), 1);
         assert_eq!((conditions[0].type_.as_str(), conditions[0].status.as_str()), ("ServiceHealthDeployment", "False"));
         assert_eq!(conditions[0].reason, "DeploymentUnhealthy");
         assert_eq!(conditions[0].message, "Deployment apps/web: available 0/2 (rule kcm-system/defaults#0)");
         let mut marked = deployment("web", 1, 1);
         marked["metadata"]["annotations"] = json!({"broken": "yes"});
-        let conditions = unhealthy(judge(&rules(), &found(vec![marked]), &cel, &now).0);
+        let conditions = unhealthy(judged(&rules(), &found(vec![marked]), &cel, &now).0);
         assert_eq!(
             conditions[0].message, "Deployment apps/web: marked broken (rule team/t#0)",
             "the second tier's rule adds to the first"
@@ -342,16 +393,16 @@ mod tests {
     #[test]
     fn nothing_found_or_only_objects_being_deleted_is_healthy() {
         let (cel, now) = (RuleCache::new(), at(100));
-        assert_eq!(judge(&rules(), &found(vec![]), &cel, &now).0, Health::Healthy);
-        assert_eq!(judge(&rules(), &Observation::Found(vec![]), &cel, &now).0, Health::Healthy);
+        assert_eq!(judged(&rules(), &found(vec![]), &cel, &now).0, Health::Healthy);
+        assert_eq!(judged(&rules(), &Observation::Found(vec![]), &cel, &now).0, Health::Healthy);
         let mut going = deployment("old", 0, 1);
         going["metadata"]["deletionTimestamp"] = json!("2026-11-25T00:00:00Z");
-        assert_eq!(judge(&rules(), &found(vec![going]), &cel, &now).0, Health::Healthy);
+        assert_eq!(judged(&rules(), &found(vec![going]), &cel, &now).0, Health::Healthy);
         let other = Observation::Found(vec![Found {
             kind: GroupKind { group: "x".into(), kind: "Y".into() },
             objects: vec![json!({})],
         }]);
-        assert_eq!(judge(&rules(), &other, &cel, &now).0, Health::Healthy, "a kind without rules is not judged");
+        assert_eq!(judged(&rules(), &other, &cel, &now).0, Health::Healthy, "a kind without rules is not judged");
     }
 
     #[test]
@@ -359,7 +410,7 @@ mod tests {
         let (cel, now) = (RuleCache::new(), at(100));
         let mut objects: Vec<Value> = ["e", "d", "c", "b", "a"].iter().map(|n| deployment(n, 0, 1)).collect();
         objects.push(deployment("a", 0, 1));
-        let conditions = unhealthy(judge(&rules(), &found(objects), &cel, &now).0);
+        let conditions = unhealthy(judged(&rules(), &found(objects), &cel, &now).0);
         let message = &conditions[0].message;
         assert!(message.starts_with("Deployment apps/a: "), "sorted: {message}");
         assert_eq!(message.matches("Deployment apps/").count(), 3, "{message}");
@@ -367,7 +418,7 @@ mod tests {
 
         let mut long = rules();
         long.kinds.get_mut(&deployment_kind()).unwrap()[0].message = format!("'{}'", "é".repeat(400));
-        let conditions = unhealthy(judge(&long, &found(vec![deployment("web", 0, 1)]), &cel, &now).0);
+        let conditions = unhealthy(judged(&long, &found(vec![deployment("web", 0, 1)]), &cel, &now).0);
         let reason = conditions[0].message.trim_start_matches("Deployment apps/web: ");
         let reason = reason.split(" (rule ").next().unwrap();
         assert!(reason.len() <= 500 && reason.ends_with('…'), "{} bytes", reason.len());
@@ -377,7 +428,7 @@ mod tests {
     fn a_rule_failing_to_evaluate_makes_the_object_unhealthy_with_the_error() {
         let (cel, now) = (RuleCache::new(), at(100));
         let fresh = json!({"metadata": {"namespace": "apps", "name": "web"}, "spec": {"replicas": 1}, "status": {}});
-        let conditions = unhealthy(judge(&rules(), &found(vec![fresh]), &cel, &now).0);
+        let conditions = unhealthy(judged(&rules(), &found(vec![fresh]), &cel, &now).0);
         assert!(conditions[0].message.contains("failed to evaluate"), "{}", conditions[0].message);
     }
 
@@ -397,7 +448,7 @@ mod tests {
         deployments[1].source = "team/hostile#0".into();
         let started = std::time::Instant::now();
         let (health, over_budget) =
-            judge(&hostile, &found(vec![deployment("web", 1, 1), deployment("api", 1, 1)]), &cel, &now);
+            judged(&hostile, &found(vec![deployment("web", 1, 1), deployment("api", 1, 1)]), &cel, &now);
         assert!(started.elapsed() < std::time::Duration::from_secs(1), "not run: {:?}", started.elapsed());
         let conditions = unhealthy(health);
         assert_eq!(conditions.len(), 1);
@@ -428,10 +479,74 @@ mod tests {
         let deployments = hostile.kinds.get_mut(&deployment_kind()).unwrap();
         deployments[1].healthy = "false".into();
         deployments[1].message = format!("{} ? 'too costly' : 'never'", freezing_rule());
-        let (health, over_budget) = judge(&hostile, &found(vec![deployment("web", 1, 1)]), &cel, &now);
+        let (health, over_budget) = judged(&hostile, &found(vec![deployment("web", 1, 1)]), &cel, &now);
         let conditions = unhealthy(health);
         assert_eq!(conditions[0].message, "Deployment apps/web:  (rule team/hostile#0)", "a failing rule still fails");
         assert!(over_budget[0].message.starts_with("message: rule "), "{over_budget:?}");
+    }
+
+    #[test]
+    fn a_look_runs_rules_within_its_cost_budget_and_the_services_it_leaves_unjudged_keep_their_state() {
+        let (cel, now) = (RuleCache::new(), at(100));
+        // Estimated at the square of the list's size, run to its first item: costly by its estimate.
+        let healthy = "obj.spec.items.exists(i, obj.spec.items.exists(j, true)) && !has(obj.spec.bad)";
+        let rule = Rule {
+            version: "v1".into(),
+            scope: Scope::Namespaced,
+            healthy: healthy.into(),
+            message: "'marked bad'".into(),
+            source: "team/t#0".into(),
+            confined_to: None,
+        };
+        let mut set = RuleSet::default();
+        set.kinds.insert(deployment_kind(), vec![rule]);
+        let items: Vec<usize> = (0..300).collect();
+        let object = |name: &str| json!({"metadata": {"namespace": "apps", "name": name}, "spec": {"items": items}});
+        let each =
+            cel.bind(&[healthy, "'marked bad'"], &[("obj", &object("w0000"))]).estimate(&[healthy, "'marked bad'"]);
+        let fits = usize::try_from(LOOK_COST_BUDGET / each).unwrap();
+        assert!((10..1000).contains(&fits), "a rule of estimated cost {each}: {fits} objects fit");
+        let mut bad = object("bad00");
+        bad["spec"]["bad"] = json!(true);
+        let observations: BTreeMap<(String, String), Observation> = [
+            ("a", found((1..fits).map(|i| object(&format!("w{i:04}"))).collect())),
+            ("b", found(vec![bad, object("w9999")])),
+            ("c", found(vec![object("w0000")])),
+        ]
+        .into_iter()
+        .map(|(name, observation)| ((name.to_string(), "apps".to_string()), observation))
+        .collect();
+        let (verdicts, over_budget) = judge_all(&set, &observations, &cel, &now);
+        assert_eq!(over_budget, []);
+        let verdict = |name: &str| &verdicts[&(name.to_string(), "apps".to_string())];
+        assert_eq!(verdict("a"), &Health::Healthy, "within the budget");
+        let Health::Unhealthy(conditions) = verdict("b") else { panic!("{:?}", verdict("b")) };
+        assert_eq!(
+            conditions[0].message, "Deployment apps/bad00: marked bad (rule team/t#0)",
+            "the last object within the budget is judged; one judged unhealthy is a verdict"
+        );
+        let why = "the rules' estimated cost on this look at the ServiceSet's services reached the budget of 10000000 \
+                   before every object was judged";
+        assert_eq!(verdict("c"), &Health::Unjudged(why.into()), "nothing runs beyond the budget");
+        assert!(!verdict("c").unsettled(), "the next look would spend the budget on the same objects");
+
+        let verified = status(vec![state("c", State::Deployed, ServiceType::Helm, 10)]);
+        let unjudged = BTreeMap::from([(("c".to_string(), "apps".to_string()), verdict("c").clone())]);
+        let mut kept = verified.clone();
+        apply(&mut kept, &unjudged, Some(&verified), Some(1), &at(100));
+        let service = &kept.services[0];
+        assert_eq!(service.state, State::Deployed, "the deployment verified before stays");
+        let condition = &service.conditions[0];
+        assert_eq!(
+            (condition.type_.as_str(), condition.status.as_str(), condition.reason.as_str()),
+            ("ServiceHealth", "Unknown", "HealthRulesOverBudget")
+        );
+        assert_eq!(condition.message, format!("{why}; only a deployment verified before stays Deployed"));
+        let mut upgraded = verified.clone();
+        upgraded.services[0].last_deployed_hash = Some("h2".into());
+        apply(&mut upgraded, &unjudged, Some(&verified), Some(1), &at(100));
+        let service = &upgraded.services[0];
+        assert_eq!((service.state, service.last_deployed_hash.as_deref()), (State::Provisioning, Some("h")));
     }
 
     #[test]
@@ -458,19 +573,19 @@ mod tests {
         let observed = |objects| Observation::Found(vec![Found { kind: secrets.clone(), objects }]);
         let elsewhere = observed(vec![secret(Some("kube-system"), "c2VjcmV0"), secret(None, "c2VjcmV0")]);
         assert_eq!(
-            judge(&set, &elsewhere, &cel, &now),
+            judged(&set, &elsewhere, &cel, &now),
             (Health::Healthy, Vec::new()),
             "another namespace's and a cluster-scoped object are not the tenant's to judge"
         );
-        let conditions = unhealthy(judge(&set, &observed(vec![secret(Some("team"), "b3du")]), &cel, &now).0);
+        let conditions = unhealthy(judged(&set, &observed(vec![secret(Some("team"), "b3du")]), &cel, &now).0);
         assert_eq!(conditions[0].message, "Secret team/s: token b3du (rule team/tenant#0)", "its own namespace's");
 
         let mut beside = rules();
         beside.kinds.get_mut(&deployment_kind()).unwrap()[1].confined_to = Some("team".into());
         let mut marked = deployment("web", 1, 1);
         marked["metadata"]["annotations"] = json!({"broken": "yes"});
-        assert_eq!(judge(&beside, &found(vec![marked]), &cel, &now).0, Health::Healthy, "apps is not team");
-        let conditions = unhealthy(judge(&beside, &found(vec![deployment("web", 0, 1)]), &cel, &now).0);
+        assert_eq!(judged(&beside, &found(vec![marked]), &cel, &now).0, Health::Healthy, "apps is not team");
+        let conditions = unhealthy(judged(&beside, &found(vec![deployment("web", 0, 1)]), &cel, &now).0);
         assert_eq!(
             conditions[0].message, "Deployment apps/web: available 0/1 (rule kcm-system/defaults#0)",
             "the operator's rule beside it still judges every namespace"
@@ -479,7 +594,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_target_is_unknown() {
-        let health = judge(
+        let health = judged(
             &rules(),
             &Observation::Unreadable("Secret team/c-kubeconfig not found".into()),
             &RuleCache::new(),
@@ -517,7 +632,7 @@ mod tests {
 
     #[test]
     fn an_unhealthy_service_is_provisioning_until_healthy_again() {
-        let bad = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(50)).0);
+        let bad = unhealthy(judged(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(50)).0);
         let deployed = || {
             status(vec![
                 state("web", State::Deployed, ServiceType::Helm, 10),
@@ -540,7 +655,7 @@ mod tests {
         assert!(!first.deployed);
         assert_eq!(first.conditions[0].message, "1/2");
 
-        let later = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(90)).0);
+        let later = unhealthy(judged(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(90)).0);
         let mut second = deployed();
         apply(&mut second, &verdicts(&[("web", Health::Unhealthy(later))]), Some(&first), Some(1), &at(90));
         assert_eq!(second.services, first.services, "unchanged: the same status, times kept (no write)");
@@ -585,7 +700,8 @@ mod tests {
         assert_eq!((service.state, service.last_deployed_hash.as_deref()), (State::Provisioning, Some("h")));
         assert_eq!(service.version, None, "version goes with the hash");
 
-        let unhealthy = unhealthy(judge(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(20)).0);
+        let unhealthy =
+            unhealthy(judged(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(20)).0);
         let mut failing = upgraded();
         apply(&mut failing, &verdicts(&[("web", Health::Unhealthy(unhealthy))]), Some(&verified), Some(1), &at(20));
         assert_eq!(failing.services[0].last_deployed_hash.as_deref(), Some("h"), "the last verified deployment");
