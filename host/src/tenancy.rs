@@ -48,8 +48,8 @@ impl<'a> Tenancy<'a> {
     /// ServiceSet are in the system namespace, so that a tenant's ServiceSet placing an object
     /// there (an AdapterPlugin's `allowedNamespaces`) gains nothing; `None` for any other object.
     pub fn account_for(&self, owner: &str, object: &Value) -> Option<&'a str> {
-        let operators = owner == self.system_namespace
-            && object["metadata"]["namespace"].as_str() == Some(self.system_namespace);
+        let operators =
+            owner == self.system_namespace && object["metadata"]["namespace"].as_str() == Some(self.system_namespace);
         let local = is_flux(object) && object["spec"].get("kubeConfig").is_none() && !operators;
         local.then_some(self.local_service_account)
     }
@@ -127,10 +127,10 @@ mod tests {
     #[test]
     fn the_account_an_object_must_run_as() {
         let tenancy = Tenancy::default();
-        assert_eq!(tenancy.account_for(&kustomization("team-a", json!({}))), Some("default"));
-        assert_eq!(tenancy.account_for(&kustomization("kcm-system", json!({}))), None);
+        assert_eq!(tenancy.account_for("team-a", &kustomization("team-a", json!({}))), Some("default"));
+        assert_eq!(tenancy.account_for("kcm-system", &kustomization("kcm-system", json!({}))), None);
         let remote = kustomization("team-a", json!({"kubeConfig": {"secretRef": {"name": "c-kubeconfig"}}}));
-        assert_eq!(tenancy.account_for(&remote), None);
+        assert_eq!(tenancy.account_for("team-a", &remote), None);
     }
 
     /// A tenant's ServiceSet whose AdapterPlugin lets it place objects in the system namespace

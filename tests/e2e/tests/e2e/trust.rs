@@ -210,7 +210,10 @@ async fn a_namespace_admins_local_template_runs_as_its_namespaces_account() {
     let admin = actor(&t, "namespace-admin", namespace_admin_rules()).await;
     for (kind, object) in [
         (Kind::ServiceSet, t.service_set_object("own", json!([ingress_service()]))),
-        (Kind::ConfigMap, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rules", "namespace": ns}})),
+        (
+            Kind::ConfigMap,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rules", "namespace": ns}}),
+        ),
     ] {
         let object: kube::api::DynamicObject = serde_json::from_value(object).unwrap();
         let refused = admin.api(kind, &ns).create(&Default::default(), &object).await.unwrap_err();
