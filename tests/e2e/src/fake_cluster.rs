@@ -28,9 +28,17 @@ pub enum Misbehaviour {
 /// A running fake cluster.
 pub struct FakeCluster {
     address: SocketAddr,
-    /// The most body bytes one answer got out before the reader stopped taking them.
-    largest_sent: Arc<AtomicUsize>,
+    sent: Arc<Sent>,
     server: JoinHandle<()>,
+}
+
+/// What the lists' answers got out before the reader stopped taking them, in body bytes.
+#[derive(Default)]
+struct Sent {
+    /// The most one answer got out.
+    largest: AtomicUsize,
+    /// All answers together.
+    total: AtomicUsize,
 }
 
 impl FakeCluster {
@@ -38,14 +46,14 @@ impl FakeCluster {
     pub async fn start(misbehaviour: Misbehaviour) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("binding a loopback port");
         let address = listener.local_addr().expect("the bound address");
-        let largest_sent = Arc::new(AtomicUsize::new(0));
-        let sent = largest_sent.clone();
+        let sent = Arc::new(Sent::default());
+        let counted = sent.clone();
         let server = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, misbehaviour, sent.clone()));
+                tokio::spawn(serve(stream, misbehaviour, counted.clone()));
             }
         });
-        Self { address, largest_sent, server }
+        Self { address, sent, server }
     }
 
     /// A kubeconfig of this cluster, with a token.
@@ -61,7 +69,12 @@ impl FakeCluster {
 
     /// The most body bytes one answer got out before the reader stopped taking them.
     pub fn largest_sent(&self) -> usize {
-        self.largest_sent.load(Ordering::Relaxed)
+        self.sent.largest.load(Ordering::Relaxed)
+    }
+
+    /// The body bytes all answers to lists got out together.
+    pub fn total_sent(&self) -> usize {
+        self.sent.total.load(Ordering::Relaxed)
     }
 }
 
@@ -72,12 +85,12 @@ impl Drop for FakeCluster {
 }
 
 /// Answers the requests of one connection until the client closes it or an answer is cut.
-async fn serve(mut stream: TcpStream, misbehaviour: Misbehaviour, largest_sent: Arc<AtomicUsize>) {
+async fn serve(mut stream: TcpStream, misbehaviour: Misbehaviour, sent: Arc<Sent>) {
     while let Some(path) = request_path(&mut stream).await {
         let answered = match (misbehaviour, discovery(&path)) {
             (Misbehaviour::Trickles, _) => trickle(&mut stream).await,
             (Misbehaviour::Huge(_), Some(body)) => answer(&mut stream, body.as_bytes()).await,
-            (Misbehaviour::Huge(bytes), None) => huge_list(&mut stream, bytes, &largest_sent).await,
+            (Misbehaviour::Huge(bytes), None) => huge_list(&mut stream, bytes, &sent).await,
         };
         if answered.is_err() {
             return;
@@ -138,8 +151,8 @@ async fn trickle(stream: &mut TcpStream) -> std::io::Result<()> {
 }
 
 /// A DeploymentList of no items padded with spaces to `bytes`, sent in 64 KiB writes; records
-/// how much got out in `largest_sent`.
-async fn huge_list(stream: &mut TcpStream, bytes: usize, largest_sent: &AtomicUsize) -> std::io::Result<()> {
+/// how much got out in `counted`.
+async fn huge_list(stream: &mut TcpStream, bytes: usize, counted: &Sent) -> std::io::Result<()> {
     let start = br#"{"kind":"DeploymentList","apiVersion":"apps/v1","metadata":{},"items":[]"#;
     stream.write_all(head(bytes).as_bytes()).await?;
     stream.write_all(start).await?;
@@ -154,6 +167,7 @@ async fn huge_list(stream: &mut TcpStream, bytes: usize, largest_sent: &AtomicUs
         stream.write_all(b"}").await
     }
     .await;
-    largest_sent.fetch_max(sent, Ordering::Relaxed);
+    counted.largest.fetch_max(sent, Ordering::Relaxed);
+    counted.total.fetch_add(sent, Ordering::Relaxed);
     result
 }

@@ -9,6 +9,7 @@ use ksm_test_harness::adapter::http_get;
 use ksm_test_harness::env::{Backend, kubeconfig_client, report};
 use ksm_test_harness::fixtures::{cert_manager_service, ingress_service};
 use ksm_test_harness::objects::Objects;
+use ksm_test_harness::status::{condition_message, service};
 use ksm_test_harness::{Kind, Mode, ObjRef, TEST_NAMESPACE_LABEL, WAIT};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -245,4 +246,75 @@ async fn a_namespace_admins_local_template_runs_as_its_namespaces_account() {
     assert!(spec.get("kubeConfig").is_none(), "Local: on the management cluster: {kustomization:#}");
     assert_eq!(spec["serviceAccountName"], "default", "runs as the namespace's account: {kustomization:#}");
     assert_eq!(kustomization["metadata"]["namespace"], ns.as_str());
+}
+
+/// `count` health rules for Deployments, as a rule ConfigMap's `rules` text.
+fn deployment_rules(count: usize) -> String {
+    "- {group: apps, version: v1, kind: Deployment, scope: Namespaced, healthy: 'true'}\n".repeat(count)
+}
+
+/// Issue 45, items 5 and 6: a namespace admin's `<cluster>-kubeconfig` names a server it runs
+/// (here a loopback one answering every list with 12 MiB), and whoever may write ConfigMaps in the
+/// namespace writes two `global` rule ConfigMaps of 64 rules each. One look reads no more than its
+/// total (32 MiB, then one answer more at most) and says so in the status; the namespace's
+/// rules count once against its budget across ConfigMaps (the second ConfigMap is named, not
+/// loaded); `/healthz` answers within 1 s and another ServiceSet converges throughout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenants_target_and_rules_cost_the_host_no_more_than_their_budgets() {
+    const TEST: &str = "trust-budgets";
+    if !authorizer_runs(TEST) {
+        return;
+    }
+    let target = ksm_e2e::fake_cluster::FakeCluster::start(ksm_e2e::fake_cluster::Misbehaviour::Huge(12 << 20)).await;
+    let t = Scenario::start_with(TEST, Mode::Observe, &["--health-poll-seconds", "1"]).await;
+    let ns = t.namespace().to_string();
+    let admin = actor(&t, "namespace-admin", namespace_admin_rules()).await;
+    let writer = actor(
+        &t,
+        "configmap-writer",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "list", "watch"]}]),
+    )
+    .await;
+    admin
+        .create(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-kubeconfig", "namespace": ns},
+                       "stringData": {"value": target.kubeconfig()}}))
+        .await;
+    for name in ["rules-a", "rules-b"] {
+        writer
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": name, "namespace": ns,
+                                        "labels": {"k0rdent.mirantis.com/health-rule-target": "global"}},
+                           "data": {"rules": deployment_rules(64)}}))
+            .await;
+    }
+    let healthz = poll_healthz(&t, Duration::from_secs(15));
+    t.create_service_set("web", json!([ingress_service()])).await;
+    t.wait_converged("web").await;
+    t.set_flux("web", "ingress-nginx", ksm_test_harness::flux::FluxState::Ready).await;
+    t.create_service_set("api", json!([cert_manager_service()])).await;
+    t.wait_converged("api").await;
+
+    let health = |ss: &Value| {
+        let conditions = service(ss, "ingress-nginx")?["conditions"].as_array()?;
+        conditions.iter().find(|c| c["type"] == "ServiceHealth").cloned()
+    };
+    let ss = t
+        .wait_service_set("web", "its look stopped at the look's total", |ss| {
+            health(ss).is_some_and(|c| c["message"].as_str().is_some_and(|m| m.contains("in one look")))
+        })
+        .await;
+    let message = health(&ss).unwrap()["message"].as_str().unwrap().to_string();
+    let spent =
+        format!("not verified: the cluster of Secret {ns}/web-kubeconfig answered more than 32 MiB in one look");
+    assert!(message.contains(&spent), "{message}");
+    let sent = target.total_sent();
+    assert!(sent <= (32 + 16) << 20, "one look read {sent} bytes from the tenant's server: {message}");
+    let rules = condition_message(&ss, "ServiceSetHealthRules");
+    assert!(rules.contains(&format!("{ns}/rules-b")) && rules.contains("not loaded"), "{ss:#}");
+    assert!(!rules.contains(&format!("{ns}/rules-a")), "the first ConfigMap by name is loaded whole: {rules}");
+
+    let answers = healthz.await.expect("the /healthz poller");
+    for (answer, took) in &answers {
+        assert_eq!(*answer, Some(200), "/healthz answered {answer:?} after {took:?}: {answers:?}");
+    }
 }
