@@ -279,13 +279,12 @@ fn keys_in(tokens: &[Token]) -> Vec<(String, String)> {
         if let (Ident(keyword), Some(Ident(name))) = (token, tokens.get(i + 1))
             && keyword == "const"
             && key_constant(name)
+            && let Some(at) = initializer_at(&tokens[i + 2..])
         {
-            if let Some(at) = initializer_at(&tokens[i + 2..]) {
-                let rest = &tokens[i + 2..];
-                let initializer = rest[at..].iter().take_while(|t| **t != Punct(';'));
-                for literal in initializer.filter_map(|t| if let Str(s) = t { Some(s) } else { None }) {
-                    keys.push((literal.clone(), format!("constant {name}")));
-                }
+            let rest = &tokens[i + 2..];
+            let initializer = rest[at..].iter().take_while(|t| **t != Punct(';'));
+            for literal in initializer.filter_map(|t| if let Str(s) = t { Some(s) } else { None }) {
+                keys.push((literal.clone(), format!("constant {name}")));
             }
         }
         // `secret_key(client, &secret, "<key>", field)`: the Secret's data key, its third argument.

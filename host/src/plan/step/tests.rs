@@ -245,8 +245,8 @@ fn a_record_that_is_not_trusted_never_holds_the_finalizer() {
     let regions = placements::Regions { by_name: &|_| None, holding: vec![], every: &every };
     facts.regions = placements::placements(&ss, Some(&Route::Management), &regions, true);
     assert!(facts.regions.untrusted.is_some());
-    let mut done = Progress::<Home, Why>::default();
-    done.management_cleared = Some(ManagementCleared { status: ServiceSetStatus::default(), remaining: vec![] });
+    let cleared = || Some(ManagementCleared { status: ServiceSetStatus::default(), remaining: vec![] });
+    let mut done = Progress::<Home, Why> { management_cleared: cleared(), ..Progress::default() };
     let Step::ClearRegions { recorded, others } = next(&ss, &facts, &done, &now()) else { panic!("regions swept") };
     assert!(recorded.is_empty() && others == [region()], "every Region, best effort");
     done.regions_cleared = Some(RegionsCleared::default());
@@ -255,8 +255,7 @@ fn a_record_that_is_not_trusted_never_holds_the_finalizer() {
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::RemoveFinalizer));
 
     let no_regions = Facts { regions: Placements::default(), ..facts };
-    let mut done = Progress::<Home, Why>::default();
-    done.management_cleared = Some(ManagementCleared { status: ServiceSetStatus::default(), remaining: vec![] });
+    let done = Progress::<Home, Why> { management_cleared: cleared(), ..Progress::default() };
     assert!(matches!(next(&ss, &no_regions, &done, &now()), Step::WriteStatus { .. }), "no Region: nothing to sweep");
 }
 

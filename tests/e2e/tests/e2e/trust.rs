@@ -19,13 +19,14 @@ use std::time::{Duration, Instant};
 /// The host's record, on a ServiceSet, of the regions its children went to.
 const REGIONS_ANNOTATION: &str = "ksm.k0rdent.mirantis.com/regions";
 
-/// Whether the scenario can hold an actor to its rights here; says so when it cannot.
-fn authorizer_runs(test: &str) -> bool {
-    let runs = Backend::selected() == Backend::Envtest;
-    if !runs {
+/// The scenario of `test` (the adapter with `extra_args`), where it can hold an actor to its
+/// rights; `None`, said, where it cannot.
+async fn start(test: &str, extra_args: &[&str]) -> Option<Scenario> {
+    if Backend::selected() != Backend::Envtest {
         report(test, "skipped: it needs envtest (a real RBAC authorizer and the TokenRequest API)");
+        return None;
     }
-    runs
+    Some(Scenario::start_with(test, Mode::Observe, extra_args).await)
 }
 
 /// A client acting as ServiceAccount `name` of the test's namespace, bound there to a Role of
@@ -101,11 +102,7 @@ fn poll_healthz(t: &Scenario, period: Duration) -> tokio::task::JoinHandle<Vec<(
 /// the finalizer of the ServiceSet it deletes.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_service_set_editor_reaches_no_other_namespace() {
-    const TEST: &str = "trust-editor";
-    if !authorizer_runs(TEST) {
-        return;
-    }
-    let t = Scenario::start(TEST, Mode::Observe).await;
+    let Some(t) = start("trust-editor", &[]).await else { return };
     let ns = t.namespace().to_string();
     let other = format!("{ns}-x");
     let secret_text = format!("hunter2-{ns}");
@@ -202,11 +199,7 @@ fn namespace_admin_rules() -> Value {
 /// write neither a ServiceSet nor a ConfigMap.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_namespace_admins_local_template_runs_as_its_namespaces_account() {
-    const TEST: &str = "trust-admin";
-    if !authorizer_runs(TEST) {
-        return;
-    }
-    let t = Scenario::start(TEST, Mode::Observe).await;
+    let Some(t) = start("trust-admin", &[]).await else { return };
     let ns = t.namespace().to_string();
     let admin = actor(&t, "namespace-admin", namespace_admin_rules()).await;
     for (kind, object) in [
@@ -261,12 +254,8 @@ fn deployment_rules(count: usize) -> String {
 /// loaded); `/healthz` answers within 1 s and another ServiceSet converges throughout.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenants_target_and_rules_cost_the_host_no_more_than_their_budgets() {
-    const TEST: &str = "trust-budgets";
-    if !authorizer_runs(TEST) {
-        return;
-    }
+    let Some(t) = start("trust-budgets", &["--health-poll-seconds", "1"]).await else { return };
     let target = ksm_e2e::fake_cluster::FakeCluster::start(ksm_e2e::fake_cluster::Misbehaviour::Huge(12 << 20)).await;
-    let t = Scenario::start_with(TEST, Mode::Observe, &["--health-poll-seconds", "1"]).await;
     let ns = t.namespace().to_string();
     let admin = actor(&t, "namespace-admin", namespace_admin_rules()).await;
     let writer = actor(
