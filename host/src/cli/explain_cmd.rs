@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ksm_adapter::adapter_plugin::{AdapterPlugin, Source};
 use ksm_adapter::conditions::types::PROVIDER_READY;
 use ksm_adapter::controller::adapter_plugins::{fetch::fetch, verify::verify};
+use ksm_adapter::controller::plumbing::slots::Slots;
 use ksm_adapter::controller::remote::clusters::{Cluster, Clusters, Reads};
 use ksm_adapter::controller::round::target_health::TargetHealth;
 use ksm_adapter::health::TARGET_LABEL;
@@ -108,6 +109,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             rules: health_rules(&client).await?,
             cel: Arc::new(RuleCache::new()),
             system_namespace: system_namespace.to_string(),
+            looks: Slots::new(1),
         };
         let claims = render_cmd::claim_index(&plugins, &manifests, &identity, tenancy)?;
         let mut decision =

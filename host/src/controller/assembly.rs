@@ -12,6 +12,7 @@ use super::caches::sources::SourceEvents;
 use super::plugin_kinds::children::{ChildKinds, Waker};
 use super::plumbing::backoff::Failures;
 use super::plumbing::events::Events;
+use super::plumbing::slots::Slots;
 use super::providers;
 use super::providers::look::Providers;
 use super::providers::manage::Managed;
@@ -254,13 +255,16 @@ fn other_clusters(
 ) -> (TargetHealth, Homes) {
     let clusters =
         |reads| Clusters::new(client.clone(), settings.target_clusters, reads, settings.cluster_addresses.clone());
+    // A quarter of the reconcile workers per region, and per namespace for looks at targets: one
+    // that hangs, or a tenant with many slow targets, holds up only its own.
+    let share = usize::from(settings.concurrency) / 4;
     let health_check = TargetHealth {
         clusters: Arc::new(clusters(Reads::Requests)),
         rules: health_rules,
         cel: Arc::new(RuleCache::new()),
         system_namespace: settings.system_namespace.clone(),
+        looks: Slots::new(share),
     };
-    // A quarter of the reconcile workers per region: one that hangs holds up only its own.
-    let homes = Homes::new(children, clusters(Reads::Watches), child_wake, usize::from(settings.concurrency) / 4);
+    let homes = Homes::new(children, clusters(Reads::Watches), child_wake, share);
     (health_check, homes)
 }

@@ -7,6 +7,7 @@
 //! - [`watches`]: which watches fail and why, for the log and `/readyz`;
 //! - [`backoff`]: failed rounds per object, for the retry backoff;
 //! - [`events`]: Kubernetes Events on transitions;
+//! - [`slots`]: at most so many holders per key (a region, a namespace) at once;
 //! - [`status_writer`]: status writes (ServiceSets, AdapterPlugins, SMPs), only when the status
 //!   changed and over the version read;
 //! - `access`: the host's own permissions (SelfSubjectAccessReview).
@@ -16,5 +17,6 @@ pub mod backoff;
 pub mod events;
 pub mod leader;
 pub mod liveness;
+pub mod slots;
 pub mod status_writer;
 pub mod watches;

@@ -7,6 +7,7 @@
 
 use super::clusters::{Cluster, ClusterError, Clusters, Reads};
 use crate::controller::plugin_kinds::children::{ChildKinds, Live, Waker};
+use crate::controller::plumbing::slots::Slots;
 use crate::controller::plumbing::watches::WatchFailures;
 use crate::k0rdent::{ChildRef, NamespacedName, ServiceSet};
 use crate::plan::route::{RegionAccess, Route};
@@ -14,7 +15,7 @@ use crate::serving::ServingPlugin;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 /// How long a reconcile waits for a region's caches to list the plugin's kinds, and for a
@@ -74,9 +75,8 @@ pub struct Homes {
     clusters: Clusters,
     wake: Waker,
     held: Mutex<HashMap<String, Held>>,
-    /// Reconciles one region may run at once (see [`Homes::admit`]).
-    per_region: usize,
-    slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// The reconciles each region runs now (see [`Homes::admit`]).
+    slots: Slots,
 }
 
 struct Held {
@@ -137,8 +137,7 @@ impl Homes {
     /// the regions' clients, changes to regional children wake their ServiceSet through `wake`;
     /// one region runs at most `per_region` reconciles at once.
     pub fn new(management: Arc<ChildKinds>, clusters: Clusters, wake: Waker, per_region: usize) -> Self {
-        let per_region = per_region.max(1);
-        Self { management, clusters, wake, held: Mutex::default(), per_region, slots: Mutex::default() }
+        Self { management, clusters, wake, held: Mutex::default(), slots: Slots::new(per_region) }
     }
 
     /// A slot for one reconcile whose children live on `route`: at most `per_region` at once per
@@ -147,14 +146,8 @@ impl Homes {
     /// slots are taken (the caller retries shortly, without holding a worker).
     pub fn admit(&self, route: &Route) -> Result<Option<OwnedSemaphorePermit>, Busy> {
         let Route::Region(access) = route else { return Ok(None) };
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        // A region none of whose slots is taken needs no entry (Regions come and go).
-        slots.retain(|_, slot| slot.available_permits() < self.per_region);
-        let slot = slots.entry(access.name.clone()).or_insert_with(|| Arc::new(Semaphore::new(self.per_region)));
-        slot.clone()
-            .try_acquire_owned()
-            .map(Some)
-            .map_err(|_| Busy { region: access.name.clone(), per_region: self.per_region })
+        let slot = self.slots.take(&access.name);
+        slot.map(Some).ok_or_else(|| Busy { region: access.name.clone(), per_region: self.slots.per_key() })
     }
 
     /// The home of a ServiceSet routed `route`, or why its region cannot be reached.

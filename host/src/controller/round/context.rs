@@ -293,6 +293,7 @@ pub(super) mod tests {
                 rules: reflector::store().0,
                 cel: Arc::new(crate::rules::RuleCache::new()),
                 system_namespace: "kcm-system".into(),
+                looks: crate::controller::plumbing::slots::Slots::new(1),
             },
             client,
             registry,

@@ -6,6 +6,7 @@
 //! cluster, where a tenant's rules list only in the tenant's namespace.
 
 use crate::conditions::{self, types::HEALTH_RULES};
+use crate::controller::plumbing::slots::Slots;
 use crate::controller::remote::clusters::{Cluster, Clusters};
 use crate::health::DISCOVERY_LABELS;
 use crate::health::look_budget::{Spending, Spent};
@@ -18,6 +19,7 @@ use crate::plugin::call_blocking;
 use crate::rules::RuleCache;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,6 +40,9 @@ pub struct TargetHealth {
     pub cel: Arc<RuleCache>,
     /// Where the cluster-wide rules live.
     pub system_namespace: String,
+    /// The looks each ServiceSet namespace runs now: a tenant's many slow targets hold only its
+    /// share of the reconcile workers.
+    pub looks: Slots,
 }
 
 impl TargetHealth {
@@ -112,6 +117,14 @@ impl TargetHealth {
         rules: &RuleSet,
         checked: &[(String, String)],
     ) -> Vec<Observation> {
+        let namespace = service_set.namespace().unwrap_or_default();
+        let Some(_slot) = self.looks.take(&namespace) else {
+            let (per_namespace, looks) =
+                (self.looks.per_key(), if self.looks.per_key() == 1 { "look" } else { "looks" });
+            let why =
+                format!("not verified now: namespace {namespace} runs {per_namespace} {looks} at its targets already");
+            return vec![Observation::Unreadable(why); checked.len()];
+        };
         let secret = target::kubeconfig_secret(service_set);
         let target =
             secret.as_ref().map_or("the management cluster".to_string(), |s| format!("the cluster of Secret {s}"));
@@ -227,6 +240,7 @@ mod tests {
             rules: reflector::store().0,
             cel: Arc::new(RuleCache::new()),
             system_namespace: "kcm-system".into(),
+            looks: Slots::new(1),
         };
         let service_set: ServiceSet = serde_json::from_value(json!({
             "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
@@ -323,5 +337,22 @@ mod tests {
         );
         assert_eq!(observations[1], Observation::Unreadable(why));
         assert_eq!(lists, 6, "the look stopped at the list that passed the bound");
+    }
+
+    /// Issue 45: a tenant's many ServiceSets with slow targets could hold every reconcile worker
+    /// in looks. A namespace runs at most its share of looks at once; the others are not looked
+    /// at now (their verified deployments stay Deployed) and are looked at again soon.
+    #[tokio::test]
+    async fn a_namespace_runs_at_most_its_share_of_looks_at_once() {
+        let (client, asked) = crate::controller::mock_api::client(|_| None);
+        let (check, service_set, rules) = checking(client);
+        let running = check.looks.take("kcm-system").expect("a free slot");
+        let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked()).await;
+        let why = "not verified now: namespace kcm-system runs 1 look at its targets already".to_string();
+        assert_eq!(observations, [Observation::Unreadable(why.clone()), Observation::Unreadable(why)]);
+        assert!(asked.lock().unwrap().is_empty(), "nothing read");
+        drop(running);
+        check.look(&service_set, &check.clusters.here(), &rules, &checked()).await;
+        assert!(!asked.lock().unwrap().is_empty(), "its turn: the look reads");
     }
 }
