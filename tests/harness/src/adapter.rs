@@ -175,6 +175,16 @@ impl Adapter {
         self.child.lock().expect("child lock").try_wait().ok().flatten()
     }
 
+    /// The most memory the process has held resident so far (Linux's `VmHWM`), in bytes; `None`
+    /// once it exited, or where `/proc` does not say.
+    pub fn peak_rss(&self) -> Option<u64> {
+        let pid = self.child.lock().expect("child lock").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
+
     /// The log's path and tail (and the exit status, if it exited), for a panic message.
     pub fn failure_context(&self) -> String {
         self.reported.store(true, Ordering::Relaxed);

@@ -241,6 +241,11 @@ async fn a_namespace_admins_local_template_runs_as_its_namespaces_account() {
     assert_eq!(kustomization["metadata"]["namespace"], ns.as_str());
 }
 
+/// The most the host may hold resident through a tenant's huge answers and rule ConfigMaps
+/// (measured: 110 MiB, a debug build): its own footprint and one look's total (32 MiB) a few
+/// times over.
+const PEAK_RSS: u64 = 256 << 20;
+
 /// `count` health rules for Deployments, as a rule ConfigMap's `rules` text.
 fn deployment_rules(count: usize) -> String {
     "- {group: apps, version: v1, kind: Deployment, scope: Namespaced, healthy: 'true'}\n".repeat(count)
@@ -251,7 +256,8 @@ fn deployment_rules(count: usize) -> String {
 /// namespace writes two `global` rule ConfigMaps of 64 rules each. One look reads no more than its
 /// total (32 MiB, then one answer more at most) and says so in the status; the namespace's
 /// rules count once against its budget across ConfigMaps (the second ConfigMap is named, not
-/// loaded); `/healthz` answers within 1 s and another ServiceSet converges throughout.
+/// loaded); `/healthz` answers within 1 s and another ServiceSet converges throughout, and the
+/// host's peak RSS stays under [`PEAK_RSS`].
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenants_target_and_rules_cost_the_host_no_more_than_their_budgets() {
     let Some(t) = start("trust-budgets", &["--health-poll-seconds", "1"]).await else { return };
@@ -306,4 +312,7 @@ async fn a_tenants_target_and_rules_cost_the_host_no_more_than_their_budgets() {
     for (answer, took) in &answers {
         assert_eq!(*answer, Some(200), "/healthz answered {answer:?} after {took:?}: {answers:?}");
     }
+    let peak = t.adapter().peak_rss().expect("the host's peak RSS");
+    eprintln!("trust-budgets: the host's peak RSS {} MiB", peak >> 20);
+    assert!(peak < PEAK_RSS, "the host held {} MiB at its peak", peak >> 20);
 }
