@@ -259,7 +259,7 @@ fn other_clusters(
     // that hangs, or a tenant with many slow targets, holds up only its own.
     let share = usize::from(settings.concurrency) / 4;
     let health_check = TargetHealth {
-        clusters: Arc::new(clusters(Reads::Requests)),
+        clusters: Arc::new(clusters(Reads::Requests).shared_by_namespaces()),
         rules: health_rules,
         cel: Arc::new(RuleCache::new()),
         system_namespace: settings.system_namespace.clone(),

@@ -227,6 +227,9 @@ fn unusable_part(error: &KubeconfigError) -> &'static str {
 /// The clients of other clusters.
 pub struct Clusters {
     capacity: usize,
+    /// The most clients the Secrets of one namespace hold, when tenants write them (see
+    /// [`Clusters::shared_by_namespaces`]).
+    per_namespace: Option<usize>,
     reads: Reads,
     allowed: Arc<Allowed>,
     pool: Mutex<HashMap<SecretAt, Pooled>>,
@@ -254,7 +257,15 @@ impl Clusters {
     pub fn new(management: Client, capacity: usize, reads: Reads, allowed: Allowed) -> Self {
         let here = Arc::new(Cluster::new(String::new(), management));
         let (pool, read) = (Mutex::default(), Mutex::default());
-        Self { capacity: capacity.max(1), reads, allowed: Arc::new(allowed), pool, read, here }
+        Self { capacity: capacity.max(1), per_namespace: None, reads, allowed: Arc::new(allowed), pool, read, here }
+    }
+
+    /// These clients, with the Secrets of one namespace holding at most a quarter of them: where
+    /// tenants write the kubeconfigs (targets' `<cluster>-kubeconfig`), one with many clusters
+    /// evicts its own clients, never all the others'. Regions' clients (an operator's Secrets,
+    /// often all in the system namespace) are not shared so.
+    pub fn shared_by_namespaces(self) -> Self {
+        Self { per_namespace: Some((self.capacity / 4).max(1)), ..self }
     }
 
     /// The cluster the host runs in.
@@ -341,6 +352,13 @@ impl Clusters {
         let now = Instant::now();
         pool.retain(|_, p| now.duration_since(p.used) < self.reads.idle());
         pool.remove(&secret);
+        if let Some(share) = self.per_namespace {
+            let namespace = secret.1.namespace.clone();
+            let mut own: HashMap<SecretAt, Instant> =
+                pool.iter().filter(|(k, _)| k.1.namespace == namespace).map(|(k, p)| (k.clone(), p.used)).collect();
+            make_room(&mut own, share, |used| *used);
+            pool.retain(|k, _| k.1.namespace != namespace || own.contains_key(k));
+        }
         make_room(&mut pool, self.capacity, |p| p.used);
         pool.insert(secret, Pooled { resource_version, cluster, used: now });
     }
@@ -561,6 +579,25 @@ mod tests {
         assert!(clusters.pooled(&key("a"), "2").is_none(), "a changed Secret makes a new client");
         clusters.keep(key("a"), "2".into(), cluster());
         assert_eq!(clusters.held(), 2, "replaced, not added");
+    }
+
+    /// Issue 45: a tenant writing many `<cluster>-kubeconfig` Secrets evicted every other
+    /// namespace's clients. Shared by namespaces, one namespace holds at most a quarter of them.
+    #[tokio::test]
+    async fn a_namespace_holds_at_most_its_share_of_the_clients() {
+        let (management, _) = crate::controller::mock_api::client(|_| None);
+        let clusters = Clusters::new(management.clone(), 8, Reads::Requests, Allowed::default()).shared_by_namespaces();
+        let key = |namespace: &str, name: &str| (String::new(), NamespacedName::new(namespace, name));
+        let cluster = || Arc::new(Cluster::new("c".into(), management.clone()));
+        clusters.keep(key("other", "o"), "1".into(), cluster());
+        for i in 0..20 {
+            clusters.keep(key("team", &format!("c{i}")), "1".into(), cluster());
+        }
+        assert_eq!(clusters.held(), 3, "the other namespace's client and two of team's");
+        assert!(clusters.pooled(&key("other", "o"), "1").is_some(), "never evicted by team");
+        assert!(
+            clusters.pooled(&key("team", "c19"), "1").is_some() && clusters.pooled(&key("team", "c0"), "1").is_none()
+        );
     }
 
     #[tokio::test(start_paused = true)]
