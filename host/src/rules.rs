@@ -37,8 +37,11 @@ pub const DEFAULT_COST_LIMIT: u64 = 1_000_000;
 /// above what the cost limit allows, and the time limit of a plugin call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(1);
 /// Compiled rules kept, least recently used dropped first: far more than the host's own and the
-/// operators' rules together.
-const MAX_PROGRAMS: usize = 1024;
+/// operators' rules together, and room for the chart's `--concurrency` (8) looks at once at
+/// tenants' rules, each at its namespace's budget (64 rules, 128 texts with their messages),
+/// beside the operator's: those are used by every look, so no wave of tenants' looks evicts them
+/// (health/rule_set.rs has the test).
+const MAX_PROGRAMS: usize = 2048;
 /// Bytes of rule text the kept rules may hold together: a rule's compiled form takes some tens
 /// of bytes per byte of text, so this bounds the cache to some tens of MiB.
 const MAX_PROGRAM_BYTES: usize = 1024 * 1024;

@@ -653,6 +653,30 @@ mod tests {
         assert_eq!(set.errors.len(), 19, "{:?}", set.errors.first());
     }
 
+    /// Issue 45: tenants' looks running at once evicted the operator's compiled rules, which
+    /// every look then compiled again. The chart's `--concurrency` looks at once, each at its
+    /// namespace's whole budget of rules with messages, leave them compiled.
+    #[test]
+    fn tenants_looks_at_once_do_not_evict_the_operators_compiled_rules() {
+        let rules = |from: usize| -> String {
+            (from..from + MAX_NAMESPACE_RULES)
+                .map(|i| format!("- {{group: apps, version: v1, kind: Deployment, scope: Namespaced, healthy: '{i} > 0', message: '\"m{i}\"'}}\n"))
+                .collect()
+        };
+        let cel = RuleCache::new();
+        let operators = config_map("kcm-system", "defaults", GLOBAL, &rules(0));
+        assert_eq!(load(&[&operators], None, &cel).errors, []);
+        const CONCURRENCY: usize = 8; // the chart's default
+        for n in 1..=CONCURRENCY {
+            let tenant = config_map(&format!("team-{n}"), "rules", GLOBAL, &rules(n * 1000));
+            assert_eq!(load(&[&tenant], Some(&format!("team-{n}")), &cel).errors, []);
+        }
+        let compiled = cel.compiled();
+        assert_eq!(compiled, (CONCURRENCY + 1) * 2 * MAX_NAMESPACE_RULES, "every text compiled once");
+        load(&[&operators], None, &cel);
+        assert_eq!(cel.compiled(), compiled, "the operator's rules were still compiled");
+    }
+
     #[test]
     fn kinds_are_bounded() {
         let rules: String = (0..MAX_KINDS + 2)
