@@ -264,20 +264,21 @@ impl Policy {
             .iter()
             .map(|text| {
                 let mut object = check_object(plugin, self, facts.namespace, text)?;
-                facts.tenancy.fill(facts.namespace, &mut object);
-                self.validate(plugin, facts, (&target, &accounts), &object).map(|()| object)
+                let local_account = facts.tenancy.fill(facts.namespace, &mut object);
+                self.validate(plugin, facts, (&target, &accounts, local_account), &object).map(|()| object)
             })
             .collect()
     }
 
     /// Runs the rules that apply to `object`, with the service's `target` and `accounts` (as
     /// CEL variables, made once per service) and the account it must run as
-    /// (`localServiceAccount`, empty for none); the first it fails refuses it, naming the rule.
+    /// (`localServiceAccount`, empty for none, as [`Tenancy::fill`] found it); the first it fails
+    /// refuses it, naming the rule.
     fn validate(
         &self,
         plugin: &PluginMetadata,
         facts: &Facts,
-        (target, accounts): (&Value, &Value),
+        (target, accounts, local_account): (&Value, &Value, Option<&str>),
         object: &Value,
     ) -> Result<(), Refused> {
         let flux: &[_] = if is_flux(object) { &FLUX_RULES } else { &[] };
@@ -285,7 +286,7 @@ impl Policy {
             .iter()
             .map(|(_, expression, _)| *expression)
             .chain(self.validations.iter().map(|v| v.expression.as_str()));
-        let local_account = json!(facts.tenancy.account_for(facts.namespace, object).unwrap_or_default());
+        let local_account = json!(local_account.unwrap_or_default());
         let variables = [
             ("object", object),
             ("serviceSet", facts.service_set),

@@ -56,18 +56,20 @@ impl<'a> Tenancy<'a> {
 
     /// Sets `spec.serviceAccountName` of `object` (of a ServiceSet of namespace `owner`) to
     /// [`account_for`](Self::account_for) when it needs one and the plugin set none (absent, null
-    /// or empty, which Flux reads as none). A `spec` that is no object is left for the policy to
-    /// refuse.
-    pub fn fill(&self, owner: &str, object: &mut Value) {
-        let Some(account) = self.account_for(owner, object) else { return };
+    /// or empty, which Flux reads as none); returns that account, for the policy. A `spec` that
+    /// is no object is left for the policy to refuse.
+    pub fn fill(&self, owner: &str, object: &mut Value) -> Option<&'a str> {
+        let account = self.account_for(owner, object)?;
         let spec = object
             .as_object_mut()
             .map(|fields| fields.entry("spec").or_insert_with(|| Value::Object(Default::default())));
-        let Some(spec) = spec.and_then(Value::as_object_mut) else { return };
-        let set = spec.get("serviceAccountName").and_then(Value::as_str).is_some_and(|name| !name.is_empty());
-        if !set {
-            spec.insert("serviceAccountName".into(), Value::String(account.into()));
+        if let Some(spec) = spec.and_then(Value::as_object_mut) {
+            let set = spec.get("serviceAccountName").and_then(Value::as_str).is_some_and(|name| !name.is_empty());
+            if !set {
+                spec.insert("serviceAccountName".into(), Value::String(account.into()));
+            }
         }
+        Some(account)
     }
 }
 
