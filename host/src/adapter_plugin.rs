@@ -2,6 +2,7 @@
 //! which plugin serves which StateManagementProviders, where its bytes come from, and the limits
 //! and narrowing the host applies to it.
 
+use crate::signature::identity;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
@@ -52,6 +53,26 @@ pub enum SpecError {
     KeySource {
         /// The key's path.
         field: String,
+    },
+    /// `verify` sets neither keys nor keyless.
+    #[error("spec.source.oci.verify: set keys, keyless or both")]
+    NothingToVerify,
+    /// `keyless` lists no identity.
+    #[error("spec.source.oci.verify.keyless: list the accepted identities in allOf, anyOf or both")]
+    NoIdentities,
+    /// A subject sets neither of its matches, or both.
+    #[error("{field}: set exactly one of equal and urlPrefix")]
+    Subject {
+        /// The subject's path.
+        field: String,
+    },
+    /// `anyOf` asks for more matches than it lists rules, or none.
+    #[error("spec.source.oci.verify.keyless.anyOf.minimumMatches: {minimum} of {listed} signatures can never match")]
+    MinimumMatches {
+        /// What it asks for.
+        minimum: u32,
+        /// How many rules it lists.
+        listed: usize,
     },
 }
 
@@ -237,19 +258,150 @@ pub struct OciSource {
     /// periodically and loads what it points to now.
     #[serde(default)]
     pub pull_policy: PullPolicy,
-    /// Requires a cosign signature of the pulled manifest digest by one of these keys, stored in
-    /// the same repository (`cosign sign --key`, `ksm-adapter plugin sign`); checked before
-    /// anything is compiled. Unset: not checked.
+    /// Requires cosign signatures of the pulled manifest digest, stored in the same repository
+    /// (`cosign sign`, `ksm-adapter plugin sign`): by one of these keys, or keyless by accepted
+    /// identities; checked before anything is compiled. Unset: not checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verify>,
 }
 
-/// `AdapterPlugin.spec.source.oci.verify`: who must have signed the plugin.
+/// `AdapterPlugin.spec.source.oci.verify`: who must have signed the plugin. With both `keys`
+/// and `keyless`, both must hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.keys) || has(self.keyless)",
+    "message": "set keys, keyless or both"
+}]))]
 pub struct Verify {
     /// Public keys (PEM, as `cosign.pub`); a signature by any one of them is enough.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(min = 1))]
     pub keys: Vec<VerifyKey>,
+    /// Keyless signatures (`cosign sign` with a certificate from Fulcio or an own CA): the
+    /// identities accepted, under the operator's own Sigstore trust root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyless: Option<KeylessVerify>,
+}
+
+/// `verify.keyless`: which certificate identities may sign, under which trust root. Nothing
+/// is fetched from the internet; a signature is accepted only when its certificate chains to
+/// the trust root at the signing time a Rekor entry proves, and carries an SCT of a CT log of
+/// the trust root (unless opted out below).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.allOf) || has(self.anyOf)",
+    "message": "list the accepted identities in allOf, anyOf or both"
+}]))]
+pub struct KeylessVerify {
+    /// A key of a ConfigMap in the host's namespace holding the Sigstore trust root: a
+    /// `trusted_root.json`, or a ClientTrustConfig (`trustedRoot`, as Kubewarden's
+    /// `sigstoreTrustConfig`).
+    pub trust_root: ConfigMapKeyRef,
+    /// Identities that must each have signed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1))]
+    pub all_of: Vec<IdentityRule>,
+    /// Identities of which at least `minimumMatches` must have signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub any_of: Option<AnyOfIdentities>,
+    /// Accepts certificates without an SCT of the trust root's CT logs (cosign's
+    /// `--insecure-ignore-sct`), e.g. from a CA that logs to no CT log.
+    #[serde(default, rename = "insecureIgnoreSCT", skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_ignore_sct: bool,
+    /// Accepts signatures without a Rekor entry (cosign's `--insecure-ignore-tlog`): the
+    /// certificate must then be valid now, since nothing proves when it signed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_ignore_tlog: bool,
+}
+
+impl KeylessVerify {
+    /// The accepted identities, each named by its field, or what is wrong with them.
+    pub fn rules(&self) -> Result<identity::Rules, SpecError> {
+        let field = "spec.source.oci.verify.keyless";
+        let rules = |list: &[IdentityRule], at: &str| -> Result<Vec<identity::Rule>, SpecError> {
+            list.iter().enumerate().map(|(i, r)| r.rule(&format!("{at}[{i}]"))).collect()
+        };
+        let all_of = rules(&self.all_of, &format!("{field}.allOf"))?;
+        let (any_of, minimum) = match &self.any_of {
+            Some(any) => {
+                let minimum = any.minimum_matches.unwrap_or(1);
+                if minimum == 0 || minimum as usize > any.signatures.len() {
+                    return Err(SpecError::MinimumMatches { minimum, listed: any.signatures.len() });
+                }
+                (rules(&any.signatures, &format!("{field}.anyOf.signatures"))?, minimum as usize)
+            }
+            None => (Vec::new(), 0),
+        };
+        if all_of.is_empty() && any_of.is_empty() {
+            return Err(SpecError::NoIdentities);
+        }
+        Ok(identity::Rules { all_of, any_of, minimum })
+    }
+}
+
+impl IdentityRule {
+    fn rule(&self, field: &str) -> Result<identity::Rule, SpecError> {
+        let subject = match (&self.subject.equal, &self.subject.url_prefix) {
+            (Some(equal), None) => identity::Subject::Equal(equal.clone()),
+            (None, Some(prefix)) => identity::Subject::UrlPrefix(prefix.clone()),
+            _ => return Err(SpecError::Subject { field: format!("{field}.subject") }),
+        };
+        let (name, issuer) = (field.trim_start_matches("spec.source.oci.verify.").to_string(), self.issuer.clone());
+        Ok(identity::Rule { name, issuer, subject, annotations: self.annotations.clone() })
+    }
+}
+
+/// A key of a ConfigMap in the host's namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ConfigMapKeyRef {
+    /// The ConfigMap's name.
+    pub name: String,
+    /// The `data` key.
+    pub key: String,
+}
+
+/// `keyless.anyOf`: identities of which at least `minimumMatches` must have signed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnyOfIdentities {
+    /// How many of `signatures` must match; 1 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub minimum_matches: Option<u32>,
+    /// The identities.
+    #[schemars(length(min = 1))]
+    pub signatures: Vec<IdentityRule>,
+}
+
+/// One accepted identity: the OIDC issuer and subject of a certificate (Kubewarden's
+/// `genericIssuer`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct IdentityRule {
+    /// The OIDC issuer, exactly as the certificate's issuer extension names it.
+    pub issuer: String,
+    /// The subject: the certificate's SAN (URI or email).
+    pub subject: SubjectMatch,
+    /// Annotations the signature must carry (`cosign sign -a key=value`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub annotations: std::collections::BTreeMap<String, String>,
+}
+
+/// How a subject is matched: exactly, or under a URL prefix (a `/` is added when the prefix
+/// does not end in one, so `https://github.com/acme` never matches `https://github.com/acme-evil`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.equal) != has(self.urlPrefix)",
+    "message": "exactly one of equal and urlPrefix must be set"
+}]))]
+pub struct SubjectMatch {
+    /// The subject, exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equal: Option<String>,
+    /// A URL every accepted subject lies under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_prefix: Option<String>,
 }
 
 /// One public key of `verify`: inline, or in a Secret of the host's namespace.
@@ -470,6 +622,16 @@ mod tests {
             ["properties"]["oci"];
         let verify = &oci["properties"]["verify"];
         assert_eq!(verify["properties"]["keys"]["minItems"], 1);
+        assert_eq!(verify["x-kubernetes-validations"][0]["rule"], "has(self.keys) || has(self.keyless)");
+        let keyless = &verify["properties"]["keyless"];
+        assert_eq!(keyless["required"], json!(["trustRoot"]));
+        assert_eq!(keyless["x-kubernetes-validations"][0]["rule"], "has(self.allOf) || has(self.anyOf)");
+        assert!(
+            keyless["properties"]["insecureIgnoreSCT"].is_object()
+                && keyless["properties"]["insecureIgnoreTlog"].is_object()
+        );
+        let subject = &keyless["properties"]["allOf"]["items"]["properties"]["subject"];
+        assert_eq!(subject["x-kubernetes-validations"][0]["rule"], "has(self.equal) != has(self.urlPrefix)");
         let key = &verify["properties"]["keys"]["items"];
         assert!(key["x-kubernetes-validations"][0]["rule"].as_str().unwrap().contains("secretKeyRef"), "{key:#}");
     }

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use crate::retry;
-use crate::signature::{self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, StoredSignature, TrustedKey};
+use crate::signature::{self, Policy, SIMPLE_SIGNING_MEDIA_TYPE, StoredSignature, Verified};
 use base64::Engine as _;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
@@ -101,8 +101,8 @@ pub enum OciError {
     /// Any other registry error.
     #[error("registry error for {reference}: {message}")]
     Registry { reference: String, message: String },
-    /// No signature by a trusted key for the manifest digest.
-    #[error("{reference} is not signed by a trusted key: {reason}")]
+    /// No signature by a trusted key or identity for the manifest digest.
+    #[error("{reference} is not signed by a trusted signer: {reason}")]
     Unverified { reference: String, reason: signature::Unverified },
 }
 
@@ -368,21 +368,22 @@ const MAX_SIGNATURES: usize = 32;
 /// Config media type of a signature manifest, as cosign writes it.
 const SIGNATURE_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 
-/// Checks that manifest `digest` of `reference`'s repository is signed by one of `keys` (see
-/// [`signature::verify`]); returns the origin of the key that signed it. Reading the signatures
-/// may take at most `deadline` (e.g. [`SIGNATURES_DEADLINE`]).
+/// Checks that manifest `digest` of `reference`'s repository is signed as `policy` requires
+/// (see [`signature::verify`]); returns what verified it. Reading the signatures may take at
+/// most `deadline` (e.g. [`SIGNATURES_DEADLINE`]).
 pub async fn verify(
     reference: &str,
     digest: &str,
     credentials: &Credentials,
-    keys: &[TrustedKey],
+    policy: &Policy,
     deadline: Duration,
-) -> Result<String, OciError> {
+) -> Result<Verified, OciError> {
     let pinned = pin(reference, digest)?;
     let reading = signatures(reference, digest, credentials);
     let stored = within("reading the signatures of", &pinned, deadline, reading).await?;
-    match signature::verify(keys, digest, stored.as_deref()) {
-        Ok(origin) => Ok(origin.to_string()),
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    match signature::verify(policy, digest, stored.as_deref(), i64::try_from(now).unwrap_or(i64::MAX)) {
+        Ok(verified) => Ok(verified),
         Err(reason) => Err(OciError::Unverified { reference: pinned, reason }),
     }
 }
@@ -441,8 +442,10 @@ async fn signatures(
             Ok(sink.bytes)
         })
         .await?;
-        let signature = layer.annotations.as_ref().and_then(|a| a.get(SIGNATURE_ANNOTATION)).cloned();
-        stored.push(StoredSignature { payload, signature });
+        let annotations = layer.annotations.iter().flatten();
+        let annotations = annotations.filter(|(k, _)| StoredSignature::ANNOTATIONS.contains(&k.as_str()));
+        stored
+            .push(StoredSignature { payload, annotations: annotations.map(|(k, v)| (k.clone(), v.clone())).collect() });
     }
     Ok(Some(stored))
 }
@@ -464,7 +467,7 @@ pub async fn push_signature(
     let existing = signature_manifest(&client, &image, &auth).await?;
     let mut layers: Vec<OciDescriptor> = existing.map(|m| m.layers).unwrap_or_default();
     let payload = ImageLayer::new(signature.payload.clone(), SIMPLE_SIGNING_MEDIA_TYPE.into(), None);
-    let annotations = signature.signature.iter().map(|s| (SIGNATURE_ANNOTATION.to_string(), s.clone())).collect();
+    let annotations = signature.annotations.clone().into_iter().collect();
     let descriptor = OciDescriptor {
         media_type: SIMPLE_SIGNING_MEDIA_TYPE.into(),
         digest: payload.sha256_digest(),
@@ -709,7 +712,11 @@ mod tests {
                 "resolving {reference} did not finish within 500ms: check that the registry is reachable and answers"
             )
         );
-        let verified = tokio::time::timeout(guard, verify(&reference, &digest, &anonymous, &[], deadline)).await;
+        let verified = tokio::time::timeout(
+            guard,
+            verify(&reference, &digest, &anonymous, &Policy { keys: vec![], keyless: None }, deadline),
+        )
+        .await;
         let error = verified.expect("reading the signatures gives up at its deadline").unwrap_err();
         let pinned = format!("{registry}/plugins/flux@{digest}");
         assert!(

@@ -1,18 +1,27 @@
-//! Cosign signatures of plugin artifacts, in the format `cosign sign --key` stores them: under
-//! the tag `sha256-<hex>.sig` of the artifact's repository, one layer per signature whose blob
-//! is a simple-signing payload naming the signed manifest digest and whose annotation
-//! `dev.cosignproject.cosign/signature` is the base64 signature over that blob.
+//! Cosign signatures of plugin artifacts, in the format cosign stores them: under the tag
+//! `sha256-<hex>.sig` of the artifact's repository, one layer per signature whose blob is a
+//! simple-signing payload naming the signed manifest digest and whose annotation
+//! `dev.cosignproject.cosign/signature` is the base64 signature over that blob. A key-based
+//! signature (`cosign sign --key`) is checked against the operator's public keys; a keyless one
+//! also carries its certificate, chain and Rekor entry, checked in [`keyless`] against the
+//! operator's trust root and matched against the accepted identities of [`identity`].
 //!
-//! A signature is valid when it verifies against one of the operator's keys **and** its payload
-//! names the digest being loaded: a valid signature copied from another artifact's tag signs
-//! that artifact, not this one. The payload's `docker-reference` is not compared: the digest
-//! names the content, wherever it was pushed. Pure: the registry I/O is in [`crate::oci`].
+//! A signature is valid when it verifies **and** its payload names the digest being loaded: a
+//! valid signature copied from another artifact's tag signs that artifact, not this one. The
+//! payload's `docker-reference` is not compared: the digest names the content, wherever it was
+//! pushed. Pure: the registry I/O is in [`crate::oci`].
+
+pub mod identity;
+pub mod keyless;
+pub mod transparency;
+pub mod trust_root;
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use sigstore::crypto::signing_key::SigStoreKeyPair;
 use sigstore::crypto::{CosignVerificationKey, SigStoreSigner, Signature, SigningScheme};
 use sigstore::errors::SigstoreError;
+use std::collections::BTreeMap;
 
 /// Media type of a signature layer.
 pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -39,20 +48,43 @@ pub fn signature_tag(digest: &str) -> Result<String, NotADigest> {
     Ok(format!("sha256-{}.sig", hex.to_ascii_lowercase()))
 }
 
-/// One stored signature: its layer's blob and annotation, as the registry holds them.
+/// One stored signature: its layer's blob and annotations, as the registry holds them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredSignature {
     /// The simple-signing payload, the bytes that were signed.
     pub payload: Vec<u8>,
-    /// The base64 signature annotation, if the layer has one.
-    pub signature: Option<String>,
+    /// The layer's annotations: the base64 signature and, keyless, the certificate, chain and
+    /// Rekor bundle.
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl StoredSignature {
+    /// The annotations cosign's signatures carry, and only those: what a layer holds besides
+    /// is not read.
+    pub const ANNOTATIONS: [&str; 4] =
+        [SIGNATURE_ANNOTATION, keyless::CERTIFICATE_ANNOTATION, keyless::CHAIN_ANNOTATION, keyless::BUNDLE_ANNOTATION];
+
+    fn signature(&self) -> Result<Vec<u8>, Rejected> {
+        let malformed = |why: String| Rejected::Malformed(why);
+        let encoded = self
+            .annotations
+            .get(SIGNATURE_ANNOTATION)
+            .ok_or_else(|| malformed(format!("no annotation {SIGNATURE_ANNOTATION}")))?;
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .map_err(|_| malformed(format!("the annotation {SIGNATURE_ANNOTATION} is not base64")))
+    }
+
+    fn is_keyless(&self) -> bool {
+        self.annotations.contains_key(keyless::CERTIFICATE_ANNOTATION)
+    }
 }
 
 /// The simple-signing payload; fields in the order cosign writes them.
 #[derive(Debug, Serialize, Deserialize)]
 struct Payload {
     critical: Critical,
-    optional: Option<serde_json::Value>,
+    optional: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -126,7 +158,17 @@ impl TrustedKey {
     }
 }
 
-/// Why one stored signature does not make the artifact verified.
+/// What the operator requires of a plugin's signatures (`spec.source.oci.verify`): a signature
+/// by one of `keys` when it lists any, and keyless signatures satisfying the rules of `keyless`
+/// when it is set; both when both are.
+pub struct Policy {
+    /// Public keys; a signature by any one is enough.
+    pub keys: Vec<TrustedKey>,
+    /// The trust root and the accepted identities.
+    pub keyless: Option<keyless::Keyless>,
+}
+
+/// Why one stored signature does not count.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Rejected {
     /// Not a cosign signature.
@@ -135,11 +177,17 @@ pub enum Rejected {
     /// Verifies against none of the keys.
     #[error("signed by another key")]
     OtherKey,
-    /// Signed by a listed key, for another manifest.
-    #[error("signed by {key} for {signed}, another artifact (a signature copied from another digest's tag)")]
+    /// No certificate: a key-based signature, where keyless ones are asked for.
+    #[error("signed with a key, not keyless (no {} annotation)", keyless::CERTIFICATE_ANNOTATION)]
+    NotKeyless,
+    /// A keyless signature that proves no signer.
+    #[error(transparent)]
+    Keyless(#[from] keyless::Refused),
+    /// Verified, for another manifest.
+    #[error("signed by {signer} for {signed}, another artifact (a signature copied from another digest's tag)")]
     OtherDigest {
-        /// The key it verified against.
-        key: String,
+        /// The key it verified against, or the identity of its certificate.
+        signer: String,
         /// The digest its payload names.
         signed: String,
     },
@@ -157,7 +205,7 @@ pub enum Unverified {
         /// The signature tag looked up.
         tag: String,
     },
-    /// Signatures exist, none valid.
+    /// Signatures exist, none by a listed key.
     #[error("no valid signature under tag {tag} (checked against {keys} key(s)): {}", list(.rejected))]
     Rejected {
         /// The signature tag.
@@ -167,6 +215,16 @@ pub enum Unverified {
         /// Each signature's problem, in layer order.
         rejected: Vec<Rejected>,
     },
+    /// The keyless signatures do not satisfy the rules.
+    #[error("the keyless signatures under tag {tag} do not satisfy spec.source.oci.verify.keyless: {why} ({})", .signatures.join("; "))]
+    Keyless {
+        /// The signature tag.
+        tag: String,
+        /// Which rules do not hold.
+        why: String,
+        /// Each signature: the identity it proves, or why it proves none.
+        signatures: Vec<String>,
+    },
 }
 
 fn list(rejected: &[Rejected]) -> String {
@@ -174,52 +232,107 @@ fn list(rejected: &[Rejected]) -> String {
     each.join("; ")
 }
 
-/// Checks the signatures stored for manifest `digest` against `keys`: returns the origin of
-/// the first key that signed this digest, or why none did. `stored` is `None` when the
-/// signature tag does not exist.
-pub fn verify<'k>(
-    keys: &'k [TrustedKey],
+/// What verified an artifact: the key that signed it (its origin), and each keyless rule with
+/// the identity that matched it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified(pub Vec<String>);
+
+impl std::fmt::Display for Verified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join("; "))
+    }
+}
+
+/// Checks the signatures stored for manifest `digest` against `policy` (`now` in Unix seconds,
+/// for keyless signatures whose log is ignored): returns what verified it, or why nothing did.
+/// `stored` is `None` when the signature tag does not exist.
+pub fn verify(
+    policy: &Policy,
     digest: &str,
     stored: Option<&[StoredSignature]>,
-) -> Result<&'k str, Unverified> {
+    now: i64,
+) -> Result<Verified, Unverified> {
     let tag = signature_tag(digest)?;
     let stored = stored.unwrap_or_default();
     if stored.is_empty() {
         return Err(Unverified::Unsigned { tag });
     }
-    let mut rejected = Vec::new();
-    for signature in stored {
-        match check(keys, digest, signature) {
-            Ok(key) => return Ok(&key.origin),
-            Err(why) => rejected.push(why),
+    let mut verified = Vec::new();
+    if !policy.keys.is_empty() {
+        let mut rejected = Vec::new();
+        match stored.iter().find_map(|s| check_key(&policy.keys, digest, s).map_err(|why| rejected.push(why)).ok()) {
+            Some(key) => verified.push(key.origin.clone()),
+            None => return Err(Unverified::Rejected { tag, keys: policy.keys.len(), rejected }),
         }
     }
-    Err(Unverified::Rejected { tag, keys: keys.len(), rejected })
+    if let Some(keyless) = &policy.keyless {
+        let (mut signers, mut signatures) = (Vec::new(), Vec::new());
+        for (i, stored) in stored.iter().enumerate() {
+            match check_keyless(keyless, digest, stored, now) {
+                Ok(signer) => {
+                    signatures.push(format!("signature {}: {}", i + 1, identity::describe(&signer)));
+                    signers.push(signer);
+                }
+                Err(why) => signatures.push(format!("signature {}: {why}", i + 1)),
+            }
+        }
+        match keyless.rules.evaluate(&signers) {
+            Ok(matched) => verified.extend(matched),
+            Err(why) => return Err(Unverified::Keyless { tag, why, signatures }),
+        }
+    }
+    Ok(Verified(verified))
 }
 
-/// One signature: verified first (the payload is read only once a trusted key signed it),
-/// then its payload must name `digest`.
-fn check<'k>(keys: &'k [TrustedKey], digest: &str, stored: &StoredSignature) -> Result<&'k TrustedKey, Rejected> {
-    let malformed = |why: String| Rejected::Malformed(why);
-    let encoded =
-        stored.signature.as_deref().ok_or_else(|| malformed(format!("no annotation {SIGNATURE_ANNOTATION}")))?;
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(encoded.trim())
-        .map_err(|_| malformed(format!("the annotation {SIGNATURE_ANNOTATION} is not base64")))?;
+/// One key-based signature: verified first (the payload is read only once a trusted key signed
+/// it), then its payload must name `digest`.
+fn check_key<'k>(keys: &'k [TrustedKey], digest: &str, stored: &StoredSignature) -> Result<&'k TrustedKey, Rejected> {
+    let raw = stored.signature()?;
     let key = keys
         .iter()
         .find(|k| k.key.verify_signature(Signature::Raw(&raw), &stored.payload).is_ok())
         .ok_or(Rejected::OtherKey)?;
-    let payload: Payload = serde_json::from_slice(&stored.payload)
+    signed_digest(&stored.payload, digest, || key.origin.clone())?;
+    Ok(key)
+}
+
+/// One keyless signature: its certificate, log entry and chain verified first, then its
+/// payload must name `digest`; returns the signer with the payload's annotations.
+fn check_keyless(
+    keyless: &keyless::Keyless,
+    digest: &str,
+    stored: &StoredSignature,
+    now: i64,
+) -> Result<identity::Signer, Rejected> {
+    if !stored.is_keyless() {
+        return Err(Rejected::NotKeyless);
+    }
+    let raw = stored.signature()?;
+    let mut signer = keyless::check(keyless, &stored.annotations, &stored.payload, &raw, now)?;
+    let payload = signed_digest(&stored.payload, digest, || identity::describe(&signer))?;
+    signer.annotations = payload
+        .optional
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+        .collect();
+    Ok(signer)
+}
+
+/// The payload of a verified signature, when it is cosign's and names `digest`; `signer` names
+/// who signed it otherwise.
+fn signed_digest(payload: &[u8], digest: &str, signer: impl FnOnce() -> String) -> Result<Payload, Rejected> {
+    let malformed = |why: String| Rejected::Malformed(why);
+    let payload: Payload = serde_json::from_slice(payload)
         .map_err(|e| malformed(format!("the payload is not a simple-signing document: {e}")))?;
     if payload.critical.type_ != SIGNATURE_TYPE {
         return Err(malformed(format!("the payload's type is {:?}, not {SIGNATURE_TYPE:?}", payload.critical.type_)));
     }
-    let signed = payload.critical.image.docker_manifest_digest;
+    let signed = &payload.critical.image.docker_manifest_digest;
     if !signed.eq_ignore_ascii_case(digest) {
-        return Err(Rejected::OtherDigest { key: key.origin.clone(), signed });
+        return Err(Rejected::OtherDigest { signer: signer(), signed: signed.clone() });
     }
-    Ok(key)
+    Ok(payload)
 }
 
 /// A private key that signs plugin artifacts: ECDSA P-256, cosign's default.
@@ -247,19 +360,79 @@ impl SigningKey {
     }
 
     /// The signature of manifest `digest` of `repository` (`registry/repository`, the payload's
-    /// `docker-reference`), as cosign makes it.
-    pub fn sign(&self, repository: &str, digest: &str) -> Result<StoredSignature, KeyError> {
+    /// `docker-reference`), with `annotations` in the payload (`cosign sign -a`), as cosign
+    /// makes it.
+    pub fn sign(
+        &self,
+        repository: &str,
+        digest: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<StoredSignature, KeyError> {
+        let optional = (!annotations.is_empty())
+            .then(|| annotations.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect());
         let payload = Payload {
             critical: Critical {
                 identity: Identity { docker_reference: repository.into() },
                 image: Image { docker_manifest_digest: digest.into() },
                 type_: SIGNATURE_TYPE.into(),
             },
-            optional: None,
+            optional,
         };
         let payload = serde_json::to_vec(&payload).expect("a payload serializes");
         let raw = self.0.sign(&payload).map_err(KeyError::Sign)?;
-        Ok(StoredSignature { payload, signature: Some(base64::engine::general_purpose::STANDARD.encode(raw)) })
+        let signature = base64::engine::general_purpose::STANDARD.encode(raw);
+        Ok(StoredSignature { payload, annotations: BTreeMap::from([(SIGNATURE_ANNOTATION.to_string(), signature)]) })
+    }
+}
+
+/// Why a certificate cannot be attached to a signature.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttachError {
+    /// The certificate (or chain) does not read.
+    #[error("{what}: {why}")]
+    Unreadable {
+        /// Which file or annotation.
+        what: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+    /// The certificate is for another key than the one that signed.
+    #[error("the certificate is for another key than the signing key")]
+    OtherKey,
+    /// The Rekor bundle logs something else.
+    #[error("the Rekor bundle: {0}")]
+    Bundle(String),
+}
+
+impl StoredSignature {
+    /// Makes this key-based signature a keyless one, as `cosign sign --certificate
+    /// --certificate-chain` (and `cosign attach signature --rekor-response`) store it: the leaf
+    /// certificate for the signing key, its chain (intermediates, then the root) and, when the
+    /// signature was logged, the Rekor bundle that logs exactly it.
+    pub fn attach_certificate(
+        &mut self,
+        certificate: &str,
+        chain: &str,
+        bundle: Option<&str>,
+    ) -> Result<(), AttachError> {
+        let unreadable = |what, why: String| AttachError::Unreadable { what, why };
+        let leaf =
+            transparency::pem_certificates(certificate.as_bytes()).map_err(|e| unreadable("the certificate", e))?;
+        let [leaf] = &leaf[..] else {
+            return Err(unreadable("the certificate", "holds other than one certificate".into()));
+        };
+        transparency::pem_certificates(chain.as_bytes()).map_err(|e| unreadable("the certificate chain", e))?;
+        let raw = self.signature().map_err(|e| unreadable("the signature", e.to_string()))?;
+        if !keyless::signed_by_certificate(leaf, &self.payload, &raw) {
+            return Err(AttachError::OtherKey);
+        }
+        if let Some(bundle) = bundle {
+            transparency::logs_exactly(bundle, &self.payload, &raw, leaf).map_err(AttachError::Bundle)?;
+            self.annotations.insert(keyless::BUNDLE_ANNOTATION.into(), bundle.into());
+        }
+        self.annotations.insert(keyless::CERTIFICATE_ANNOTATION.into(), certificate.into());
+        self.annotations.insert(keyless::CHAIN_ANNOTATION.into(), chain.into());
+        Ok(())
     }
 }
 
@@ -285,12 +458,18 @@ mod tests {
     }
 
     fn signed(i: usize, digest: &str) -> StoredSignature {
-        signer(i).sign("registry.example.com/ksm/argocd", digest).unwrap()
+        signer(i).sign("registry.example.com/ksm/argocd", digest, &BTreeMap::new()).unwrap()
+    }
+
+    /// `verify` with keys `keys` only: the key's origin when verified.
+    fn verify_keys(keys: &[usize], digest: &str, stored: Option<&[StoredSignature]>) -> Result<String, Unverified> {
+        let policy = Policy { keys: keys.iter().map(|&i| trusted(i)).collect(), keyless: None };
+        verify(&policy, digest, stored, 0).map(|v| v.to_string())
     }
 
     #[test]
     fn the_signature_tag_is_cosigns() {
-        assert!(matches!(verify(&[trusted(0)], "sha512:00", None), Err(Unverified::BadDigest(_))));
+        assert!(matches!(verify_keys(&[0], "sha512:00", None), Err(Unverified::BadDigest(_))));
         assert_eq!(signature_tag(DIGEST).unwrap(), format!("sha256-{}.sig", &DIGEST[7..]));
         for bad in [
             "sha256:abc",
@@ -315,23 +494,23 @@ mod tests {
 
     #[test]
     fn a_signature_by_a_listed_key_for_this_digest_verifies() {
-        let keys = [trusted(1), trusted(0)];
         let stored = [signed(1, OTHER), signed(0, DIGEST)];
-        assert_eq!(verify(&keys, DIGEST, Some(&stored)), Ok("key 0"), "any valid signature is enough");
-        assert_eq!(verify(&keys, &DIGEST.to_uppercase().replace("SHA256", "sha256"), Some(&stored)), Ok("key 0"));
+        assert_eq!(verify_keys(&[1, 0], DIGEST, Some(&stored)), Ok("key 0".into()), "any valid signature is enough");
+        let upper = DIGEST.to_uppercase().replace("SHA256", "sha256");
+        assert_eq!(verify_keys(&[1, 0], &upper, Some(&stored)), Ok("key 0".into()));
     }
 
     #[test]
     fn no_tag_or_no_layer_is_unsigned() {
         let unsigned = Unverified::Unsigned { tag: signature_tag(DIGEST).unwrap() };
-        assert_eq!(verify(&[trusted(0)], DIGEST, None), Err(unsigned.clone()));
-        assert_eq!(verify(&[trusted(0)], DIGEST, Some(&[])), Err(unsigned.clone()));
+        assert_eq!(verify_keys(&[0], DIGEST, None), Err(unsigned.clone()));
+        assert_eq!(verify_keys(&[0], DIGEST, Some(&[])), Err(unsigned.clone()));
         assert!(unsigned.to_string().starts_with("no signature: the repository has no tag sha256-0123"), "{unsigned}");
     }
 
     #[test]
     fn a_signature_by_another_key_is_rejected() {
-        let error = verify(&[trusted(0)], DIGEST, Some(&[signed(1, DIGEST)])).unwrap_err();
+        let error = verify_keys(&[0], DIGEST, Some(&[signed(1, DIGEST)])).unwrap_err();
         assert_eq!(
             error,
             Unverified::Rejected { tag: signature_tag(DIGEST).unwrap(), keys: 1, rejected: vec![Rejected::OtherKey] }
@@ -344,9 +523,9 @@ mod tests {
 
     #[test]
     fn a_signature_for_another_digest_is_rejected_naming_that_digest() {
-        let error = verify(&[trusted(0)], DIGEST, Some(&[signed(0, OTHER)])).unwrap_err();
+        let error = verify_keys(&[0], DIGEST, Some(&[signed(0, OTHER)])).unwrap_err();
         let Unverified::Rejected { rejected, .. } = &error else { panic!("{error}") };
-        assert_eq!(rejected, &[Rejected::OtherDigest { key: "key 0".into(), signed: OTHER.into() }]);
+        assert_eq!(rejected, &[Rejected::OtherDigest { signer: "key 0".into(), signed: OTHER.into() }]);
         assert!(error.to_string().contains(&format!("signed by key 0 for {OTHER}, another artifact")), "{error}");
     }
 
@@ -354,7 +533,7 @@ mod tests {
     fn a_tampered_payload_no_longer_verifies() {
         let mut stored = signed(0, OTHER);
         stored.payload = String::from_utf8(stored.payload).unwrap().replace(OTHER, DIGEST).into_bytes();
-        let error = verify(&[trusted(0)], DIGEST, Some(&[stored])).unwrap_err();
+        let error = verify_keys(&[0], DIGEST, Some(&[stored])).unwrap_err();
         assert!(
             matches!(&error, Unverified::Rejected { rejected, .. } if rejected == &[Rejected::OtherKey]),
             "{error}"
@@ -363,14 +542,16 @@ mod tests {
 
     #[test]
     fn malformed_signatures_say_what_is_wrong() {
-        let key = [trusted(0)];
         let good = signed(0, DIGEST);
-        let without_annotation = StoredSignature { signature: None, ..good.clone() };
-        let bad_base64 = StoredSignature { signature: Some("not base64!".into()), ..good.clone() };
+        let without_annotation = StoredSignature { annotations: BTreeMap::new(), ..good.clone() };
+        let annotated = |signature: String| BTreeMap::from([(SIGNATURE_ANNOTATION.to_string(), signature)]);
+        let bad_base64 = StoredSignature { annotations: annotated("not base64!".into()), ..good.clone() };
         // Signed by the key, but not a payload: only then is it read.
         let sign_bytes = |payload: &[u8]| StoredSignature {
             payload: payload.to_vec(),
-            signature: Some(base64::engine::general_purpose::STANDARD.encode(signer(0).0.sign(payload).unwrap())),
+            annotations: annotated(
+                base64::engine::general_purpose::STANDARD.encode(signer(0).0.sign(payload).unwrap()),
+            ),
         };
         let not_json = sign_bytes(b"not json");
         let other_type =
@@ -382,7 +563,7 @@ mod tests {
             (other_type, "the payload's type is \"cosign other signature\""),
         ];
         for (stored, expected) in cases {
-            let error = verify(&key, DIGEST, Some(&[stored])).unwrap_err();
+            let error = verify_keys(&[0], DIGEST, Some(&[stored])).unwrap_err();
             let Unverified::Rejected { rejected, .. } = &error else { panic!("{error}") };
             assert!(matches!(&rejected[..], [Rejected::Malformed(m)] if m.contains(expected)), "{expected}: {error}");
         }

@@ -362,8 +362,8 @@ impl Gathered {
                 Ok(Source::Oci(_)) => {
                     let component = match fetch(client, host_namespace, &plugin.spec, None).await {
                         Ok(fetched) => match verify(client, host_namespace, &plugin, &fetched).await {
-                            Ok(key) => {
-                                pulled.signatures.extend(key.map(|key| (plugin.name_any(), key)));
+                            Ok(verified) => {
+                                pulled.signatures.extend(verified.map(|v| (plugin.name_any(), v.to_string())));
                                 Ok(fetched.bytes.to_vec())
                             }
                             Err(e) => Err(format!("not verified: {e}")),

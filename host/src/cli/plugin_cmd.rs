@@ -82,7 +82,10 @@ pub enum PluginCommand {
     /// and pushes the signature to the same repository under the tag `sha256-<hex>.sig`,
     /// beside the signatures already there. `cosign verify --key`, `plugin pull --verify-key`
     /// and an AdapterPlugin whose `spec.source.oci.verify` lists the public key accept it.
-    /// Prints the pinned reference, the signature tag and how many signatures it holds.
+    /// With `--certificate` and `--certificate-chain` (and `--rekor-bundle`), the signature is
+    /// keyless, as `cosign sign --certificate` stores it: what `spec.source.oci.verify.keyless`
+    /// accepts for the certificate's identity. Prints the pinned reference, the signature tag
+    /// and how many signatures it holds.
     Sign(super::plugin_sign::SignArgs),
     /// Writes a new signing key pair, as `cosign generate-key-pair` does.
     ///
@@ -193,7 +196,7 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
                     &reference,
                     &pulled.manifest_digest,
                     &credentials,
-                    &keys,
+                    &ksm_adapter::signature::Policy { keys, keyless: None },
                     oci::SIGNATURES_DEADLINE,
                 ))?)
             };
@@ -207,8 +210,8 @@ pub fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
                 "size": pulled.bytes.len(),
                 "output": output,
             });
-            if let Some(key) = verified_by {
-                printed["signedBy"] = json!(key);
+            if let Some(verified) = verified_by {
+                printed["signedBy"] = json!(verified.to_string());
             }
             print_yaml(&printed)?;
             Ok(ExitCode::SUCCESS)

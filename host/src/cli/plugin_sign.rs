@@ -31,8 +31,32 @@ pub struct SignArgs {
     key: PathBuf,
     #[command(flatten)]
     password: KeyPassword,
+    /// Signs keyless, as `cosign sign --certificate`: the leaf certificate (PEM) for `--key`,
+    /// issued by your CA (Fulcio or an in-house one) for the identity to be verified.
+    #[arg(long, value_name = "FILE", requires = "certificate_chain")]
+    certificate: Option<PathBuf>,
+    /// The certificate's chain (PEM): the intermediates, then the root.
+    #[arg(long, value_name = "FILE", requires = "certificate")]
+    certificate_chain: Option<PathBuf>,
+    /// The Rekor bundle that logs this signature (cosign's `--rekor-response` of `cosign attach
+    /// signature`: `SignedEntryTimestamp` and `Payload`); checked to log exactly it. Without
+    /// one, verifiers must set `insecureIgnoreTlog`. Signatures are deterministic (RFC 6979), so
+    /// the entry can be made for the signature before it is pushed.
+    #[arg(long, value_name = "FILE", requires = "certificate")]
+    rekor_bundle: Option<PathBuf>,
+    /// An annotation of the signed payload, `key=value` (repeatable), as `cosign sign -a`; what
+    /// a keyless rule's `annotations` match.
+    #[arg(long = "annotation", short = 'a', value_name = "KEY=VALUE", value_parser = annotation)]
+    annotations: Vec<(String, String)>,
     #[command(flatten)]
     registry: RegistryArgs,
+}
+
+fn annotation(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.into(), value.into())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -52,7 +76,17 @@ pub fn sign(args: SignArgs) -> anyhow::Result<Value> {
         .map_err(|e| anyhow!("{}: {e}", args.key.display()))?;
     let credentials = args.registry.credentials(&args.reference)?;
     let digest = block_on(oci::resolve(&args.reference, &credentials, oci::RESOLVE_DEADLINE))?;
-    let signature = key.sign(&oci::repository(&args.reference)?, &digest).map_err(|e| anyhow!("{e}"))?;
+    let annotations = args.annotations.iter().cloned().collect();
+    let mut signature =
+        key.sign(&oci::repository(&args.reference)?, &digest, &annotations).map_err(|e| anyhow!("{e}"))?;
+    if let (Some(certificate), Some(chain)) = (&args.certificate, &args.certificate_chain) {
+        let read =
+            |path: &PathBuf| std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()));
+        let bundle = args.rekor_bundle.as_ref().map(read).transpose()?;
+        signature
+            .attach_certificate(&read(certificate)?, &read(chain)?, bundle.as_deref())
+            .map_err(|e| anyhow!("{}: {e}", certificate.display()))?;
+    }
     let (tag, count) = block_on(oci::push_signature(&args.reference, &digest, &signature, &credentials))?;
     Ok(json!({ "reference": oci::pin(&args.reference, &digest)?, "signature": tag, "signatures": count }))
 }

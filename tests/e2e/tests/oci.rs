@@ -205,7 +205,7 @@ fn pull_with_verify_key_accepts_only_a_signature_of_this_digest_by_that_key() {
 
     let stderr = pull_verified(&flux, &team);
     let tag = format!("sha256-{}.sig", &flux_digest[7..]);
-    assert!(stderr.contains(&format!("{flux} is not signed by a trusted key: no signature")), "{stderr}");
+    assert!(stderr.contains(&format!("{flux} is not signed by a trusted signer: no signature")), "{stderr}");
     assert!(stderr.contains(&tag), "names the tag looked up: {stderr}");
 
     let error = sign(&dir.join("team"), "wrong", &flux).unwrap_err();
@@ -232,7 +232,7 @@ fn pull_with_verify_key_accepts_only_a_signature_of_this_digest_by_that_key() {
     // The valid signatures of the Flux plugin, copied to the hostile plugin's signature tag.
     registry.copy_manifest(repository, &tag, &format!("sha256-{}.sig", &hostile_digest[7..]));
     let stderr = pull_verified(&hostile, &team);
-    assert!(stderr.contains(&format!("{hostile} is not signed by a trusted key")), "{stderr}");
+    assert!(stderr.contains(&format!("{hostile} is not signed by a trusted signer")), "{stderr}");
     assert!(stderr.contains(&format!("signed by {} for {flux_digest}, another artifact", team.display())), "{stderr}");
     assert!(!output.exists(), "nothing is written");
 }

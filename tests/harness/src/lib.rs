@@ -15,6 +15,7 @@
 //! - [`adapter`]: the `ksm-adapter run` process and its log;
 //! - [`fixtures`]: StateManagementProviders, ServiceTemplates, ServiceSets, workloads;
 //! - [`flux`]: Flux-style HelmRelease status;
+//! - [`pki`]: a private Sigstore (CAs, leaf certificates, CT and Rekor logs) for keyless signatures;
 //! - [`registry`]: a real OCI registry on loopback;
 //! - [`status`]: reading conditions, service entries, finalizers and metadata;
 //! - [`wait`]: polling until something holds.
@@ -28,6 +29,7 @@ pub mod envtest;
 pub mod fixtures;
 pub mod flux;
 pub mod objects;
+pub mod pki;
 pub mod registry;
 pub mod status;
 pub mod wait;

@@ -53,6 +53,11 @@ pub fn decide(
                 let why = "spec.source.oci.verify is not set: no signature is checked";
                 conditions::mark_true(conditions, type_, reasons::NOT_REQUIRED, why, generation, now)
             }
+            _ if step == Step::Verify => {
+                let current = loaded.filter(|l| l.generation == generation);
+                let by = current.and_then(|l| l.verified.as_deref()).map(|v| format!("verified: {v}"));
+                conditions::mark_true(conditions, type_, ok, by.as_deref().unwrap_or_default(), generation, now)
+            }
             _ => conditions::mark_true(conditions, type_, ok, "", generation, now),
         }
     }

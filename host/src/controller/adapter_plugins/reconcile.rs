@@ -5,7 +5,7 @@ use super::fetch::fetch;
 use super::load::{DefaultError, Failure, Loader, Step};
 use super::plugin_status;
 use super::registry::{Loaded, Registry};
-use super::verify::{Keys, keys, required, verify_with};
+use super::verify::{Trust, required, trust, verify_with};
 use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
 use crate::controller::caches::config_maps::ConfigMapWatches;
 use crate::controller::caches::service_set_cache::CachedServiceSet;
@@ -87,10 +87,10 @@ impl PluginContext {
     pub async fn sync(&self, plugin: &AdapterPlugin) -> (Attempt, Option<BTreeSet<String>>) {
         let name = plugin.name_any();
         let previous = self.registry.current(&name);
-        let keys = keys(&self.client, &self.namespace, plugin).await;
-        let fingerprint = keys.as_ref().ok().and_then(|k| k.as_ref()).map(|k| k.fingerprint.clone());
-        let (attempt, affected) = match keys {
-            Ok(keys) => self.load(plugin, previous.clone(), keys.as_ref()).await,
+        let trust = trust(&self.client, &self.namespace, plugin).await;
+        let fingerprint = trust.as_ref().ok().and_then(|t| t.as_ref()).map(|t| t.fingerprint.clone());
+        let (attempt, affected) = match trust {
+            Ok(trust) => self.load(plugin, previous.clone(), trust.as_ref()).await,
             Err(e) => (Err(Failure::at(Step::Verify, e.to_string())), None),
         };
         let Some(previous) = previous.filter(|_| attempt.is_err()) else { return (attempt, affected) };
@@ -112,13 +112,13 @@ impl PluginContext {
         (attempt, Some(providers))
     }
 
-    /// Loads the current spec of `plugin`, verified with `keys` when it asks for a signature,
+    /// Loads the current spec of `plugin`, verified with `trust` when it asks for a signature,
     /// unless `previous` is it (see [`sync`](Self::sync)).
     async fn load(
         &self,
         plugin: &AdapterPlugin,
         previous: Option<Loaded>,
-        keys: Option<&Keys>,
+        trust: Option<&Trust>,
     ) -> (Attempt, Option<BTreeSet<String>>) {
         let name = plugin.name_any();
         let fetched =
@@ -127,19 +127,23 @@ impl PluginContext {
                 Err(e) => return (Err(Failure::at(Step::Fetch, e.to_string())), None),
             };
         let generation = plugin.meta().generation;
-        let fingerprint = keys.map(|k| k.fingerprint.clone());
+        let fingerprint = trust.map(|t| t.fingerprint.clone());
         if previous
             .as_ref()
             .is_some_and(|p| p.fetched.sha256 == fetched.sha256 && p.generation == generation && p.keys == fingerprint)
         {
             return (Ok(()), None);
         }
-        if let Some(keys) = keys {
-            match verify_with(&self.client, &self.namespace, plugin, &fetched, keys).await {
-                Ok(key) => tracing::info!(adapterplugin = %name, %key, "signature verified"),
+        let verified = match trust {
+            Some(trust) => match verify_with(&self.client, &self.namespace, plugin, &fetched, trust).await {
+                Ok(verified) => {
+                    tracing::info!(adapterplugin = %name, %verified, "signature verified");
+                    Some(verified.to_string())
+                }
                 Err(e) => return (Err(Failure::at(Step::Verify, e.to_string())), None),
-            }
-        }
+            },
+            None => None,
+        };
         let serving = match self.loader.load(plugin, fetched.bytes.clone()).await {
             Ok(serving) => serving,
             Err(failure) => return (Err(failure), None),
@@ -149,8 +153,16 @@ impl PluginContext {
         affected.extend(previous.into_iter().flat_map(|p| p.providers));
         let policy = serving.policy.clone();
         let verify = required(plugin).cloned();
-        let loaded =
-            Loaded { serving: Arc::new(serving), policy, fetched, generation, verify, keys: fingerprint, providers };
+        let loaded = Loaded {
+            serving: Arc::new(serving),
+            policy,
+            fetched,
+            generation,
+            verify,
+            keys: fingerprint,
+            verified,
+            providers,
+        };
         self.registry.serve(name.clone(), loaded);
         tracing::info!(adapterplugin = %name, "plugin loaded and serving");
         (Ok(()), Some(affected))
@@ -233,8 +245,10 @@ pub async fn reconcile(plugin: Arc<AdapterPlugin>, ctx: Arc<PluginContext>) -> R
     // A tag that may move, or keys read from Secrets that may be rotated: looked at again.
     let oci = plugin.spec.source.oci.as_ref();
     let polled = oci.is_some_and(|o| o.pull_policy == PullPolicy::Always);
-    let keys_in_secrets = required(&plugin).is_some_and(|v| v.keys.iter().any(|k| k.secret_key_ref.is_some()));
-    Ok(if polled || keys_in_secrets { Action::requeue(ctx.oci_poll) } else { Action::await_change() })
+    // Keys in Secrets and a trust root in a ConfigMap are read again, so rotations are seen.
+    let read_from_objects =
+        required(&plugin).is_some_and(|v| v.keyless.is_some() || v.keys.iter().any(|k| k.secret_key_ref.is_some()));
+    Ok(if polled || read_from_objects { Action::requeue(ctx.oci_poll) } else { Action::await_change() })
 }
 
 /// How long to wait before retrying an AdapterPlugin whose round failed: a load backs off

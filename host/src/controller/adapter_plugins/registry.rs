@@ -29,8 +29,10 @@ pub struct Loaded {
     pub generation: Option<i64>,
     /// The signature it was verified with (`spec.source.oci.verify`), if any.
     pub verify: Option<Verify>,
-    /// The fingerprint of the keys it was verified with, as they read then.
+    /// The fingerprint of the keys and trust root it was verified with, as they read then.
     pub keys: Option<String>,
+    /// What verified its signature: the key, or the keyless rules and who matched them.
+    pub verified: Option<String>,
     /// The providers that generation named.
     pub providers: Vec<String>,
 }
@@ -220,6 +222,7 @@ pub(super) mod tests {
             generation: Some(1),
             verify: None,
             keys: None,
+            verified: None,
             providers: providers.iter().map(|p| p.to_string()).collect(),
         }
     }

@@ -462,6 +462,95 @@ async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest
     .await;
 }
 
+/// Issue 46: a plugin signed keyless (a Fulcio-style certificate of the tests' own CA, with an
+/// SCT and a Rekor entry of their own logs) by `plugin sign --certificate --rekor-bundle`, pushed
+/// to a real registry in cosign's layout, serves under a rule accepting its identity and the
+/// operator's trust root from a ConfigMap; another identity, another operator's trust root, or
+/// no trust root at all refuses it, named in the AdapterPlugin's status, before anything compiles.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_keyless_plugin_serves_only_for_an_accepted_identity_under_the_operators_trust_root() {
+    use ksm_test_harness::adapter::run_command;
+    use ksm_test_harness::pki::{self, LeafSpec, Pki};
+    const ISSUER: &str = "https://token.actions.githubusercontent.com";
+    const CI: &str = "https://github.com/acme/plugins/.github/workflows/release.yaml@refs/tags/v1";
+    let registry = ksm_test_harness::registry::Registry::start();
+    let t = Scenario::start("keyless-plugin", Mode::Observe).await;
+    let file = t.workdir().join("hostile.wasm");
+    std::fs::write(&file, HOSTILE).unwrap();
+    let reference = format!("{}/ksm/hostile:keyless", registry.host());
+    let pushed: Value =
+        serde_norway::from_slice(&run_command(&["plugin", "push", file.to_str().unwrap(), &reference]).stdout).unwrap();
+    let pinned = pushed["reference"].as_str().unwrap().to_string();
+    let digest = pinned.split_once('@').unwrap().1;
+
+    // The signer's side: a leaf for the CI identity, and the Rekor entry of its signature (RFC
+    // 6979 signatures are deterministic, so the entry is made before `plugin sign` pushes it).
+    let (ours, theirs) = (Pki::new(), Pki::named("theirs"));
+    let leaf = ours.leaf(&LeafSpec::new(CI, ISSUER));
+    let payload = pki::payload(&format!("{}/ksm/hostile", registry.host()), digest);
+    let bundle = ours.bundle(&leaf, &payload, &leaf.sign(&payload), ours.now);
+    let write = |name: &str, text: &str| {
+        let path = t.workdir().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (key, cert, chain, bundle) = (
+        write("leaf.key", &leaf.key_pem()),
+        write("leaf.pem", &leaf.pem()),
+        write("chain.pem", &ours.chain_pem()),
+        write("bundle.json", &bundle),
+    );
+    run_command(&[
+        "plugin",
+        "sign",
+        "--key",
+        &key,
+        "--certificate",
+        &cert,
+        "--certificate-chain",
+        &chain,
+        "--rekor-bundle",
+        &bundle,
+        &pinned,
+    ]);
+
+    for (name, pki) in [("sigstore", &ours), ("their-sigstore", &theirs)] {
+        t.create(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": t.namespace()},
+            "data": {"trusted_root.json": pki.trusted_root().to_string()}}),
+        )
+        .await;
+    }
+    let plugin = |suffix: &str, root: &str, subject: Value| {
+        let name = format!("{}-{suffix}", t.namespace());
+        let keyless = json!({"trustRoot": {"name": root, "key": "trusted_root.json"},
+            "allOf": [{"issuer": ISSUER, "subject": subject}]});
+        let source = json!({"oci": {"url": pinned, "verify": {"keyless": keyless}}});
+        let mut plugin = fixtures::adapter_plugin(&name, t.namespace(), source, &[&name]);
+        plugin["spec"]["allowedKinds"] = json!([{"group": "", "kind": "ConfigMap"}]);
+        (name, plugin)
+    };
+    let (name, accepted) = plugin("ci", "sigstore", json!({"urlPrefix": "https://github.com/acme"}));
+    t.create(accepted).await;
+    let loaded = wait_plugin(&t, &name, "ready", |p| p["status"]["ready"] == true).await;
+    assert!(condition_is(&loaded, "Verified", "True", "Verified"), "{loaded:#}");
+    let why = condition_message(&loaded, "Verified");
+    assert!(why.starts_with(&format!("verified: keyless.allOf[0] matched by {CI} (issuer {ISSUER})")), "{loaded:#}");
+
+    t.create(plugin("other-subject", "sigstore", json!({"equal": "https://github.com/acme/plugins"})).1).await;
+    let status = refused(&t, "other-subject", "keyless.allOf[0] is matched by no signature").await;
+    assert!(
+        status["error"].as_str().unwrap().contains(&format!("signature 1: subject {CI} issuer {ISSUER}")),
+        "{status:#}"
+    );
+    t.create(plugin("other-root", "their-sigstore", json!({"urlPrefix": "https://github.com/acme/"})).1).await;
+    // Another CA's trust root pins other logs too: the entry is refused first (the chain to
+    // another root alone is a unit test of signature/keyless.rs).
+    refused(&t, "other-root", "the Rekor entry is from log").await;
+    t.create(plugin("no-root", "missing", json!({"urlPrefix": "https://github.com/acme/"})).1).await;
+    refused(&t, "no-root", &format!("keyless.trustRoot: ConfigMap {}/missing not found", t.namespace())).await;
+}
+
 /// The tag of the cosign signature of manifest `digest` (`sha256:<hex>`).
 fn tag_of(digest: &str) -> String {
     format!("sha256-{}.sig", &digest[7..])
