@@ -1,6 +1,8 @@
 //! The health of every watch the host runs (its own kinds and the plugins' kinds), so that a
 //! wait for a cache never hangs silently: a watch that fails is logged within seconds (when its
-//! error first appears or changes, and when it recovers) and named on `/readyz`.
+//! error first appears or changes, and when the API server answers it again) and named on
+//! `/readyz`. A kind the cluster does not serve is warned about once, however often its watch
+//! retries ([`watch_retry`](super::watch_retry) spaces the retries).
 
 use kube::runtime::watcher;
 use std::collections::BTreeMap;
@@ -21,11 +23,12 @@ pub struct Failure {
 }
 
 impl WatchFailures {
-    /// Records what the watch of `kind` delivered: an error marks it failing, anything else
-    /// healthy.
+    /// Records what the watch of `kind` delivered: an error marks it failing, an answer of the
+    /// API server (see [`answered`]) healthy.
     pub fn observe<K>(&self, kind: &str, result: &Result<watcher::Event<K>, watcher::Error>) {
         match result {
-            Ok(_) => self.healthy(kind),
+            Ok(event) if answered(event) => self.healthy(kind),
+            Ok(_) => {}
             Err(error) => self.failed(kind, explain(kind, error)),
         }
     }
@@ -64,6 +67,12 @@ impl WatchFailures {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Failure>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Whether `event` shows the API server answering the watch: every event but `Init`, which the
+/// watcher yields before each list it is about to try, the retry after an error included.
+pub fn answered<K>(event: &watcher::Event<K>) -> bool {
+    !matches!(event, watcher::Event::Init)
 }
 
 /// The HTTP status of a failed list or watch, if the API server answered one.
@@ -139,5 +148,20 @@ mod tests {
         assert!(blocking[1].starts_with("ServiceSet: ") && blocking[1].contains("CRD installed"), "{blocking:?}");
         failures.observe("HelmRelease", &Ok(watcher::Event::<()>::InitDone));
         assert_eq!(failures.failure("HelmRelease"), None);
+    }
+
+    /// The regression: the `Init` before each retry counted as the watch working again, so a
+    /// kind not served was warned about at every retry, each time after a "works again".
+    #[test]
+    fn the_retries_of_a_kind_not_served_leave_it_failing() {
+        let failures = WatchFailures::default();
+        failures.observe("Bucket", &refused(404));
+        for _ in 0..3 {
+            failures.observe("Bucket", &Ok(watcher::Event::<()>::Init));
+            assert!(failures.failure("Bucket").is_some_and(|f| f.absent), "still failing: nothing listed");
+            failures.observe("Bucket", &refused(404));
+        }
+        failures.observe("Bucket", &Ok(watcher::Event::<()>::InitDone));
+        assert_eq!(failures.failure("Bucket"), None, "listed: it works again");
     }
 }
