@@ -22,6 +22,15 @@ pub const ROUNDS: Backoff = Backoff { first: Duration::from_millis(500), max: Du
 /// seconds.
 pub const LEASE: Backoff = Backoff { first: Duration::from_millis(500), max: Duration::from_secs(5), retries: None };
 
+/// A watch whose list or watch request failed: client-go's reflector waits (0.8 s doubling
+/// up to 30 s), kind to an API server in trouble and quick to catch up once it is back.
+pub const WATCHES: Backoff = Backoff { first: Duration::from_millis(800), max: Duration::from_secs(30), retries: None };
+
+/// A watch of a kind the API server does not serve (404: its CRD is not installed, e.g. a CD
+/// tool the cluster does not run): an installation takes minutes, so asking every few minutes
+/// picks it up soon enough and costs the API server next to nothing meanwhile.
+pub const UNSERVED: Backoff = Backoff { first: Duration::from_secs(5), max: Duration::from_secs(300), retries: None };
+
 /// A registry call that failed transiently (connection, 429, 5xx): twice, then the load fails
 /// and the AdapterPlugin's own backoff ([`ROUNDS`]) takes over.
 pub const REGISTRY: Backoff =
@@ -86,6 +95,14 @@ mod tests {
         assert_eq!(ROUNDS.after(20), Duration::from_secs(300));
         assert_eq!(ROUNDS.after(u32::MAX), Duration::from_secs(300));
         assert_eq!(ROUNDS.after(0), ROUNDS.after(1), "no failure yet waits as one");
+    }
+
+    #[test]
+    fn a_kind_not_served_is_asked_about_rarely_and_at_least_every_five_minutes() {
+        assert_eq!(millis(UNSERVED, 1..=4), [5_000, 10_000, 20_000, 40_000]);
+        assert_eq!(UNSERVED.after(7), Duration::from_secs(300));
+        assert_eq!(millis(WATCHES, 1..=3), [800, 1_600, 3_200]);
+        assert_eq!(WATCHES.after(10), Duration::from_secs(30));
     }
 
     #[test]

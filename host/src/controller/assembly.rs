@@ -37,6 +37,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::{Notify, watch};
 
@@ -130,6 +131,8 @@ pub(super) fn assemble(
     let provider_changed = Arc::new(Notify::new());
     let provider_events =
         provider_changes(provider_events, provider_changed.clone(), adapter_plugins.clone(), plugin_wake.clone());
+    let unserved = watch_failures.unserved_changes();
+    tokio::spawn(wake_plugins_on_unserved(unserved, adapter_plugins.clone(), plugin_wake.clone()));
     let (prepared_tx, prepared) = watch::channel(false);
     let child_wake = settle::settled(wake.clone(), settle::SETTLE);
     let children = Arc::new(ChildKinds::new(&client, child_wake.clone(), watch_failures.clone()));
@@ -243,6 +246,20 @@ fn provider_changes(
             }
         })
         .boxed()
+}
+
+/// Wakes every AdapterPlugin when the kinds the API server does not serve change: each one's
+/// status names the CRDs it needs that are not installed, until they are.
+async fn wake_plugins_on_unserved(
+    mut unserved: watch::Receiver<BTreeSet<String>>,
+    adapter_plugins: Store<AdapterPlugin>,
+    wake_plugins: UnboundedSender<ObjectRef<AdapterPlugin>>,
+) {
+    while unserved.changed().await.is_ok() {
+        for plugin in adapter_plugins.state() {
+            let _ = wake_plugins.unbounded_send(ObjectRef::from_obj(&*plugin));
+        }
+    }
 }
 
 /// The other clusters: target clusters' health (read by requests) and regions (watched, their

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use ksm_test_harness::{Backend, env};
 
-pub use scenario::Scenario;
+pub use scenario::{ADAPTER_PLUGIN_CRD, Scenario};
 
 /// How long a Flux status change may take to show in ServiceSet status (the contract says ~1 s;
 /// the margin is for a loaded 2-core machine).

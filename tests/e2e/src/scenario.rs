@@ -23,6 +23,9 @@ use serde_json::{Value, json};
 use crate::expect::Expected;
 use crate::writes::{Writes, writes_during};
 
+/// The AdapterPlugin CRD's name.
+pub const ADAPTER_PLUGIN_CRD: &str = "adapterplugins.ksm.k0rdent.mirantis.com";
+
 /// A running scenario. Fields drop in order: the adapter is stopped before the environment is
 /// cleaned up.
 pub struct Scenario {
@@ -44,12 +47,12 @@ impl Scenario {
         Self::start_in(Env::start(test).await, mode, extra_args, true).await
     }
 
-    /// A scenario on an API server without the AdapterPlugin CRD (observe mode): no
-    /// AdapterPlugin names the scenario SMP. `None` where that cannot run (see
-    /// [`Env::start_without_crd`]).
-    pub async fn start_without_adapter_plugin_crd(test: &str) -> Option<Self> {
-        let env = Env::start_without_crd(test, "adapterplugins.ksm.k0rdent.mirantis.com").await?;
-        Some(Self::start_in(env, Mode::Observe, &[], false).await)
+    /// A scenario on an API server without the CRD `missing` (observe mode); without the
+    /// AdapterPlugin CRD no AdapterPlugin names the scenario SMP. `None` where that cannot run
+    /// (see [`Env::start_without_crd`]).
+    pub async fn start_without_crd(test: &str, missing: &str) -> Option<Self> {
+        let env = Env::start_without_crd(test, missing).await?;
+        Some(Self::start_in(env, Mode::Observe, &[], missing != ADAPTER_PLUGIN_CRD).await)
     }
 
     async fn start_in(env: Env, mode: Mode, extra_args: &[&str], plugin: bool) -> Self {

@@ -273,6 +273,17 @@ impl Env {
         self.server.is_none()
     }
 
+    /// How many lists of `resource` (plural) of API group `group` the API server has been asked
+    /// for: counted by the simulator, or by the audit log of a control plane of the test's own
+    /// ([`Env::start_without_crd`]); `None` where other tests' clients would count too.
+    pub fn lists(&self, group: &str, resource: &str) -> Option<usize> {
+        match (&self.server, &self.own_plane) {
+            (Some(server), _) => Some(server.requests().get("list", resource)),
+            (None, Some(plane)) => Some(plane.lists(group, resource)),
+            (None, None) => None,
+        }
+    }
+
     /// The envtest control plane, on [`Backend::Envtest`].
     pub async fn control_plane(&self) -> Option<&'static ControlPlane> {
         match self.backend {

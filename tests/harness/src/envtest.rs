@@ -133,6 +133,10 @@ impl ControlPlane {
                 "--token-auth-file",
                 &path_str(&dir.join("tokens.csv")),
                 "--authorization-mode=RBAC",
+                "--audit-policy-file",
+                &path_str(&dir.join("audit-policy.yaml")),
+                "--audit-log-path",
+                &path_str(&dir.join("audit.log")),
             ],
         )?;
         std::fs::write(&self.admin_kubeconfig, kubeconfig_yaml(&self.url, "admin", ADMIN_TOKEN))
@@ -160,8 +164,9 @@ impl ControlPlane {
         Ok(self)
     }
 
-    /// The ServiceAccount signing key and the token file of the test identity.
+    /// The ServiceAccount signing key, the token file of the test identity and the audit policy.
     fn write_keys(&self) -> anyhow::Result<()> {
+        std::fs::write(self.dir.join("audit-policy.yaml"), AUDIT_POLICY).context("writing the audit policy")?;
         let key = self.dir.join("sa.key");
         run(Command::new("openssl").args(["ecparam", "-genkey", "-name", "prime256v1", "-noout", "-out"]).arg(&key))?;
         run(Command::new("openssl").args(["ec", "-pubout", "-in"]).arg(&key).arg("-out").arg(self.dir.join("sa.pub")))?;
@@ -241,6 +246,21 @@ impl ControlPlane {
         assert!(status.is_ok_and(|s| s.success()), "kill {signal} {pid} ({name}) failed");
     }
 
+    /// How many lists of `resource` (plural) of API group `group` the API server has been asked
+    /// for, served or not, by anyone: its audit log records every list (see [`AUDIT_POLICY`]).
+    pub fn lists(&self, group: &str, resource: &str) -> usize {
+        let log = std::fs::read_to_string(self.dir.join("audit.log")).unwrap_or_default();
+        log.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|event| {
+                let object = &event["objectRef"];
+                event["verb"] == "list"
+                    && object["apiGroup"].as_str().unwrap_or_default() == group
+                    && object["resource"] == resource
+            })
+            .count()
+    }
+
     /// The kubeconfig of the `system:masters` test identity.
     pub fn admin_kubeconfig(&self) -> &Path {
         &self.admin_kubeconfig
@@ -290,6 +310,17 @@ fn fresh_dir() -> PathBuf {
     let n = STARTED.fetch_add(1, Ordering::Relaxed);
     std::env::temp_dir().join("ksm-e2e").join(format!("envtest-{}-{n}", std::process::id()))
 }
+
+/// What kube-apiserver's audit log records: every list once it is answered (so that a test
+/// counts a client's lists, answered or refused), nothing else.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [list]
+- level: None
+";
 
 /// The watchdog: reads pids until end-of-file (its parent is gone or dropped the pipe), then
 /// stops them (TERM, then KILL after 5 s) and removes the directory `$1`.

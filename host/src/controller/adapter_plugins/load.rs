@@ -10,11 +10,13 @@ use crate::metrics::{Metered, MetricLabel, Metrics};
 use crate::plugin::{Limits, call_blocking};
 use crate::runtime::{LoadError, Runtime};
 use crate::serving::{Invalid, ServingPlugin, limits, validate};
+use ksm_plugin_sdk::sources::source_kinds;
 use kube::Client;
 use kube::ResourceExt;
 use kube::core::GroupVersionKind;
 use kube::discovery::{Scope, pinned_kind};
 use kube::error::DiscoveryError;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -200,6 +202,18 @@ impl Loader {
         };
         validated.await.map_err(|e: ValidateError| Failure::at(Step::Validate, e.to_string()))?;
         Ok(serving)
+    }
+
+    /// The CRDs (`<plural>.<group>`) of the kinds `serving` creates or reads, and of the Flux
+    /// sources plugins are handed, that the API server does not serve now: for its status, as
+    /// their watches only warn once.
+    pub fn unserved(&self, serving: &ServingPlugin) -> Vec<String> {
+        let unserved = self.watch_failures.unserved();
+        let sources = source_kinds();
+        let needed = serving.kinds().chain(serving.reads()).chain(&sources);
+        let crds: BTreeSet<String> =
+            needed.filter(|k| unserved.contains(&k.kind)).map(|k| format!("{}.{}", k.plural, k.group)).collect();
+        crds.into_iter().collect()
     }
 
     /// Waits until the caches of the plugin's kinds hold a complete list; a plugin must not

@@ -26,13 +26,15 @@ fn condition_of(step: Step) -> (&'static str, &'static str, &'static str) {
 
 /// The status of `plugin`: ready only when its current spec serves and no provider it names is
 /// `contested`; one condition per step (those after a failed step `Unknown`; `Verified` says
-/// `NotRequired` when the spec asks for no signature); the error in words, saying when a
-/// previous version keeps serving.
+/// `NotRequired` when the spec asks for no signature; `Validated` names the `unserved` CRDs the
+/// plugin needs, which hold up nothing and are only warned about once in the log); the error in
+/// words, saying when a previous version keeps serving.
 pub fn decide(
     plugin: &AdapterPlugin,
     loaded: Option<&Loaded>,
     attempt: &Result<(), Failure>,
     contested: Vec<String>,
+    unserved: &[String],
     now: &Time,
 ) -> AdapterPluginStatus {
     let generation = plugin.meta().generation;
@@ -57,6 +59,10 @@ pub fn decide(
                 let current = loaded.filter(|l| l.generation == generation);
                 let by = current.and_then(|l| l.verified.as_deref()).map(|v| format!("verified: {v}"));
                 conditions::mark_true(conditions, type_, ok, by.as_deref().unwrap_or_default(), generation, now)
+            }
+            _ if step == Step::Validate && !unserved.is_empty() => {
+                let why = format!("CRDs not installed (looked for every few minutes): {}", unserved.join(", "));
+                conditions::mark_true(conditions, type_, ok, &why, generation, now)
             }
             _ => conditions::mark_true(conditions, type_, ok, "", generation, now),
         }
@@ -110,15 +116,35 @@ mod tests {
     #[test]
     fn a_plugin_whose_spec_loaded_is_ready() {
         let plugin = adapter_plugin("flux", &["ksm-flux"], "");
-        let status = decide(&plugin, Some(&loaded(&["ksm-flux"])), &Ok(()), vec![], &now());
+        let status = decide(&plugin, Some(&loaded(&["ksm-flux"])), &Ok(()), vec![], &[], &now());
         assert!(status.ready);
         assert_eq!(status.error, "");
         assert_eq!(status.sha256, "abc");
         assert_eq!(condition(&status, "Verified").1, "NotRequired", "a built-in plugin is not signed");
         assert_eq!(status.plugin.unwrap().name, "flux");
         for type_ in ["Fetched", "Verified", "Compiled", "Validated"] {
-            assert_eq!(condition(&decide(&plugin, None, &Ok(()), vec![], &now()), type_).0, "True");
+            assert_eq!(condition(&decide(&plugin, None, &Ok(()), vec![], &[], &now()), type_).0, "True");
         }
+    }
+
+    /// Issue 47: a CRD the plugin needs that is not installed holds up nothing and is warned
+    /// about once in the log; the status is where it stays named.
+    #[test]
+    fn the_crds_a_plugin_needs_that_are_not_installed_are_named_and_hold_up_nothing() {
+        let plugin = adapter_plugin("flux", &["ksm-flux"], "");
+        let unserved = ["buckets.source.toolkit.fluxcd.io".to_string()];
+        let status = decide(&plugin, Some(&loaded(&["ksm-flux"])), &Ok(()), vec![], &unserved, &now());
+        assert!(status.ready);
+        let validated = status.conditions.iter().find(|c| c.type_ == "Validated").unwrap();
+        assert_eq!((validated.status.as_str(), validated.reason.as_str()), ("True", "Validated"));
+        assert_eq!(
+            validated.message,
+            "CRDs not installed (looked for every few minutes): buckets.source.toolkit.fluxcd.io"
+        );
+        let installed = AdapterPlugin { status: Some(status), ..plugin.clone() };
+        let status = decide(&installed, Some(&loaded(&["ksm-flux"])), &Ok(()), vec![], &[], &now());
+        let validated = status.conditions.iter().find(|c| c.type_ == "Validated").unwrap();
+        assert_eq!(validated.message, "", "installed since: no longer named");
     }
 
     #[test]
@@ -128,10 +154,10 @@ mod tests {
             {"oci": {"url": "r/p:1", "verify": {"keys": [{"publicKey": "PEM"}]}}}
         ))
         .unwrap();
-        let verified = decide(&plugin, Some(&loaded(&["ksm-argocd"])), &Ok(()), vec![], &now());
+        let verified = decide(&plugin, Some(&loaded(&["ksm-argocd"])), &Ok(()), vec![], &[], &now());
         assert_eq!(condition(&verified, "Verified"), ("True".into(), "Verified".into()));
         let failure = Err(Failure::at(Step::Verify, "AdapterPlugin \"argocd\": r/p@sha256:… is not signed"));
-        let status = decide(&plugin, None, &failure, vec![], &now());
+        let status = decide(&plugin, None, &failure, vec![], &[], &now());
         assert!(!status.ready);
         assert_eq!(condition(&status, "Fetched"), ("True".into(), "Fetched".into()));
         assert_eq!(condition(&status, "Verified"), ("False".into(), "VerificationFailed".into()));
@@ -143,7 +169,7 @@ mod tests {
     fn a_failed_step_is_false_the_later_ones_unknown_and_the_previous_version_named() {
         let plugin = adapter_plugin("flux", &["ksm-flux"], "");
         let failure = Err(Failure::at(Step::Compile, "the component does not compile: bad"));
-        let status = decide(&plugin, Some(&loaded(&["ksm-flux"])), &failure, vec![], &now());
+        let status = decide(&plugin, Some(&loaded(&["ksm-flux"])), &failure, vec![], &[], &now());
         assert!(!status.ready);
         assert_eq!(condition(&status, "Fetched"), ("True".into(), "Fetched".into()));
         assert_eq!(condition(&status, "Compiled"), ("False".into(), "CompileFailed".into()));
@@ -158,13 +184,13 @@ mod tests {
     #[test]
     fn a_contested_provider_or_an_older_generation_is_not_ready() {
         let plugin = adapter_plugin("flux", &["ksm-flux"], "");
-        let contested = decide(&plugin, Some(&loaded(&["ksm-flux"])), &Ok(()), vec!["two name it".into()], &now());
+        let contested = decide(&plugin, Some(&loaded(&["ksm-flux"])), &Ok(()), vec!["two name it".into()], &[], &now());
         assert!(!contested.ready);
         assert_eq!(contested.error, "two name it");
         let mut newer = plugin.clone();
         newer.metadata.generation = Some(2);
         assert!(
-            !decide(&newer, Some(&loaded(&["ksm-flux"])), &Ok(()), vec![], &now()).ready,
+            !decide(&newer, Some(&loaded(&["ksm-flux"])), &Ok(()), vec![], &[], &now()).ready,
             "loaded for generation 1"
         );
     }

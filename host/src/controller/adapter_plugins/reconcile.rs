@@ -203,7 +203,9 @@ impl PluginContext {
         let name = plugin.name_any();
         let loaded = self.registry.current(&name);
         let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let status = plugin_status::decide(plugin, loaded.as_ref(), attempt, self.registry.contested(plugin), &now);
+        let unserved = loaded.as_ref().map(|l| self.loader.unserved(&l.serving)).unwrap_or_default();
+        let contested = self.registry.contested(plugin);
+        let status = plugin_status::decide(plugin, loaded.as_ref(), attempt, contested, &unserved, &now);
         self.metrics.plugin_ready(&name, status.ready);
         let notes = adapter_plugin_events(plugin.status.as_ref(), &status);
         let api = Api::<AdapterPlugin>::all(self.client.clone());

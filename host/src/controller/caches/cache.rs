@@ -1,6 +1,7 @@
 //! The caches the controllers read: one reflector per kind, its watch's failures reported to
 //! [`WatchFailures`], and a flag that turns true once it holds a complete list.
 
+use crate::controller::plumbing::watch_retry::backed_off;
 use crate::controller::plumbing::watches::{WatchFailures, observe};
 use futures::{Stream, StreamExt};
 use kube::runtime::reflector::{self, Store};
@@ -60,8 +61,7 @@ impl Cache<'_> {
         let store = reader.clone();
         let (listed, is_listed) = watch::channel(false);
         let (kind, watch_failures) = (K::kind(&dyntype).into_owned(), self.watch_failures);
-        let events = watcher(api, self.config)
-            .default_backoff()
+        let events = backed_off(watcher(api, self.config))
             .modify(trim)
             .reflect(writer)
             .inspect(move |event| {

@@ -4,6 +4,7 @@
 //! cluster. A change wakes the AdapterPlugins reading it.
 
 use crate::adapter_plugin::AdapterPlugin;
+use crate::controller::plumbing::watch_retry::backed_off;
 use crate::k0rdent::NamespacedName;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
@@ -53,7 +54,7 @@ impl ConfigMapWatches {
         let api = Api::<ConfigMap>::namespaced(self.client.clone(), &watched.namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", watched.name));
         let (plugins, wake, watched) = (self.plugins.clone(), self.wake.clone(), watched.clone());
-        let events = watcher(api, config).default_backoff().touched_objects();
+        let events = backed_off(watcher(api, config)).touched_objects();
         tokio::spawn(events.for_each(move |changed| {
             if changed.is_ok() {
                 for plugin in plugins.state().iter().filter(|p| named(p).as_ref() == Some(&watched)) {

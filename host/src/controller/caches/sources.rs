@@ -27,7 +27,8 @@ pub type SourceEvents = std::pin::Pin<Box<dyn Stream<Item = Result<DynamicObject
 
 impl Sources {
     /// Starts a cache per source kind, its watch's failures reported to `watch_failures` (a kind whose
-    /// CRD is not installed, e.g. Bucket, counts as listed and empty); returns the caches, their
+    /// CRD is not installed, e.g. Bucket, counts as listed and empty, and is looked for again every
+    /// few minutes); returns the caches, their
     /// changes (which fill them, so they must be polled) and each cache's listed flag.
     pub fn start(
         client: &Client,

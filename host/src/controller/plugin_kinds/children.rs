@@ -6,6 +6,7 @@ use super::child_cache::ChildCache;
 use super::listed::Listed;
 use super::read_cache::ReadCache;
 use crate::controller::caches::service_set_cache::ServiceSetRef;
+use crate::controller::plumbing::watch_retry::backed_off;
 use crate::controller::plumbing::watches::WatchFailures;
 use crate::k0rdent::ChildRef;
 use crate::k0rdent::{NamespacedName, ServiceSet};
@@ -204,8 +205,7 @@ impl ChildKinds {
         let (read_cache, unmanaged) = (self.read_cache.clone(), self.unmanaged.clone());
         // The objects seen since the (re)list began; at its end the others are gone.
         let mut relisted = Listed::default();
-        let events = watcher(Api::<DynamicObject>::all_with(self.client.clone(), &resource), config)
-            .default_backoff()
+        let events = backed_off(watcher(Api::<DynamicObject>::all_with(self.client.clone(), &resource), config))
             .modify(|object| object.managed_fields_mut().clear());
         let task = tokio::spawn(events.for_each(move |event| {
             crate::controller::plumbing::watches::observe(&watch_failures, &kind.kind, &is_listed, &event);

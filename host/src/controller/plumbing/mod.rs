@@ -5,6 +5,7 @@
 //! - [`leader`]: leader election on a Lease (one active replica);
 //! - [`liveness`]: the reconciles running now, for `/healthz` to tell a stuck controller;
 //! - [`watches`]: which watches fail and why, for the log and `/readyz`;
+//! - [`watch_retry`]: when a failing watch tries again;
 //! - [`backoff`]: failed rounds per object, for the retry backoff;
 //! - [`events`]: Kubernetes Events on transitions;
 //! - [`slots`]: at most so many holders per key (a region, a namespace) at once;
@@ -19,4 +20,5 @@ pub mod leader;
 pub mod liveness;
 pub mod slots;
 pub mod status_writer;
+pub mod watch_retry;
 pub mod watches;

@@ -1,15 +1,21 @@
 //! The health of every watch the host runs (its own kinds and the plugins' kinds), so that a
 //! wait for a cache never hangs silently: a watch that fails is logged within seconds (when its
-//! error first appears or changes, and when it recovers) and named on `/readyz`.
+//! error first appears or changes, and when the API server answers it again) and named on
+//! `/readyz`. A kind the cluster does not serve is warned about once, however often its watch
+//! retries ([`watch_retry`](super::watch_retry) spaces the retries).
 
 use kube::runtime::watcher;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use tokio::sync::watch;
 
-/// Watches failing now: kind, and their latest error with what to do about it.
+/// Watches failing now: kind, and their latest error with what to do about it; and the kinds
+/// among them the API server does not serve, for the statuses that name them.
 #[derive(Default)]
-pub struct WatchFailures(Mutex<BTreeMap<String, Failure>>);
+pub struct WatchFailures {
+    failing: Mutex<BTreeMap<String, Failure>>,
+    unserved: watch::Sender<BTreeSet<String>>,
+}
 
 /// Why a watch fails.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,11 +27,12 @@ pub struct Failure {
 }
 
 impl WatchFailures {
-    /// Records what the watch of `kind` delivered: an error marks it failing, anything else
-    /// healthy.
+    /// Records what the watch of `kind` delivered: an error marks it failing, an answer of the
+    /// API server (see [`answered`]) healthy.
     pub fn observe<K>(&self, kind: &str, result: &Result<watcher::Event<K>, watcher::Error>) {
         match result {
-            Ok(_) => self.healthy(kind),
+            Ok(event) if answered(event) => self.healthy(kind),
+            Ok(_) => {}
             Err(error) => self.failed(kind, explain(kind, error)),
         }
     }
@@ -35,13 +42,36 @@ impl WatchFailures {
         if failing.get(kind) != Some(&failure) {
             tracing::warn!(kind, "cannot watch {kind}: {}", failure.message);
             failing.insert(kind.to_string(), failure);
+            self.note_unserved(&failing);
         }
     }
 
     fn healthy(&self, kind: &str) {
-        if self.lock().remove(kind).is_some() {
+        let mut failing = self.lock();
+        if failing.remove(kind).is_some() {
             tracing::info!(kind, "the watch of {kind} works again");
+            self.note_unserved(&failing);
         }
+    }
+
+    /// Tells the subscribers of [`unserved_changes`](Self::unserved_changes) when the kinds not served change.
+    fn note_unserved(&self, failing: &BTreeMap<String, Failure>) {
+        let now: BTreeSet<String> = failing.iter().filter(|(_, f)| f.absent).map(|(kind, _)| kind.clone()).collect();
+        self.unserved.send_if_modified(|unserved| {
+            let changed = *unserved != now;
+            *unserved = now;
+            changed
+        });
+    }
+
+    /// The kinds the API server does not serve now (their watches get 404).
+    pub fn unserved(&self) -> BTreeSet<String> {
+        self.unserved.borrow().clone()
+    }
+
+    /// [`unserved`](Self::unserved), as it changes.
+    pub fn unserved_changes(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.unserved.subscribe()
     }
 
     /// Why the watch of `kind` fails, if it does.
@@ -62,8 +92,14 @@ impl WatchFailures {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Failure>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.failing.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Whether `event` shows the API server answering the watch: every event but `Init`, which the
+/// watcher yields before each list it is about to try, the retry after an error included.
+pub fn answered<K>(event: &watcher::Event<K>) -> bool {
+    !matches!(event, watcher::Event::Init)
 }
 
 /// The HTTP status of a failed list or watch, if the API server answered one.
@@ -139,5 +175,36 @@ mod tests {
         assert!(blocking[1].starts_with("ServiceSet: ") && blocking[1].contains("CRD installed"), "{blocking:?}");
         failures.observe("HelmRelease", &Ok(watcher::Event::<()>::InitDone));
         assert_eq!(failures.failure("HelmRelease"), None);
+    }
+
+    /// The regression: the `Init` before each retry counted as the watch working again, so a
+    /// kind not served was warned about at every retry, each time after a "works again".
+    #[test]
+    fn the_retries_of_a_kind_not_served_leave_it_failing() {
+        let failures = WatchFailures::default();
+        failures.observe("Bucket", &refused(404));
+        for _ in 0..3 {
+            failures.observe("Bucket", &Ok(watcher::Event::<()>::Init));
+            assert!(failures.failure("Bucket").is_some_and(|f| f.absent), "still failing: nothing listed");
+            failures.observe("Bucket", &refused(404));
+        }
+        failures.observe("Bucket", &Ok(watcher::Event::<()>::InitDone));
+        assert_eq!(failures.failure("Bucket"), None, "listed: it works again");
+    }
+
+    #[test]
+    fn the_kinds_not_served_are_told_as_they_change() {
+        let failures = WatchFailures::default();
+        let mut unserved = failures.unserved_changes();
+        failures.observe("HelmRelease", &refused(403));
+        assert!(!unserved.has_changed().unwrap(), "served, only refused");
+        failures.observe("Bucket", &refused(404));
+        failures.observe("Bucket", &Ok(watcher::Event::<()>::Init));
+        assert_eq!(*unserved.borrow_and_update(), BTreeSet::from(["Bucket".to_string()]));
+        failures.observe("Bucket", &refused(404));
+        assert!(!unserved.has_changed().unwrap(), "the same kinds");
+        failures.observe("Bucket", &Ok(watcher::Event::<()>::InitDone));
+        assert!(unserved.borrow_and_update().is_empty(), "its CRD installed");
+        assert!(failures.unserved().is_empty());
     }
 }

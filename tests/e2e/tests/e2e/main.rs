@@ -27,3 +27,4 @@ mod steady;
 mod sveltos;
 mod templates;
 mod trust;
+mod unserved;

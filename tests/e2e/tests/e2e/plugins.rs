@@ -4,7 +4,7 @@
 //! built-in Flux plugin keeps serving another SMP in the same run.
 
 use k8s_openapi::ByteString;
-use ksm_e2e::Scenario;
+use ksm_e2e::{ADAPTER_PLUGIN_CRD, Scenario};
 use ksm_test_harness::fixtures::{self, ingress_service};
 use ksm_test_harness::objects::{Kind, ObjRef};
 use ksm_test_harness::status::{condition_is, condition_message, service};
@@ -579,7 +579,7 @@ async fn a_flux_provider_no_adapter_plugin_names_is_served_by_the_built_in_plugi
 /// Flux plugin serves the Flux SMP, `/readyz` is ready, and the log says what is missing.
 #[tokio::test(flavor = "multi_thread")]
 async fn without_the_adapter_plugin_crd_the_built_in_flux_plugin_serves() {
-    let Some(t) = Scenario::start_without_adapter_plugin_crd("no-plugin-crd").await else { return };
+    let Some(t) = Scenario::start_without_crd("no-plugin-crd", ADAPTER_PLUGIN_CRD).await else { return };
     t.create_service_set("no-crd", json!([ingress_service()])).await;
     t.wait_converged("no-crd").await;
     assert!(t.child("no-crd", "ingress-nginx").await.is_some(), "the built-in plugin made the HelmRelease");
