@@ -465,8 +465,10 @@ async fn a_plugin_that_must_be_signed_serves_only_with_a_signature_of_its_digest
 /// Issue 46: a plugin signed keyless (a Fulcio-style certificate of the tests' own CA, with an
 /// SCT and a Rekor entry of their own logs) by `plugin sign --certificate --rekor-bundle`, pushed
 /// to a real registry in cosign's layout, serves under a rule accepting its identity and the
-/// operator's trust root from a ConfigMap; another identity, another operator's trust root, or
-/// no trust root at all refuses it, named in the AdapterPlugin's status, before anything compiles.
+/// operator's trust root from a ConfigMap; another identity, another operator's trust root, no
+/// trust root at all, or a signature copied from another digest refuses it, named in the
+/// AdapterPlugin's status, before anything compiles; an expired leaf serves when the log proves
+/// it signed inside its validity.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_keyless_plugin_serves_only_for_an_accepted_identity_under_the_operators_trust_root() {
     use ksm_test_harness::adapter::run_command;
@@ -475,44 +477,39 @@ async fn a_keyless_plugin_serves_only_for_an_accepted_identity_under_the_operato
     const CI: &str = "https://github.com/acme/plugins/.github/workflows/release.yaml@refs/tags/v1";
     let registry = ksm_test_harness::registry::Registry::start();
     let t = Scenario::start("keyless-plugin", Mode::Observe).await;
-    let file = t.workdir().join("hostile.wasm");
-    std::fs::write(&file, HOSTILE).unwrap();
-    let reference = format!("{}/ksm/hostile:keyless", registry.host());
-    let pushed: Value =
-        serde_norway::from_slice(&run_command(&["plugin", "push", file.to_str().unwrap(), &reference]).stdout).unwrap();
-    let pinned = pushed["reference"].as_str().unwrap().to_string();
-    let digest = pinned.split_once('@').unwrap().1;
+    let push = |bytes: &[u8], tag: &str| {
+        let file = t.workdir().join(format!("{tag}.wasm"));
+        std::fs::write(&file, bytes).unwrap();
+        let reference = format!("{}/ksm/hostile:{tag}", registry.host());
+        let pushed: Value =
+            serde_norway::from_slice(&run_command(&["plugin", "push", file.to_str().unwrap(), &reference]).stdout)
+                .unwrap();
+        pushed["reference"].as_str().unwrap().to_string()
+    };
+    let (pinned, later) = (push(HOSTILE, "keyless"), push(HOSTILE_WASI, "later"));
 
     // The signer's side: a leaf for the CI identity, and the Rekor entry of its signature (RFC
     // 6979 signatures are deterministic, so the entry is made before `plugin sign` pushes it).
     let (ours, theirs) = (Pki::new(), Pki::named("theirs"));
-    let leaf = ours.leaf(&LeafSpec::new(CI, ISSUER));
-    let payload = pki::payload(&format!("{}/ksm/hostile", registry.host()), digest);
-    let bundle = ours.bundle(&leaf, &payload, &leaf.sign(&payload), ours.now);
     let write = |name: &str, text: &str| {
         let path = t.workdir().join(name);
         std::fs::write(&path, text).unwrap();
         path.to_str().unwrap().to_string()
     };
-    let (key, cert, chain, bundle) = (
-        write("leaf.key", &leaf.key_pem()),
-        write("leaf.pem", &leaf.pem()),
-        write("chain.pem", &ours.chain_pem()),
-        write("bundle.json", &bundle),
-    );
-    run_command(&[
-        "plugin",
-        "sign",
-        "--key",
-        &key,
-        "--certificate",
-        &cert,
-        "--certificate-chain",
-        &chain,
-        "--rekor-bundle",
-        &bundle,
-        &pinned,
-    ]);
+    let sign = |pinned: &str, leaf: &pki::Leaf, logged_at: i64| {
+        let digest = pinned.split_once('@').unwrap().1;
+        let payload = pki::payload(&format!("{}/ksm/hostile", registry.host()), digest);
+        let bundle = ours.bundle(leaf, &payload, &leaf.sign(&payload), logged_at);
+        let (key, cert, chain, bundle) = (
+            write("leaf.key", &leaf.key_pem()),
+            write("leaf.pem", &leaf.pem()),
+            write("chain.pem", &ours.chain_pem()),
+            write("bundle.json", &bundle),
+        );
+        let args = ["--key", &key, "--certificate", &cert, "--certificate-chain", &chain, "--rekor-bundle", &bundle];
+        run_command(&[&["plugin", "sign"][..], &args, &[pinned]].concat());
+    };
+    sign(&pinned, &ours.leaf(&LeafSpec::new(CI, ISSUER)), ours.now);
 
     for (name, pki) in [("sigstore", &ours), ("their-sigstore", &theirs)] {
         t.create(
@@ -521,15 +518,16 @@ async fn a_keyless_plugin_serves_only_for_an_accepted_identity_under_the_operato
         )
         .await;
     }
-    let plugin = |suffix: &str, root: &str, subject: Value| {
+    let plugin_of = |url: &str, suffix: &str, root: &str, subject: Value| {
         let name = format!("{}-{suffix}", t.namespace());
         let keyless = json!({"trustRoot": {"name": root, "key": "trusted_root.json"},
             "allOf": [{"issuer": ISSUER, "subject": subject}]});
-        let source = json!({"oci": {"url": pinned, "verify": {"keyless": keyless}}});
+        let source = json!({"oci": {"url": url, "verify": {"keyless": keyless}}});
         let mut plugin = fixtures::adapter_plugin(&name, t.namespace(), source, &[&name]);
         plugin["spec"]["allowedKinds"] = json!([{"group": "", "kind": "ConfigMap"}]);
         (name, plugin)
     };
+    let plugin = |suffix: &str, root: &str, subject: Value| plugin_of(&pinned, suffix, root, subject);
     let (name, accepted) = plugin("ci", "sigstore", json!({"urlPrefix": "https://github.com/acme"}));
     t.create(accepted).await;
     let loaded = wait_plugin(&t, &name, "ready", |p| p["status"]["ready"] == true).await;
@@ -549,6 +547,20 @@ async fn a_keyless_plugin_serves_only_for_an_accepted_identity_under_the_operato
     refused(&t, "other-root", "the Rekor entry is from log").await;
     t.create(plugin("no-root", "missing", json!({"urlPrefix": "https://github.com/acme/"})).1).await;
     refused(&t, "no-root", &format!("keyless.trustRoot: ConfigMap {}/missing not found", t.namespace())).await;
+
+    // The signature copied to another artifact's signature tag signs the first one, not it.
+    let digest_of = |pinned: &str| pinned.split_once('@').unwrap().1.to_string();
+    registry.copy_manifest("ksm/hostile", &tag_of(&digest_of(&pinned)), &tag_of(&digest_of(&later)));
+    let prefix = json!({"urlPrefix": "https://github.com/acme/"});
+    t.create(plugin_of(&later, "copied", "sigstore", prefix.clone()).1).await;
+    refused(&t, "copied", &format!("for {}, another artifact", digest_of(&pinned))).await;
+    // Signed an hour ago by a leaf valid for ten minutes then, as the log proves: expired now,
+    // it verifies at the time it signed.
+    let expired = LeafSpec { not_before: -3600, not_after: -3000, ..LeafSpec::new(CI, ISSUER) };
+    sign(&later, &ours.leaf(&expired), ours.now - 3300);
+    let (name, logged) = plugin_of(&later, "expired", "sigstore", prefix);
+    t.create(logged).await;
+    wait_plugin(&t, &name, "ready: signed inside its validity", |p| p["status"]["ready"] == true).await;
 }
 
 /// The tag of the cosign signature of manifest `digest` (`sha256:<hex>`).
