@@ -7,7 +7,7 @@ use super::claims::{Arbitration, ServiceClaims, stops_on_conflict};
 use super::map_status::service_status;
 use super::memo::TranslationMemo;
 use super::service_set_status;
-use super::translate::{ServiceOutcome, TranslateFailure, TranslatedService, translate};
+use super::translate::{ServiceOutcome, TranslateFailure, TranslatedService, translate_input};
 use crate::conditions::types::{APPLIED, PROVIDER_READY, TRANSLATED};
 use crate::conditions::{self, reasons};
 use crate::k0rdent::{
@@ -72,8 +72,23 @@ pub struct Plan {
     /// The status to write (written only when it differs from the current one); `None` when it
     /// was deferred (see [`Inputs::defer_status`]).
     pub status: Option<ServiceSetStatus>,
+    /// What a deferred status is decided from, when it was deferred (see [`deferred_status`]).
+    pub deferred: Option<Box<Deferred>>,
     /// Services whose output the host refused (see [`crate::policy`]), for metrics.
     pub refused: usize,
+}
+
+/// What [`decide`] knew when it deferred the status: the plugin's input, the services'
+/// translation as settled, and the status so far (provider and cluster). The status is decided
+/// from it later without translating again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deferred {
+    /// The ServiceSet as the plugin sees it.
+    input: Value,
+    /// The services' translation, taken names and claims settled.
+    translated: Vec<TranslatedService>,
+    /// The status before the services' states.
+    status: ServiceSetStatus,
 }
 
 /// Decides what to do for `service_set`, one phase after another: a deleted ServiceSet's
@@ -113,14 +128,43 @@ pub fn decide(
     fail_taken(&mut translated, &theirs, observed.foreign, &owner);
     settle_claims(&mut translated, service_set, observed.arbitrate);
     let plan = child_changes(&translated, &ours, &owner);
+    let deferred = Deferred { input: json, translated, status };
     if observed.defer_status && !plan.apply.is_empty() {
-        return Ok(plan);
+        return Ok(Plan { deferred: Some(Box::new(deferred)), ..plan });
     }
-    let found = map_statuses(serving, &json, &translated, &ours, service_set, observed)?;
+    let status = services_status(serving, service_set, deferred, observed, now)?;
+    Ok(Plan { status: Some(status), ..plan })
+}
+
+/// The status a plan deferred, from the children in `observed` as they are now (after the plan
+/// was carried out): each service's state as the plugin maps it from its live objects. The
+/// plugin is not asked to translate again.
+pub fn deferred_status(
+    serving: &ServingPlugin,
+    service_set: &ServiceSet,
+    deferred: &Deferred,
+    observed: &Inputs,
+    now: &Time,
+) -> Result<ServiceSetStatus, CallError> {
+    services_status(&serving.session(), service_set, deferred.clone(), observed, now)
+}
+
+/// The status with each service's state mapped from the children of `observed` it owns.
+fn services_status(
+    serving: &ServingPlugin,
+    service_set: &ServiceSet,
+    Deferred { input, translated, mut status }: Deferred,
+    observed: &Inputs,
+    now: &Time,
+) -> Result<ServiceSetStatus, CallError> {
+    let owner = owner_of(service_set, !observed.regional);
+    let ours: Vec<&Value> = observed.children.iter().filter(|c| children::owned_by(c, &owner.uid)).collect();
+    let found = map_statuses(serving, &input, &translated, &ours, service_set, observed)?;
+    let generation = service_set.metadata.generation;
     let states = service_states(service_set, &found, &ours, &status.services, now);
     service_set_status::set_services(&mut status, states, generation, now);
     translated_condition(&mut status.conditions, &translated, generation, now);
-    Ok(Plan { status: Some(status), ..plan })
+    Ok(status)
 }
 
 /// Whether the provider lets the ServiceSet be reconciled now, recorded in `status`: the
@@ -149,7 +193,7 @@ fn translation(
     now: &Time,
 ) -> Result<Option<Vec<TranslatedService>>, CallError> {
     let template = |name: &str| (observed.template)(name);
-    match translate(serving, observed.translations, json, template, observed.source, tenancy) {
+    match translate_input(serving, observed.translations, json, template, observed.source, tenancy) {
         Ok(translated) => Ok(Some(translated)),
         Err(TranslateFailure::Call(e)) => Err(e),
         Err(failure) => {
@@ -240,7 +284,7 @@ fn child_changes(translated: &[TranslatedService], ours: &[&Value], owner: &Owne
     }
     let delete = ours.iter().map(|c| ChildRef::of(c)).filter(|r| !keep.contains(r)).collect();
     let refused = translated.iter().filter(|t| matches!(t.outcome, ServiceOutcome::Refused(_))).count();
-    Plan { apply, delete, unseen, status: None, refused }
+    Plan { apply, delete, unseen, status: None, deferred: None, refused }
 }
 
 /// Each service's status as the plugin maps it from the service's live objects (see
@@ -354,7 +398,7 @@ fn owner_of(service_set: &ServiceSet, beside: bool) -> Owner {
 impl Plan {
     /// A plan that only writes `status`.
     fn status_only(status: ServiceSetStatus) -> Self {
-        Plan { apply: vec![], delete: vec![], unseen: vec![], status: Some(status), refused: 0 }
+        Plan { apply: vec![], delete: vec![], unseen: vec![], status: Some(status), deferred: None, refused: 0 }
     }
 }
 
@@ -588,6 +632,29 @@ mod tests {
         assert!(settled.apply.is_empty(), "{:?}", settled.apply);
         assert_eq!(settled.status, decide_with(&live, false).status, "nothing to apply: the status is made");
         assert!(settled.status.is_some());
+    }
+
+    #[test]
+    fn a_deferred_status_is_decided_from_the_plan_without_translating_again() {
+        let ready = smp(true, false);
+        let ss = service_set(ingress());
+        let deferred = plan_deferring(&ss, Some(&ready), &[], true).deferred.expect("deferred: the plan applies");
+        let live = plan(&ss, Some(&ready), &[]).apply;
+        let observed = Inputs {
+            smp: None, // not read again: the provider's state is in the deferred status
+            smp_diagnosis: None,
+            template: &template,
+            source: &|_| panic!("the plugin's input is not built again"),
+            children: &live,
+            foreign: &BTreeMap::new(),
+            arbitrate: &|_| panic!("claims are not arbitrated again"),
+            related: &|_| vec![],
+            translations: None,
+            regional: false,
+            defer_status: true,
+        };
+        let status = deferred_status(&flux(), &ss, &deferred, &observed, &at(100)).unwrap();
+        assert_eq!(Some(status), plan(&ss, Some(&ready), &live).status, "as a whole plan over the same children");
     }
 
     #[test]

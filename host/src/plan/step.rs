@@ -152,9 +152,9 @@ pub enum Step<H> {
     /// Delete the children an earlier route left on other clusters: the management cluster and
     /// the `regions` recorded besides `home`'s.
     ClearElsewhere { home: H, regions: Vec<RegionAccess> },
-    /// Ask the plugin for the status the plan deferred (each service's state), knowing
-    /// `foreign`.
-    DecideStatus { home: H, serving: Arc<ServingPlugin>, foreign: BTreeMap<ChildRef, String> },
+    /// Ask the plugin for the status `plan` deferred (each service's state, from the children as
+    /// they are now; see [`decide::deferred_status`]).
+    DecideStatus { home: H, serving: Arc<ServingPlugin>, plan: Arc<Plan> },
     /// Check on the target cluster the health of the services the CD tool calls Deployed.
     VerifyHealth { home: H, status: ServiceSetStatus },
     /// A deleted ServiceSet: delete its children on the management cluster, list those left.
@@ -330,7 +330,7 @@ fn serve<H: Clone, E: Display, S: Display>(
     }
     let status = match (&plan.status, &done.status) {
         (Some(status), _) | (None, Some(Ok(status))) => status,
-        (None, None) => return Step::DecideStatus { home: home.clone(), serving: serving.clone(), foreign },
+        (None, None) => return Step::DecideStatus { home: home.clone(), serving: serving.clone(), plan: plan.clone() },
         (None, Some(Err(call))) => return plugin_failed(service_set, done, call, now),
     };
     let Some(verified) = &done.verified else {

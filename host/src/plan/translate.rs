@@ -91,7 +91,18 @@ pub fn translate(
 ) -> Result<Vec<TranslatedService>, TranslateFailure> {
     // The policy's rules see the ServiceSet as the plugin does: a kept translation was checked
     // against nothing the key leaves out.
-    let service_set = &serving.input_of(service_set);
+    translate_input(serving, memo, &serving.input_of(service_set), find_template, find_source, tenancy)
+}
+
+/// [`translate`], given the ServiceSet as the plugin sees it already ([`ServingPlugin::input_of`]).
+pub fn translate_input(
+    serving: &ServingPlugin,
+    memo: Option<&TranslationMemo>,
+    service_set: &Value,
+    find_template: impl Fn(&str) -> Option<Value>,
+    find_source: impl Fn(&SourceRef) -> Option<Value>,
+    tenancy: Tenancy,
+) -> Result<Vec<TranslatedService>, TranslateFailure> {
     let input = inputs::translate_input(service_set, find_template, find_source, tenancy.system_namespace)?;
     let Some(memo) = memo else { return translate_checked(serving, service_set, &input, tenancy) };
     let key = memo.key((serving.id, &input));

@@ -22,6 +22,7 @@ use crate::plan::step::{
 };
 use crate::plugin::{CallError, call_blocking};
 use crate::serving::ServingPlugin;
+use crate::tenancy::Tenancy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -154,7 +155,10 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
             Step::ReachHome { route, serving } => done.home = Some(listed_home(&route, ctx, &serving).await),
             Step::Decide { home, serving, foreign } => {
                 done.plan_knew_foreign = done.foreign.is_some();
-                let plan = decide_blocking(service_set, smp.clone(), &serving, &home, ctx, foreign, true).await;
+                let decide = move |ss: &ServiceSet, inputs: &Inputs, tenancy: Tenancy<'_>| {
+                    decide::decide(&serving, ss, inputs, tenancy, &now())
+                };
+                let plan = on_inputs(service_set, smp.clone(), &home, ctx, foreign, decide).await;
                 done.plan = Some(plan.map(Arc::new));
             }
             Step::CheckNames { home, unseen } => {
@@ -170,9 +174,12 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
             Step::ClearElsewhere { home, regions } => {
                 done.cleared = Some(clear_elsewhere(service_set, &home, &regions, ctx).await?);
             }
-            Step::DecideStatus { home, serving, foreign } => {
-                let plan = decide_blocking(service_set, smp.clone(), &serving, &home, ctx, foreign, false).await;
-                done.status = Some(plan.map(|plan| plan.status.expect("planned without deferring the status")));
+            Step::DecideStatus { home, serving, plan } => {
+                let deferred = plan.deferred.clone().expect("a plan without a status deferred it");
+                let decide = move |ss: &ServiceSet, inputs: &Inputs, _: Tenancy<'_>| {
+                    decide::deferred_status(&serving, ss, &deferred, inputs, &now())
+                };
+                done.status = Some(on_inputs(service_set, None, &home, ctx, BTreeMap::new(), decide).await);
             }
             Step::VerifyHealth { home, mut status } => {
                 let unsettled = ctx.target_health.verify(service_set, &home.cluster, &mut status, &now()).await;
@@ -234,18 +241,16 @@ async fn listed_home(route: &Route, ctx: &Context, serving: &ServingPlugin) -> R
     Ok(home)
 }
 
-/// Runs [`decide::decide`] on the blocking pool (plugin calls are synchronous), over the cached
-/// SMP, templates and children (on their home cluster); `defer_status` as
-/// [`Inputs::defer_status`].
-async fn decide_blocking(
+/// Runs `decide` (a plugin-calling decision: plugin calls are synchronous) on the blocking pool,
+/// over the cached SMP, templates and children (on their home cluster), knowing `foreign`.
+async fn on_inputs<T: Send + 'static>(
     service_set: &Arc<ServiceSet>,
     smp: Option<Arc<StateManagementProvider>>,
-    serving: &Arc<ServingPlugin>,
     home: &Home,
     ctx: &Arc<Context>,
     foreign: BTreeMap<ChildRef, String>,
-    defer_status: bool,
-) -> Result<Plan, CallError> {
+    decide: impl FnOnce(&ServiceSet, &Inputs, Tenancy) -> Result<T, CallError> + Send + 'static,
+) -> Result<T, CallError> {
     let unready = smp.as_ref().filter(|s| !s.spec.suspend && !s.status.as_ref().is_some_and(|st| st.ready));
     let diagnosis = match unready {
         Some(smp) => Some(ctx.providers.diagnosis(smp).await),
@@ -253,7 +258,7 @@ async fn decide_blocking(
     };
     let children = home.children.cached(service_set);
     let (kinds, regional) = (home.children.clone(), home.region.is_some());
-    let (service_set, ctx, serving) = (service_set.clone(), ctx.clone(), serving.clone());
+    let (service_set, ctx) = (service_set.clone(), ctx.clone());
     call_blocking(move || {
         let namespace = service_set.namespace().unwrap_or_default();
         let template = |name: &str| ctx.template(&namespace, name);
@@ -273,9 +278,9 @@ async fn decide_blocking(
             related: &related,
             translations: Some(&ctx.translations),
             regional,
-            defer_status,
+            defer_status: true,
         };
-        decide::decide(&serving, &service_set, &inputs, ctx.settings.tenancy(), &now())
+        decide(&service_set, &inputs, ctx.settings.tenancy())
     })
     .await
 }
