@@ -451,9 +451,14 @@ pub fn deletion(service_set: &ServiceSet, children: &[Value], now: &Time) -> Pla
         })
         .collect();
     service_set_status::set_services(&mut status, states, service_set.metadata.generation, now);
+    Plan { delete: owned(service_set, children), ..Plan::status_only(status) }
+}
+
+/// The children among `children` that `service_set` owns by its uid: what its deletion, or a
+/// route away from their cluster, deletes.
+pub fn owned(service_set: &ServiceSet, children: &[Value]) -> Vec<ChildRef> {
     let uid = service_set.metadata.uid.as_deref().unwrap_or_default();
-    let delete = children.iter().filter(|c| children::owned_by(c, uid)).map(ChildRef::of).collect();
-    Plan { delete, ..Plan::status_only(status) }
+    children.iter().filter(|c| children::owned_by(c, uid)).map(ChildRef::of).collect()
 }
 
 /// The status of a ServiceSet that cannot be planned now (no plugin serves its provider:

@@ -15,10 +15,11 @@ use super::placements::{self, Placements};
 use super::route::{RegionAccess, Route, RouteError};
 use crate::conditions::reasons;
 use crate::k0rdent::ChildRef;
-use crate::k0rdent::{ServiceSet, ServiceSetStatus};
+use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::plugin::CallError;
 use crate::serving::ServingPlugin;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::sync::Arc;
@@ -33,12 +34,18 @@ pub struct Facts<S> {
     pub route: Result<Route, RouteError>,
     /// The regions its children may be on besides the management cluster.
     pub regions: Placements,
+    /// The StateManagementProvider its `spec.provider.name` names, if it exists.
+    pub provider: Option<Arc<StateManagementProvider>>,
 }
 
 /// What the round's steps brought back so far; each field is filled by the step it names.
 pub struct Progress<H, E> {
     /// [`Step::Admit`]: whether a slot among the reconciles against the region was free.
     pub admitted: Option<bool>,
+    /// [`Step::Diagnose`]: why the provider is not ready, as the host tells.
+    pub diagnosis: Option<String>,
+    /// [`Step::ListManagement`]: the ServiceSet's children on the management cluster.
+    pub on_management: Option<Vec<Value>>,
     /// [`Step::ReachHome`]: the children's cluster with its caches listed, or why it cannot be
     /// reached.
     pub home: Option<Result<H, E>>,
@@ -70,6 +77,8 @@ impl<H, E> Default for Progress<H, E> {
     fn default() -> Self {
         Progress {
             admitted: None,
+            diagnosis: None,
+            on_management: None,
             home: None,
             plan: None,
             plan_knew_foreign: false,
@@ -111,8 +120,6 @@ pub struct Verified {
 
 /// What [`Step::ClearManagement`] brought back.
 pub struct ManagementCleared {
-    /// The deletion's status: every service `Deleting`.
-    pub status: ServiceSetStatus,
     /// The children still on the management cluster (Flux uninstalls before they go).
     pub remaining: Vec<ChildRef>,
 }
@@ -140,25 +147,31 @@ pub enum Step<H> {
     Admit(Route),
     /// Reach the children's cluster and wait until its caches of the plugin's kinds are listed.
     ReachHome { route: Route, serving: Arc<ServingPlugin> },
-    /// Ask the plugin for the plan, knowing `foreign`; with its status deferred (see
-    /// [`decide::Inputs::defer_status`]).
-    Decide { home: H, serving: Arc<ServingPlugin>, foreign: BTreeMap<ChildRef, String> },
+    /// Ask why the provider is not ready (its checks, as the host tells them), for the status.
+    Diagnose(Arc<StateManagementProvider>),
+    /// Read the ServiceSet's children on the management cluster (its cache holds every child),
+    /// for the deletion that clears them there.
+    ListManagement,
+    /// Ask the plugin for the plan ([`decide::decide`]), knowing `foreign` and the provider's
+    /// `diagnosis`; with its status deferred (see [`decide::Inputs::defer_status`]).
+    Decide { home: H, serving: Arc<ServingPlugin>, foreign: BTreeMap<ChildRef, String>, diagnosis: Option<String> },
     /// Look in the caches for objects of the plan's new names (`unseen`) that are someone
     /// else's: none is ever applied over.
     CheckNames { home: H, unseen: Vec<ChildRef> },
     /// Apply and delete the plan's children on their cluster; a child the API server refuses is
     /// named in [`APPLIED`](crate::conditions::types::APPLIED), other API errors fail the round.
     CarryOut { home: H, plan: Arc<Plan> },
-    /// Delete the children an earlier route left on other clusters: the management cluster and
-    /// the `regions` recorded besides `home`'s.
-    ClearElsewhere { home: H, regions: Vec<RegionAccess> },
+    /// Delete the children an earlier route left on other clusters: `management`'s on the
+    /// management cluster, and those on the `regions` recorded besides `home`'s.
+    ClearElsewhere { home: H, regions: Vec<RegionAccess>, management: Vec<ChildRef> },
     /// Ask the plugin for the status `plan` deferred (each service's state, from the children as
     /// they are now; see [`decide::deferred_status`]).
     DecideStatus { home: H, serving: Arc<ServingPlugin>, plan: Arc<Plan> },
     /// Check on the target cluster the health of the services the CD tool calls Deployed.
     VerifyHealth { home: H, status: ServiceSetStatus },
-    /// A deleted ServiceSet: delete its children on the management cluster, list those left.
-    ClearManagement,
+    /// A deleted ServiceSet: delete its children on the management cluster (`delete`, from its
+    /// [`decide::deletion`]), list those left.
+    ClearManagement { delete: Vec<ChildRef> },
     /// A deleted ServiceSet: delete its children on the `recorded` regions and, best effort,
     /// on the `others` (see [`Placements`]), list those left.
     ClearRegions { recorded: Vec<RegionAccess>, others: Vec<RegionAccess> },
@@ -184,6 +197,8 @@ impl<H> Step<H> {
             Step::AddFinalizer(_) => "AddFinalizer",
             Step::RecordRegions(_) => "RecordRegions",
             Step::Admit(_) => "Admit",
+            Step::Diagnose(_) => "Diagnose",
+            Step::ListManagement => "ListManagement",
             Step::ReachHome { .. } => "ReachHome",
             Step::Decide { .. } => "Decide",
             Step::CheckNames { .. } => "CheckNames",
@@ -191,7 +206,7 @@ impl<H> Step<H> {
             Step::ClearElsewhere { .. } => "ClearElsewhere",
             Step::DecideStatus { .. } => "DecideStatus",
             Step::VerifyHealth { .. } => "VerifyHealth",
-            Step::ClearManagement => "ClearManagement",
+            Step::ClearManagement { .. } => "ClearManagement",
             Step::ClearRegions { .. } => "ClearRegions",
             Step::WriteStatus { .. } => "WriteStatus",
             Step::RemoveFinalizer => "RemoveFinalizer",
@@ -303,9 +318,14 @@ fn serve<H: Clone, E: Display, S: Display>(
         Some(Err(why)) => return unreachable(service_set, done, why, now),
         Some(Ok(home)) => home,
     };
-    let foreign = done.foreign.clone().unwrap_or_default();
+    if let Some(smp) = unready(facts.provider.as_ref())
+        && done.diagnosis.is_none()
+    {
+        return Step::Diagnose(smp.clone());
+    }
+    let (foreign, diagnosis) = (done.foreign.clone().unwrap_or_default(), done.diagnosis.clone());
     let plan = match &done.plan {
-        None => return Step::Decide { home: home.clone(), serving: serving.clone(), foreign },
+        None => return Step::Decide { home: home.clone(), serving: serving.clone(), foreign, diagnosis },
         Some(Err(call)) => return plugin_failed(service_set, done, call, now),
         Some(Ok(plan)) => plan,
     };
@@ -313,13 +333,19 @@ fn serve<H: Clone, E: Display, S: Display>(
         return Step::CheckNames { home: home.clone(), unseen: plan.unseen.clone() };
     }
     if !foreign.is_empty() && !done.plan_knew_foreign {
-        return Step::Decide { home: home.clone(), serving: serving.clone(), foreign };
+        return Step::Decide { home: home.clone(), serving: serving.clone(), foreign, diagnosis };
     }
     let Some(carried_out) = &done.carried_out else {
         return Step::CarryOut { home: home.clone(), plan: plan.clone() };
     };
     let Some(cleared) = &done.cleared else {
-        return Step::ClearElsewhere { home: home.clone(), regions: facts.regions.recorded.clone() };
+        // Children in a region: none stays on the management cluster (an earlier route's).
+        let management = match (route, &done.on_management) {
+            (Route::Region(_), None) => return Step::ListManagement,
+            (Route::Region(_), Some(children)) => decide::owned(service_set, children),
+            (Route::Management, _) => vec![],
+        };
+        return Step::ClearElsewhere { home: home.clone(), regions: facts.regions.recorded.clone(), management };
     };
     if let Some(record) = placements::forgetting(service_set, cleared.emptied.iter().chain(&facts.regions.unknown)) {
         return Step::RecordRegions(record);
@@ -353,27 +379,30 @@ fn serve<H: Clone, E: Display, S: Display>(
 /// finalizer, and the status names it; the other Regions are swept best effort, so that a record
 /// someone edited neither holds the finalizer nor hides children (see [`Placements`]).
 fn clean_up<H, E, S>(service_set: &ServiceSet, facts: &Facts<S>, done: &Progress<H, E>, now: &Time) -> Step<H> {
-    let Some(management) = &done.management_cleared else { return Step::ClearManagement };
+    let Some(children) = &done.on_management else { return Step::ListManagement };
+    let deletion = decide::deletion(service_set, children, now);
+    let Some(management) = &done.management_cleared else { return Step::ClearManagement { delete: deletion.delete } };
+    let status = deletion.status.expect("a deletion plan has a status");
     let regions = &facts.regions;
     let Some(cleared) = &done.regions_cleared else {
         if regions.recorded.is_empty() && regions.others.is_empty() {
-            return after_clearing(service_set, management, &RegionsCleared::default(), done, now);
+            return after_clearing(service_set, status, management, &RegionsCleared::default(), done, now);
         }
         return Step::ClearRegions { recorded: regions.recorded.clone(), others: regions.others.clone() };
     };
-    after_clearing(service_set, management, cleared, done, now)
+    after_clearing(service_set, status, management, cleared, done, now)
 }
 
-/// A deleted ServiceSet once its clusters were cleared: the status, then wait for its children to
-/// go, then the finalizer.
+/// A deleted ServiceSet once its clusters were cleared: the `status` of its deletion, then wait
+/// for its children to go, then the finalizer.
 fn after_clearing<H, E>(
     service_set: &ServiceSet,
+    mut status: ServiceSetStatus,
     management: &ManagementCleared,
     regions: &RegionsCleared,
     done: &Progress<H, E>,
     now: &Time,
 ) -> Step<H> {
-    let mut status = management.status.clone();
     if !regions.unreachable.is_empty() {
         let why =
             format!("{}; the finalizer stays until its objects there are deleted", regions.unreachable.join("; "));
@@ -388,6 +417,18 @@ fn after_clearing<H, E>(
         // Its claims go only now, so a waiting loser never installs beside an uninstalling winner.
         (true, true, false) => Step::RemoveFinalizer,
     }
+}
+
+/// The provider, when it is neither suspended nor ready: the status says why, from its diagnosis.
+fn unready(provider: Option<&Arc<StateManagementProvider>>) -> Option<&Arc<StateManagementProvider>> {
+    provider.filter(|smp| !smp.spec.suspend && !smp.status.as_ref().is_some_and(|s| s.ready))
+}
+
+/// Whether an API answer of `code` to a child's apply refuses that child (its content, its kind,
+/// the host's rights to it): named in [`APPLIED`](crate::conditions::types::APPLIED), the round
+/// goes on. Any other error fails the round.
+pub fn refuses_child(code: u16) -> bool {
+    matches!(code, 400 | 403 | 404 | 422)
 }
 
 /// Writes `status`, then ends as `end`.

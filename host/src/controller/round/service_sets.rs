@@ -13,7 +13,7 @@ use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::metrics::MetricLabel;
 use crate::plan::claims::ServiceClaims;
-use crate::plan::decide::{self, Inputs, Plan, deletion, foreign_objects};
+use crate::plan::decide::{self, Inputs, Plan, foreign_objects};
 use crate::plan::events;
 use crate::plan::gate::{Finalizers, Gate, gate};
 use crate::plan::route::{RegionAccess, Route};
@@ -130,6 +130,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
         gate,
         serving: ctx.serving(service_set),
         route,
+        provider: smp,
     };
     let mut done = Progress::default();
     let mut _slot = None; // held until the round ends
@@ -153,12 +154,15 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
                 }
             },
             Step::ReachHome { route, serving } => done.home = Some(listed_home(&route, ctx, &serving).await),
-            Step::Decide { home, serving, foreign } => {
+            Step::Diagnose(smp) => done.diagnosis = Some(ctx.providers.diagnosis(&smp).await),
+            Step::ListManagement => done.on_management = Some(ctx.homes.management().children.cached(service_set)),
+            Step::Decide { home, serving, foreign, diagnosis } => {
                 done.plan_knew_foreign = done.foreign.is_some();
                 let decide = move |ss: &ServiceSet, inputs: &Inputs, tenancy: Tenancy<'_>| {
                     decide::decide(&serving, ss, inputs, tenancy, &now())
                 };
-                let plan = on_inputs(service_set, smp.clone(), &home, ctx, foreign, decide).await;
+                let provider = facts.provider.clone();
+                let plan = on_inputs(service_set, provider, diagnosis, &home, ctx, foreign, decide).await;
                 done.plan = Some(plan.map(Arc::new));
             }
             Step::CheckNames { home, unseen } => {
@@ -171,21 +175,23 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
                 }
                 done.carried_out = Some(carry_out(&plan, &home).await?);
             }
-            Step::ClearElsewhere { home, regions } => {
-                done.cleared = Some(clear_elsewhere(service_set, &home, &regions, ctx).await?);
+            Step::ClearElsewhere { home, regions, management } => {
+                done.cleared = Some(clear_elsewhere(service_set, &home, &regions, &management, ctx).await?);
             }
             Step::DecideStatus { home, serving, plan } => {
                 let deferred = plan.deferred.clone().expect("a plan without a status deferred it");
                 let decide = move |ss: &ServiceSet, inputs: &Inputs, _: Tenancy<'_>| {
                     decide::deferred_status(&serving, ss, &deferred, inputs, &now())
                 };
-                done.status = Some(on_inputs(service_set, None, &home, ctx, BTreeMap::new(), decide).await);
+                done.status = Some(on_inputs(service_set, None, None, &home, ctx, BTreeMap::new(), decide).await);
             }
             Step::VerifyHealth { home, mut status } => {
                 let unsettled = ctx.target_health.verify(service_set, &home.cluster, &mut status, &now()).await;
                 done.verified = Some(Verified { status, unsettled });
             }
-            Step::ClearManagement => done.management_cleared = Some(clear_management(service_set, ctx).await?),
+            Step::ClearManagement { delete } => {
+                done.management_cleared = Some(clear_management(service_set, &delete, ctx).await?);
+            }
             Step::ClearRegions { recorded, others } => {
                 done.regions_cleared = Some(clear_regions(service_set, &recorded, &others, ctx).await);
             }
@@ -242,20 +248,17 @@ async fn listed_home(route: &Route, ctx: &Context, serving: &ServingPlugin) -> R
 }
 
 /// Runs `decide` (a plugin-calling decision: plugin calls are synchronous) on the blocking pool,
-/// over the cached SMP, templates and children (on their home cluster), knowing `foreign`.
+/// over the cached SMP (with its `diagnosis`), templates and children (on their home cluster),
+/// knowing `foreign`.
 async fn on_inputs<T: Send + 'static>(
     service_set: &Arc<ServiceSet>,
     smp: Option<Arc<StateManagementProvider>>,
+    diagnosis: Option<String>,
     home: &Home,
     ctx: &Arc<Context>,
     foreign: BTreeMap<ChildRef, String>,
     decide: impl FnOnce(&ServiceSet, &Inputs, Tenancy) -> Result<T, CallError> + Send + 'static,
 ) -> Result<T, CallError> {
-    let unready = smp.as_ref().filter(|s| !s.spec.suspend && !s.status.as_ref().is_some_and(|st| st.ready));
-    let diagnosis = match unready {
-        Some(smp) => Some(ctx.providers.diagnosis(smp).await),
-        None => None,
-    };
     let children = home.children.cached(service_set);
     let (kinds, regional) = (home.children.clone(), home.region.is_some());
     let (service_set, ctx) = (service_set.clone(), ctx.clone());
@@ -292,7 +295,7 @@ async fn carry_out(plan: &Plan, home: &Home) -> Result<CarriedOut, Error> {
     for child in &plan.apply {
         match home.children.apply(child).await {
             Ok(changed) => carried_out.coming_back |= changed,
-            Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 404 | 422) => {
+            Err(kube::Error::Api(e)) if step::refuses_child(e.code) => {
                 carried_out.refused.push(format!("{}: {}", ChildRef::of(child), e.message));
             }
             Err(e) => return Err(e.into()),
@@ -302,19 +305,18 @@ async fn carry_out(plan: &Plan, home: &Home) -> Result<CarriedOut, Error> {
     Ok(carried_out)
 }
 
-/// Deletes what an earlier route left on other clusters than `home`: on the management cluster
-/// (its cache holds every child) and on each of `regions` but `home`'s (listed: its cache may be
-/// new). A region that holds none of the ServiceSet's children any more is named for the record
-/// to forget; one that cannot be listed or written is named as refused.
+/// Deletes what an earlier route left on other clusters than `home`: `management` on the
+/// management cluster, and the ServiceSet's children on each of `regions` but `home`'s (listed:
+/// its cache may be new). A region that holds none of the ServiceSet's children any more is
+/// named for the record to forget; one that cannot be listed or written is named as refused.
 async fn clear_elsewhere(
     service_set: &ServiceSet,
     home: &Home,
     regions: &[RegionAccess],
+    management: &[ChildRef],
     ctx: &Context,
 ) -> Result<Cleared, Error> {
-    if home.region.is_some() {
-        delete_on_management(service_set, &ctx.homes.management()).await?;
-    }
+    delete_children(management, &ctx.homes.management().children).await?;
     let here = home.region.as_ref().map(|r| r.name.as_str());
     let mut cleared = Cleared { emptied: Vec::new(), refused: Vec::new() };
     for access in regions.iter().filter(|access| Some(access.name.as_str()) != here) {
@@ -327,21 +329,17 @@ async fn clear_elsewhere(
     Ok(cleared)
 }
 
-/// A deleted ServiceSet: deletes its children on the management cluster; returns the deletion's
-/// status and the children still there.
-async fn clear_management(service_set: &ServiceSet, ctx: &Context) -> Result<ManagementCleared, Error> {
+/// A deleted ServiceSet: deletes `delete` on the management cluster; returns the children still
+/// there.
+async fn clear_management(
+    service_set: &ServiceSet,
+    delete: &[ChildRef],
+    ctx: &Context,
+) -> Result<ManagementCleared, Error> {
     let management = ctx.homes.management();
-    let plan = delete_on_management(service_set, &management).await?;
+    delete_children(delete, &management.children).await?;
     let remaining = management.children.live(service_set).await?.into_iter().map(|l| l.child).collect();
-    Ok(ManagementCleared { status: plan.status.expect("a deletion plan has a status"), remaining })
-}
-
-/// Deletes `service_set`'s children on the management cluster, whose cache holds every child;
-/// returns the deletion plan they came from.
-async fn delete_on_management(service_set: &ServiceSet, management: &Home) -> Result<Plan, Error> {
-    let plan = deletion(service_set, &management.children.cached(service_set), &now());
-    delete_children(&plan.delete, &management.children).await?;
-    Ok(plan)
+    Ok(ManagementCleared { remaining })
 }
 
 /// A deleted ServiceSet: deletes its children on the `recorded` regions and, best effort, on the

@@ -41,7 +41,7 @@ type Why = &'static str;
 
 fn facts(gate: Gate, route: Result<Route, RouteError>) -> Facts<Why> {
     let flux = Arc::new(ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new())));
-    Facts { gate, serving: Ok(flux), route, regions: Placements::default() }
+    Facts { gate, serving: Ok(flux), route, regions: Placements::default(), provider: None }
 }
 
 fn child(name: &str) -> ChildRef {
@@ -51,6 +51,13 @@ fn child(name: &str) -> ChildRef {
         namespace: "team".into(),
         name: name.into(),
     }
+}
+
+/// A HelmRelease `name` of the ServiceSet of uid `uid`, as the management cluster's cache holds it.
+fn owned_child(name: &str, uid: &str) -> serde_json::Value {
+    json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+           "metadata": {"name": name, "namespace": "team",
+                        "ownerReferences": [{"kind": "ServiceSet", "uid": uid, "controller": true}]}})
 }
 
 fn plan(unseen: &[&str], status: Option<ServiceSetStatus>) -> Arc<Plan> {
@@ -199,6 +206,62 @@ fn a_region_is_recorded_before_its_first_apply_and_one_out_of_reach_is_reported(
     assert_eq!(next(&ss, &facts, &done, &now()).end(), Some(End::Busy), "no slot free on the region");
 }
 
+/// Children in a region: the core decides what an earlier route left on the management cluster
+/// goes, from what the management cluster's cache lists.
+#[test]
+fn a_regional_service_set_clears_the_children_it_left_on_the_management_cluster() {
+    let recorded = placements::recording(&service_set(json!({}), false), &region()).unwrap();
+    let ss = service_set(json!({placements::REGIONS_ANNOTATION: recorded}), false);
+    let facts = facts(Gate::Serve, Ok(Route::Region(region())));
+    let mut done = Progress::<Home, Why> { admitted: Some(true), home: Some(Ok("eu")), ..Progress::default() };
+    done.plan = Some(Ok(plan(&[], Some(ServiceSetStatus::default()))));
+    done.carried_out = Some(CarriedOut { coming_back: false, refused: vec![] });
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::ListManagement));
+    done.on_management = Some(vec![owned_child("ingress", "uid-1"), owned_child("theirs", "uid-2")]);
+    let Step::ClearElsewhere { management, .. } = next(&ss, &facts, &done, &now()) else { panic!("cleared") };
+    assert_eq!(management, [child("ingress")]);
+}
+
+/// A provider that is not ready is diagnosed once, and the plan is made knowing why.
+#[test]
+fn an_unready_provider_is_diagnosed_before_the_plan() {
+    let ss = service_set(json!({}), false);
+    let mut facts = facts(Gate::Serve, Ok(Route::Management));
+    let smp = |ready: bool, suspend: bool| -> Arc<StateManagementProvider> {
+        Arc::new(
+            serde_json::from_value(
+                json!({"metadata": {"name": "ksm-flux"}, "spec": {"selector": {}, "suspend": suspend},
+                                                "status": {"ready": ready}}),
+            )
+            .unwrap(),
+        )
+    };
+    let mut done = Progress::<Home, Why> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+    facts.provider = Some(smp(false, false));
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::Diagnose(_)));
+    done.diagnosis = Some("AdapterReady=False".into());
+    let decide = next(&ss, &facts, &done, &now());
+    assert!(matches!(decide, Step::Decide { diagnosis: Some(ref d), .. } if d == "AdapterReady=False"), "{decide:?}");
+    for (ready, suspend) in [(true, false), (false, true)] {
+        facts.provider = Some(smp(ready, suspend));
+        let done = Progress::<Home, Why> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
+        assert!(
+            matches!(next(&ss, &facts, &done, &now()), Step::Decide { .. }),
+            "ready or suspended: nothing to diagnose"
+        );
+    }
+}
+
+#[test]
+fn only_answers_about_the_child_itself_refuse_it() {
+    for code in [400, 403, 404, 422] {
+        assert!(refuses_child(code), "{code}");
+    }
+    for code in [401, 409, 429, 500, 503] {
+        assert!(!refuses_child(code), "{code}: the round fails and backs off");
+    }
+}
+
 #[test]
 fn a_region_left_empty_is_forgotten_before_the_status() {
     let recorded = placements::recording(&service_set(json!({}), false), &region()).unwrap();
@@ -217,8 +280,11 @@ fn a_deleted_service_set_loses_its_finalizer_only_once_its_children_are_gone_eve
     let mut facts = facts(Gate::CleanUp, Ok(Route::Management));
     facts.regions.recorded = vec![region()];
     let mut done = Progress::<Home, Why>::default();
-    assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearManagement));
-    done.management_cleared = Some(ManagementCleared { status: ServiceSetStatus::default(), remaining: vec![] });
+    assert!(matches!(next(&ss, &facts, &done, &now()), Step::ListManagement));
+    done.on_management = Some(vec![owned_child("ingress", "uid-1"), owned_child("other", "uid-2")]);
+    let Step::ClearManagement { delete } = next(&ss, &facts, &done, &now()) else { panic!("management cleared") };
+    assert_eq!(delete, [child("ingress")], "the deletion the core decided: its own children only");
+    done.management_cleared = Some(ManagementCleared { remaining: vec![] });
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearRegions { ref recorded, .. } if recorded.len() == 1));
     done.regions_cleared = Some(RegionsCleared { remaining: vec![child("ingress")], ..RegionsCleared::default() });
     written(next(&ss, &facts, &done, &now()));
@@ -249,8 +315,12 @@ fn a_record_that_is_not_trusted_never_holds_the_finalizer() {
     let regions = placements::Regions { by_name: &|_| None, holding: vec![], every: &every };
     facts.regions = placements::placements(&ss, Some(&Route::Management), &regions, true);
     assert!(facts.regions.untrusted.is_some());
-    let cleared = || Some(ManagementCleared { status: ServiceSetStatus::default(), remaining: vec![] });
-    let mut done = Progress::<Home, Why> { management_cleared: cleared(), ..Progress::default() };
+    let cleared = || Progress::<Home, Why> {
+        on_management: Some(vec![]),
+        management_cleared: Some(ManagementCleared { remaining: vec![] }),
+        ..Progress::default()
+    };
+    let mut done = cleared();
     let Step::ClearRegions { recorded, others } = next(&ss, &facts, &done, &now()) else { panic!("regions swept") };
     assert!(recorded.is_empty() && others == [region()], "every Region, best effort");
     done.regions_cleared = Some(RegionsCleared::default());
@@ -259,8 +329,10 @@ fn a_record_that_is_not_trusted_never_holds_the_finalizer() {
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::RemoveFinalizer));
 
     let no_regions = Facts { regions: Placements::default(), ..facts };
-    let done = Progress::<Home, Why> { management_cleared: cleared(), ..Progress::default() };
-    assert!(matches!(next(&ss, &no_regions, &done, &now()), Step::WriteStatus { .. }), "no Region: nothing to sweep");
+    assert!(
+        matches!(next(&ss, &no_regions, &cleared(), &now()), Step::WriteStatus { .. }),
+        "no Region: nothing to sweep"
+    );
 }
 
 /// A recorded name no Region stands for is never reached, and forgotten.
