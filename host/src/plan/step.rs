@@ -10,6 +10,7 @@
 //! says them in the status.
 
 use super::decide::{self, Plan};
+use super::events::{Note, service_set_events};
 use super::gate::Gate;
 use super::placements::{self, Placements};
 use super::route::{RegionAccess, Route, RouteError};
@@ -175,9 +176,10 @@ pub enum Step<H> {
     /// A deleted ServiceSet: delete its children on the `recorded` regions and, best effort,
     /// on the `others` (see [`Placements`]), list those left.
     ClearRegions { recorded: Vec<RegionAccess>, others: Vec<RegionAccess> },
-    /// Write `status` when it changed, with its transitions as Events. A failed write fails the
-    /// round, unless `best_effort` (the round fails anyway, for a reason of its own).
-    WriteStatus { status: ServiceSetStatus, best_effort: bool },
+    /// Write `status` when it changed, publishing `notes` (its transitions, as Events) once it
+    /// is. A failed write fails the round, unless `best_effort` (the round fails anyway, for a
+    /// reason of its own).
+    WriteStatus { status: ServiceSetStatus, notes: Vec<Note>, best_effort: bool },
     /// A deleted ServiceSet whose children are gone everywhere: release its claims, remove the
     /// finalizer. Ends the round.
     RemoveFinalizer,
@@ -296,7 +298,7 @@ fn serve<H: Clone, E: Display, S: Display>(
         Ok(serving) => serving,
         Err(problem) => {
             let status = decide::not_translated(service_set, reasons::PLUGIN_NOT_READY, &problem.to_string(), now);
-            return report(done, status, End::AwaitChange);
+            return report(service_set, done, status, End::AwaitChange);
         }
     };
     let route = match &facts.route {
@@ -369,7 +371,7 @@ fn serve<H: Clone, E: Display, S: Display>(
         (true, true) => End::HealthPoll,
         (false, _) => End::Failed(Failure::Refused(refused.join("; "))),
     };
-    report(done, status, end)
+    report(service_set, done, status, end)
 }
 
 /// A ServiceSet being deleted: services go `Deleting`, children are deleted on the management
@@ -407,11 +409,11 @@ fn after_clearing<H, E>(
         let why =
             format!("{}; the finalizer stays until its objects there are deleted", regions.unreachable.join("; "));
         decide::region_unreachable(&mut status, &why, service_set.metadata.generation, now);
-        return report(done, status, End::Failed(Failure::Unreachable(why)));
+        return report(service_set, done, status, End::Failed(Failure::Unreachable(why)));
     }
     let remaining: Vec<ChildRef> = management.remaining.iter().chain(&regions.remaining).cloned().collect();
     match (done.written, remaining.is_empty(), regions.busy) {
-        (false, _, _) => Step::WriteStatus { status, best_effort: false },
+        (false, _, _) => write(service_set, status, false),
         (true, false, _) => Step::End(End::Deleting(remaining)),
         (true, true, true) => Step::End(End::Busy),
         // Its claims go only now, so a waiting loser never installs beside an uninstalling winner.
@@ -432,8 +434,14 @@ pub fn refuses_child(code: u16) -> bool {
 }
 
 /// Writes `status`, then ends as `end`.
-fn report<H, E>(done: &Progress<H, E>, status: ServiceSetStatus, end: End) -> Step<H> {
-    if done.written { Step::End(end) } else { Step::WriteStatus { status, best_effort: false } }
+fn report<H, E>(service_set: &ServiceSet, done: &Progress<H, E>, status: ServiceSetStatus, end: End) -> Step<H> {
+    if done.written { Step::End(end) } else { write(service_set, status, false) }
+}
+
+/// Writes `status` with the Events of its transitions from `service_set`'s status.
+fn write<H>(service_set: &ServiceSet, status: ServiceSetStatus, best_effort: bool) -> Step<H> {
+    let notes = service_set_events(service_set.status.as_ref(), &status);
+    Step::WriteStatus { status, notes, best_effort }
 }
 
 /// The children's cluster cannot be told or reached: [`APPLIED`](crate::conditions::types::APPLIED)
@@ -441,7 +449,7 @@ fn report<H, E>(done: &Progress<H, E>, status: ServiceSetStatus, end: End) -> St
 fn unreachable<H, E>(service_set: &ServiceSet, done: &Progress<H, E>, why: &dyn Display, now: &Time) -> Step<H> {
     let why = why.to_string();
     let status = decide::not_routed(service_set, &why, now);
-    report(done, status, End::Failed(Failure::Unreachable(why)))
+    report(service_set, done, status, End::Failed(Failure::Unreachable(why)))
 }
 
 /// The plugin failed outright: [`TRANSLATED`](crate::conditions::types::TRANSLATED) says so
@@ -451,7 +459,7 @@ fn plugin_failed<H, E>(service_set: &ServiceSet, done: &Progress<H, E>, call: &C
         return Step::End(End::Failed(Failure::Plugin(call.clone())));
     }
     let status = decide::not_translated(service_set, reasons::PLUGIN_ERROR, &call.to_string(), now);
-    Step::WriteStatus { status, best_effort: true }
+    write(service_set, status, true)
 }
 
 #[cfg(test)]

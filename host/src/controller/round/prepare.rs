@@ -7,7 +7,7 @@ use crate::controller::adapter_plugins::reconcile::PluginContext;
 use crate::controller::caches::service_set_cache::CachedServiceSet;
 use crate::controller::plumbing::watches::wait_listed;
 use crate::controller::settings::PLUGIN_LOADS;
-use crate::plan::{self, TranslatedService};
+use crate::plan::translate::{TranslatedService, translate};
 use crate::plugin::call_blocking;
 use futures::StreamExt;
 use kube::{Resource, ResourceExt};
@@ -84,7 +84,7 @@ fn record_claims(ctx: &Context, service_sets: &[Arc<CachedServiceSet>], served: 
         // reconcile translates the same input.
         let memo = Some(&ctx.translations);
         let source = |source: &_| ctx.source(source);
-        if let Ok(translated) = plan::translate(&serving, memo, &json, template, source, ctx.settings.tenancy()) {
+        if let Ok(translated) = translate(&serving, memo, &json, template, source, ctx.settings.tenancy()) {
             let claims: Vec<_> = translated.iter().map(TranslatedService::service_claims).collect();
             ctx.arbiter.record(&service_set, &claims);
         }

@@ -195,8 +195,8 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
             Step::ClearRegions { recorded, others } => {
                 done.regions_cleared = Some(clear_regions(service_set, &recorded, &others, ctx).await);
             }
-            Step::WriteStatus { status, best_effort } => {
-                match write_status(ctx, &api, service_set, status).await {
+            Step::WriteStatus { status, notes, best_effort } => {
+                match write_status(ctx, &api, service_set, status, &notes).await {
                     Err(e) if best_effort => tracing::warn!("writing the status: {e}"),
                     result => result?,
                 }
@@ -387,18 +387,18 @@ async fn delete_children(children: &[ChildRef], kinds: &ChildKinds) -> Result<()
     Ok(())
 }
 
-/// Writes the status when it changed, and publishes the transitions as Events.
+/// Writes the status when it changed, and then publishes `notes`, its transitions, as Events.
 async fn write_status(
     ctx: &Context,
     api: &Api<ServiceSet>,
     service_set: &ServiceSet,
     status: ServiceSetStatus,
+    notes: &[events::Note],
 ) -> Result<(), Error> {
-    let notes = events::service_set_events(service_set.status.as_ref(), &status);
     let written = status_writer::write(api, service_set, status, OnConflict::Fail).await;
     if written.map_err(stale_or_api)? == Written::Replaced {
         tracing::debug!("status written");
-        ctx.events.publish(service_set, "Reconcile", &notes).await;
+        ctx.events.publish(service_set, "Reconcile", notes).await;
     }
     Ok(())
 }

@@ -73,7 +73,7 @@ fn condition<'a>(status: &'a ServiceSetStatus, type_: &str) -> (&'a str, &'a str
 
 fn written(step: Step<Home>) -> ServiceSetStatus {
     match step {
-        Step::WriteStatus { status, best_effort: false } => status,
+        Step::WriteStatus { status, best_effort: false, .. } => status,
         other => panic!("expected a status write, got {other:?}"),
     }
 }
@@ -177,7 +177,7 @@ fn a_plugin_that_fails_is_reported_at_best_and_fails_the_round() {
     };
     let mut done = Progress::<Home, Why> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
     done.plan = Some(Err(call.clone()));
-    let Step::WriteStatus { status, best_effort: true } = next(&ss, &facts, &done, &now()) else {
+    let Step::WriteStatus { status, best_effort: true, .. } = next(&ss, &facts, &done, &now()) else {
         panic!("a best-effort status write")
     };
     assert_eq!(condition(&status, TRANSLATED), ("False", reasons::PLUGIN_ERROR));
