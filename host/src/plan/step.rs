@@ -121,6 +121,8 @@ pub struct Verified {
 
 /// What [`Step::ClearManagement`] brought back.
 pub struct ManagementCleared {
+    /// The deletion it carried out (its status: every service `Deleting`).
+    pub deletion: Arc<Plan>,
     /// The children still on the management cluster (Flux uninstalls before they go).
     pub remaining: Vec<ChildRef>,
 }
@@ -170,9 +172,9 @@ pub enum Step<H> {
     DecideStatus { home: H, serving: Arc<ServingPlugin>, plan: Arc<Plan> },
     /// Check on the target cluster the health of the services the CD tool calls Deployed.
     VerifyHealth { home: H, status: ServiceSetStatus },
-    /// A deleted ServiceSet: delete its children on the management cluster (`delete`, from its
-    /// [`decide::deletion`]), list those left.
-    ClearManagement { delete: Vec<ChildRef> },
+    /// A deleted ServiceSet: carry out its `deletion` ([`decide::deletion`]) on the management
+    /// cluster, list the children left.
+    ClearManagement { deletion: Arc<Plan> },
     /// A deleted ServiceSet: delete its children on the `recorded` regions and, best effort,
     /// on the `others` (see [`Placements`]), list those left.
     ClearRegions { recorded: Vec<RegionAccess>, others: Vec<RegionAccess> },
@@ -381,10 +383,11 @@ fn serve<H: Clone, E: Display, S: Display>(
 /// finalizer, and the status names it; the other Regions are swept best effort, so that a record
 /// someone edited neither holds the finalizer nor hides children (see [`Placements`]).
 fn clean_up<H, E, S>(service_set: &ServiceSet, facts: &Facts<S>, done: &Progress<H, E>, now: &Time) -> Step<H> {
-    let Some(children) = &done.on_management else { return Step::ListManagement };
-    let deletion = decide::deletion(service_set, children, now);
-    let Some(management) = &done.management_cleared else { return Step::ClearManagement { delete: deletion.delete } };
-    let status = deletion.status.expect("a deletion plan has a status");
+    let Some(management) = &done.management_cleared else {
+        let Some(children) = &done.on_management else { return Step::ListManagement };
+        return Step::ClearManagement { deletion: Arc::new(decide::deletion(service_set, children, now)) };
+    };
+    let status = management.deletion.status.clone().expect("a deletion plan has a status");
     let regions = &facts.regions;
     let Some(cleared) = &done.regions_cleared else {
         if regions.recorded.is_empty() && regions.others.is_empty() {

@@ -189,8 +189,8 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
                 let unsettled = ctx.target_health.verify(service_set, &home.cluster, &mut status, &now()).await;
                 done.verified = Some(Verified { status, unsettled });
             }
-            Step::ClearManagement { delete } => {
-                done.management_cleared = Some(clear_management(service_set, &delete, ctx).await?);
+            Step::ClearManagement { deletion } => {
+                done.management_cleared = Some(clear_management(service_set, deletion, ctx).await?);
             }
             Step::ClearRegions { recorded, others } => {
                 done.regions_cleared = Some(clear_regions(service_set, &recorded, &others, ctx).await);
@@ -329,17 +329,17 @@ async fn clear_elsewhere(
     Ok(cleared)
 }
 
-/// A deleted ServiceSet: deletes `delete` on the management cluster; returns the children still
-/// there.
+/// A deleted ServiceSet: carries out `deletion` on the management cluster; returns it with the
+/// children still there.
 async fn clear_management(
     service_set: &ServiceSet,
-    delete: &[ChildRef],
+    deletion: Arc<Plan>,
     ctx: &Context,
 ) -> Result<ManagementCleared, Error> {
     let management = ctx.homes.management();
-    delete_children(delete, &management.children).await?;
+    delete_children(&deletion.delete, &management.children).await?;
     let remaining = management.children.live(service_set).await?.into_iter().map(|l| l.child).collect();
-    Ok(ManagementCleared { remaining })
+    Ok(ManagementCleared { deletion, remaining })
 }
 
 /// A deleted ServiceSet: deletes its children on the `recorded` regions and, best effort, on the

@@ -282,9 +282,9 @@ fn a_deleted_service_set_loses_its_finalizer_only_once_its_children_are_gone_eve
     let mut done = Progress::<Home, Why>::default();
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::ListManagement));
     done.on_management = Some(vec![owned_child("ingress", "uid-1"), owned_child("other", "uid-2")]);
-    let Step::ClearManagement { delete } = next(&ss, &facts, &done, &now()) else { panic!("management cleared") };
-    assert_eq!(delete, [child("ingress")], "the deletion the core decided: its own children only");
-    done.management_cleared = Some(ManagementCleared { remaining: vec![] });
+    let Step::ClearManagement { deletion } = next(&ss, &facts, &done, &now()) else { panic!("management cleared") };
+    assert_eq!(deletion.delete, [child("ingress")], "the deletion the core decided: its own children only");
+    done.management_cleared = Some(ManagementCleared { deletion, remaining: vec![] });
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::ClearRegions { ref recorded, .. } if recorded.len() == 1));
     done.regions_cleared = Some(RegionsCleared { remaining: vec![child("ingress")], ..RegionsCleared::default() });
     written(next(&ss, &facts, &done, &now()));
@@ -317,7 +317,10 @@ fn a_record_that_is_not_trusted_never_holds_the_finalizer() {
     assert!(facts.regions.untrusted.is_some());
     let cleared = || Progress::<Home, Why> {
         on_management: Some(vec![]),
-        management_cleared: Some(ManagementCleared { remaining: vec![] }),
+        management_cleared: Some(ManagementCleared {
+            deletion: Arc::new(decide::deletion(&ss, &[], &now())),
+            remaining: vec![],
+        }),
         ..Progress::default()
     };
     let mut done = cleared();
