@@ -4,7 +4,7 @@
 
 use crate::adapter_plugin::AdapterPlugin;
 use crate::builtin;
-use crate::controller::plugin_kinds::children::ChildKinds;
+use crate::controller::plugin_kinds::child_kinds::ChildKinds;
 use crate::controller::plumbing::watches::WatchFailures;
 use crate::metrics::{Metered, MetricLabel, Metrics};
 use crate::plugin::{Limits, call_blocking};
