@@ -1,9 +1,10 @@
-//! Events (`controller::plumbing::events`) against the simulated API server (or a real cluster with
-//! `KSM_E2E_KUBECONFIG`): what the series cache decides, as the API server stores it.
+//! Events (`controller::plumbing::event_publisher`) against the simulated API server (or a real
+//! cluster with `KSM_E2E_KUBECONFIG`): what the series cache decides, as the API server stores
+//! it.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event;
-use ksm_adapter::controller::plumbing::events::Events;
+use ksm_adapter::controller::plumbing::event_publisher::Events;
 use ksm_adapter::plan::events::Note;
 use ksm_test_harness::Env;
 use ksm_test_harness::env::kubeconfig_client;

@@ -175,7 +175,9 @@ fn provider_ready(service_set: &ServiceSet, observed: &Inputs, status: &mut Serv
     let conditions = &mut status.conditions;
     match &stop {
         Ok(()) => conditions::mark_true(conditions, PROVIDER_READY, reasons::PROVIDER_READY, "", generation, now),
-        Err((reason, message)) => conditions::mark_false(conditions, PROVIDER_READY, reason, message, generation, now),
+        Err(unfit) => {
+            conditions::mark_false(conditions, PROVIDER_READY, unfit.reason(), &unfit.to_string(), generation, now)
+        }
     }
     stop.is_ok()
 }
@@ -402,25 +404,49 @@ impl Plan {
     }
 }
 
+/// Why the provider stops the ServiceSet from being reconciled now.
+#[derive(Debug, thiserror::Error)]
+enum ProviderUnfit {
+    /// No StateManagementProvider of that name.
+    #[error("StateManagementProvider {name:?} not found")]
+    NotFound { name: String },
+    /// `spec.suspend` is set.
+    #[error("StateManagementProvider {name:?} is suspended")]
+    Suspended { name: String },
+    /// Not ready; with the host's diagnosis, when it has one.
+    #[error("StateManagementProvider {name:?} is not ready{}", .diagnosis.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
+    NotReady { name: String, diagnosis: Option<String> },
+}
+
+impl ProviderUnfit {
+    /// The reason [`PROVIDER_READY`] says it with.
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } => reasons::PROVIDER_NOT_FOUND,
+            Self::Suspended { .. } => reasons::PROVIDER_SUSPENDED,
+            Self::NotReady { .. } => reasons::PROVIDER_NOT_READY,
+        }
+    }
+}
+
 /// Copies the provider's state into the status; says why reconciling must stop, if it must.
 fn provider_state(
     service_set: &ServiceSet,
     observed: &Inputs,
     status: &mut ServiceSetStatus,
-) -> Result<(), (&'static str, String)> {
-    let name = &service_set.spec.provider.name;
+) -> Result<(), ProviderUnfit> {
+    let name = service_set.spec.provider.name.clone();
     let Some(smp) = observed.smp else {
         status.provider = None;
-        return Err((reasons::PROVIDER_NOT_FOUND, format!("StateManagementProvider {name:?} not found")));
+        return Err(ProviderUnfit::NotFound { name });
     };
     let ready = smp.status.as_ref().is_some_and(|s| s.ready);
     status.provider = Some(ProviderState { ready, suspended: smp.spec.suspend });
     if smp.spec.suspend {
-        return Err((reasons::PROVIDER_SUSPENDED, format!("StateManagementProvider {name:?} is suspended")));
+        return Err(ProviderUnfit::Suspended { name });
     }
     if !ready {
-        let why = observed.smp_diagnosis.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
-        return Err((reasons::PROVIDER_NOT_READY, format!("StateManagementProvider {name:?} is not ready{why}")));
+        return Err(ProviderUnfit::NotReady { name, diagnosis: observed.smp_diagnosis.clone() });
     }
     Ok(())
 }

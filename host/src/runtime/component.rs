@@ -1,43 +1,8 @@
 //! What the host checks of a component before and after compiling it, and what it learns.
 
 use super::bindings::{CONTRACT_VERSIONS, export_of};
+use super::errors::LoadError;
 use super::precompiled::Origin;
-
-/// Largest component the host compiles: compiling takes time and memory in proportion to the
-/// size, and cannot be interrupted, so a bound on the size is the bound on both.
-pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
-
-/// Why a component could not be loaded as a plugin.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The component is larger than the host compiles.
-    #[error("the component is {0} bytes, over the limit of {MAX_COMPONENT_BYTES} bytes")]
-    TooLarge(usize),
-    /// The bytes are a core module or not WASM at all.
-    #[error("not a WASM component ({0}); build plugins with wasm-component-ld, componentize-py or componentize-js")]
-    NotAComponent(&'static str),
-    /// wasmtime could not compile the component.
-    #[error("the component does not compile: {0}")]
-    Compile(String),
-    /// The component imports something the host does not provide.
-    #[error("the component imports {0:?}; plugins may import only ksm:adapter/host and WASI")]
-    UnsupportedImport(String),
-    /// The component targets another contract version.
-    #[error("the plugin targets contract {found}; this host supports {}", CONTRACT_VERSIONS.join(", "))]
-    UnsupportedContract {
-        /// The version the plugin declares.
-        found: String,
-    },
-    /// The component does not export the plugin interface.
-    #[error("the component does not export {}", CONTRACT_VERSIONS.iter().map(|v| export_of(v)).collect::<Vec<_>>().join(" or "))]
-    MissingExport,
-    /// The component could not be linked.
-    #[error("the component cannot be linked: {0}")]
-    Link(String),
-    /// Calling `metadata` failed.
-    #[error(transparent)]
-    Metadata(#[from] crate::plugin::CallError),
-}
 
 /// Facts about a loaded component.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,13 +17,15 @@ mod bindings;
 mod component;
 mod engine;
 mod epoch;
+mod errors;
 mod guest_log;
 mod precompiled;
 mod sandbox;
 mod wasm_plugin;
 
 pub use bindings::{CONTRACT_VERSIONS, export_of};
-pub use component::{ComponentInfo, LoadError, MAX_COMPONENT_BYTES};
+pub use component::ComponentInfo;
+pub use errors::{LoadError, MAX_COMPONENT_BYTES, RuntimeError};
 pub use precompiled::{DiskCache, Origin};
 pub use wasm_plugin::WasmPlugin;
 
@@ -60,20 +62,20 @@ pub struct Runtime {
 impl Runtime {
     /// Creates the engine, the linkers and the epoch ticker; components are compiled once per
     /// process.
-    pub fn new() -> anyhow::Result<Self> {
+    pub fn new() -> Result<Self, RuntimeError> {
         Self::with_options(None, DEFAULT_INSTANCES)
     }
 
     /// Like [`Runtime::new`], with room for `instances` plugin instances at once (one per
     /// concurrent call or session; instantiating beyond it fails) and, with `disk`, compiled
     /// components that survive restarts.
-    pub fn with_options(disk: Option<DiskCache>, instances: u32) -> anyhow::Result<Self> {
-        let engine = Engine::new(&engine::config(instances))?;
+    pub fn with_options(disk: Option<DiskCache>, instances: u32) -> Result<Self, RuntimeError> {
+        let engine = Engine::new(&engine::config(instances)).map_err(RuntimeError::Engine)?;
         let mut linker = Linker::new(&engine);
-        bindings::add_to_linker(&mut linker)?;
+        bindings::add_to_linker(&mut linker).map_err(RuntimeError::Linker)?;
         let mut wasi_linker = linker.clone();
-        wasmtime_wasi::p2::add_to_linker_sync(&mut wasi_linker)?;
-        sandbox::never_block(&mut wasi_linker)?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut wasi_linker).map_err(RuntimeError::Linker)?;
+        sandbox::never_block(&mut wasi_linker).map_err(RuntimeError::Linker)?;
         let ticker = Arc::new(EpochTicker::start(engine.clone()));
         Ok(Self { engine, linker, wasi_linker, compiled: Mutex::default(), disk, ticker })
     }

@@ -10,6 +10,7 @@
 //! refused is compiled again. The directory holds at most [`MAX_FILES`] components: the least
 //! recently used go first, so a tag pulled again and again cannot fill the volume.
 
+use super::errors::Unusable;
 use sha2::{Digest, Sha256};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::os::unix::fs::MetadataExt;
@@ -107,32 +108,6 @@ impl DiskCache {
             }
         }
     }
-}
-
-/// Why a cache file is not used.
-#[derive(Debug, thiserror::Error)]
-enum Unusable {
-    /// It cannot be read.
-    #[error("{0}")]
-    Read(#[from] std::io::Error),
-    /// Not a file, or another user's: its code could be anyone's.
-    #[error("not a file of the host's user (uid {user})")]
-    NotOwn {
-        /// The host's user.
-        user: u32,
-    },
-    /// Others may write it.
-    #[error("writable by others (mode {mode:o})")]
-    Writable {
-        /// Its permission bits.
-        mode: u32,
-    },
-    /// Shorter than the hash that heads it.
-    #[error("shorter than its header")]
-    Short,
-    /// Its code is not what its hash says.
-    #[error("its content does not match its hash (damaged or half-written)")]
-    Damaged,
 }
 
 /// The machine code in the cache file `path`, if the file is the host's own and whole.

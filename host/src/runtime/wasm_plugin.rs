@@ -4,8 +4,9 @@
 //! and its errors are classified; an instance whose call failed is never called again.
 
 use super::bindings::{PluginInstance, PluginPre};
-use super::component::{ComponentInfo, LoadError};
+use super::component::ComponentInfo;
 use super::epoch::{EpochTicker, deadline_ticks};
+use super::errors::LoadError;
 use super::guest_log::GuestLog;
 use super::sandbox::CallState;
 use crate::plugin::Limits;

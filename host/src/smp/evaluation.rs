@@ -4,7 +4,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
-use super::conditions::Check;
+use super::checks::Check;
 use super::observed::observed_fields;
 use crate::conditions::Status;
 use crate::conditions::reasons as reason;

@@ -4,10 +4,10 @@
 //! - [`selector`]: Kubernetes label-selector matching;
 //! - [`adapter`]: this host as an SMP's adapter, and which ServiceSets it serves;
 //! - [`evaluation`]: kcm's SMP conditions and a one-line diagnosis;
-//! - [`conditions`]: kcm's SMP condition types and reasons.
+//! - [`checks`]: the checks that state an SMP's conditions (kcm's types and reasons).
 
 pub mod adapter;
-pub mod conditions;
+pub mod checks;
 pub mod evaluation;
 mod observed;
 pub mod selector;

@@ -4,7 +4,7 @@
 
 use crate::adapter_plugin::AdapterPlugin;
 use crate::builtin;
-use crate::controller::plugin_kinds::children::ChildKinds;
+use crate::controller::plugin_kinds::child_kinds::ChildKinds;
 use crate::controller::plumbing::watches::WatchFailures;
 use crate::metrics::{Metered, MetricLabel, Metrics};
 use crate::plugin::{Limits, call_blocking};
@@ -127,13 +127,23 @@ pub enum ValidateError {
         served_plural: String,
     },
     /// The watches of its kinds fail.
-    #[error("cannot list the kinds plugin {plugin:?} creates and reads: {}", .failing.join("; "))]
+    #[error("cannot list the kinds plugin {plugin:?} creates and reads: {}", .failing.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     NotListed {
         /// The plugin's name.
         plugin: String,
-        /// Each failing watch: its kind and why.
-        failing: Vec<String>,
+        /// Each failing watch.
+        failing: Vec<FailingWatch>,
     },
+}
+
+/// A watch of a plugin's kind that fails: its kind and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct FailingWatch {
+    /// The kind watched.
+    pub kind: String,
+    /// Why its watch fails.
+    pub message: String,
 }
 
 /// Why the built-in default plugin does not serve.
@@ -224,7 +234,10 @@ impl Loader {
             serving
                 .kinds()
                 .chain(serving.reads())
-                .filter_map(|k| self.watch_failures.failure(&k.kind).map(|f| format!("{}: {}", k.kind, f.message)))
+                .filter_map(|k| {
+                    let failure = self.watch_failures.failure(&k.kind)?;
+                    Some(FailingWatch { kind: k.kind.clone(), message: failure.message })
+                })
                 .collect()
         };
         let plugin = &serving.metadata().name;
@@ -276,11 +289,11 @@ impl Loader {
 /// ends the wait with their messages; none notes that `plugin` still waits. A list that is only
 /// long (a restart over 100,000 ServiceSets lists 300,000 HelmReleases, page by page) is no
 /// failure: failing the load would flip every ServiceSet of the plugin to `PluginNotReady`.
-async fn listed_unless_failing(
+async fn listed_unless_failing<F>(
     listed: impl Future<Output = ()>,
-    failing: impl Fn() -> Vec<String>,
+    failing: impl Fn() -> Vec<F>,
     plugin: &str,
-) -> Result<(), Vec<String>> {
+) -> Result<(), Vec<F>> {
     tokio::pin!(listed);
     let started = tokio::time::Instant::now();
     while tokio::time::timeout(LIST_WAIT, &mut listed).await.is_err() {
@@ -306,7 +319,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_long_list_is_waited_for_and_a_failing_watch_ends_the_wait() {
         let long_list = tokio::time::sleep(LIST_WAIT * 5);
-        assert_eq!(listed_unless_failing(long_list, Vec::new, "slow").await, Ok(()));
+        assert_eq!(listed_unless_failing(long_list, Vec::<String>::new, "slow").await, Ok(()));
 
         let started = tokio::time::Instant::now();
         let failing =

@@ -9,9 +9,9 @@ use super::verify::{Trust, required, trust, verify_with};
 use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
 use crate::controller::caches::config_maps::ConfigMapWatches;
 use crate::controller::caches::service_set_cache::CachedServiceSet;
-use crate::controller::plugin_kinds::children::Waker;
+use crate::controller::plugin_kinds::child_kinds::Waker;
 use crate::controller::plumbing::backoff::Failures;
-use crate::controller::plumbing::events::Events;
+use crate::controller::plumbing::event_publisher::Events;
 use crate::controller::plumbing::liveness::InFlight;
 use crate::controller::plumbing::status_writer::{self, OnConflict, RoundError, Written};
 use crate::controller::plumbing::watches::wait_listed;
@@ -271,7 +271,7 @@ pub fn error_policy(plugin: Arc<AdapterPlugin>, error: &Error, ctx: Arc<PluginCo
 mod tests {
     use super::*;
     use crate::controller::mock_api;
-    use crate::controller::plugin_kinds::children::ChildKinds;
+    use crate::controller::plugin_kinds::child_kinds::ChildKinds;
     use crate::controller::plumbing::watches::WatchFailures;
     use crate::controller::settings::DefaultPlugin;
     use crate::plugin::Limits;

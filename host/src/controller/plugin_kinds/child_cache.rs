@@ -3,7 +3,7 @@
 //! text's: docs/performance.md) and indexed by the ServiceSet it belongs to, so a reconcile reads
 //! its own children without a scan.
 //!
-//! Filled from the watches of [`children`](super::children); the index is exact: a child
+//! Filled from the watches of [`child_kinds`](super::child_kinds); the index is exact: a child
 //! whose ServiceSet labels change moves to its new ServiceSet.
 
 use super::listed::Listed;

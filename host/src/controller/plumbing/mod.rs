@@ -7,7 +7,7 @@
 //! - [`watches`]: which watches fail and why, for the log and `/readyz`;
 //! - [`watch_retry`]: when a failing watch tries again;
 //! - [`backoff`]: failed rounds per object, for the retry backoff;
-//! - [`events`]: Kubernetes Events on transitions;
+//! - [`event_publisher`]: Kubernetes Events on transitions, published;
 //! - [`slots`]: at most so many holders per key (a region, a namespace) at once;
 //! - [`status_writer`]: status writes (ServiceSets, AdapterPlugins, SMPs), only when the status
 //!   changed and over the version read;
@@ -15,7 +15,7 @@
 
 pub(super) mod access;
 pub mod backoff;
-pub mod events;
+pub mod event_publisher;
 pub mod leader;
 pub mod liveness;
 pub mod slots;

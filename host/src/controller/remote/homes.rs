@@ -6,7 +6,7 @@
 //! that cannot be reached fails its ServiceSets, not the host's readiness.
 
 use super::clusters::{Cluster, ClusterError, Clusters, Reads};
-use crate::controller::plugin_kinds::children::{ChildKinds, Live, Waker};
+use crate::controller::plugin_kinds::child_kinds::{ChildKinds, Live, Waker};
 use crate::controller::plumbing::slots::Slots;
 use crate::controller::plumbing::watches::WatchFailures;
 use crate::k0rdent::{ChildRef, NamespacedName, ServiceSet};

@@ -2,7 +2,7 @@
 //! host serves, filled from all of them before the first reconcile, kept current by each
 //! reconcile, and waking the ServiceSets whose outcome a change may have turned.
 
-use crate::controller::plugin_kinds::children::Waker;
+use crate::controller::plugin_kinds::child_kinds::Waker;
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::ServiceSet;
 use crate::plan::claims::{Arbitration, ClaimIndex, Contender, ServiceClaims, arbitrate};

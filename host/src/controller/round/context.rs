@@ -6,9 +6,9 @@ use super::target_health::TargetHealth;
 use crate::controller::adapter_plugins::registry::{Registry, Unserved};
 use crate::controller::caches::service_set_cache::CachedServiceSet;
 use crate::controller::caches::sources::Sources;
-use crate::controller::plugin_kinds::children::ChildKinds;
+use crate::controller::plugin_kinds::child_kinds::ChildKinds;
 use crate::controller::plumbing::backoff::Failures;
-use crate::controller::plumbing::events::Events;
+use crate::controller::plumbing::event_publisher::Events;
 use crate::controller::plumbing::liveness::InFlight;
 use crate::controller::plumbing::watches::WatchFailures;
 use crate::controller::providers::look::Providers;
@@ -154,7 +154,7 @@ impl Context {
     /// [`placements`]): those recorded on it, those the caches see its children on and the one
     /// it is routed to now (`route`), each reached as its Region says now; when `deleting` and
     /// the record is not trusted, every other Region too.
-    pub fn regions_of(&self, service_set: &ServiceSet, route: Option<&Route>, deleting: bool) -> Placements {
+    pub fn placements_of(&self, service_set: &ServiceSet, route: Option<&Route>, deleting: bool) -> Placements {
         let system_namespace = &self.settings.system_namespace;
         let by_name = |name: &str| {
             let region = self.caches.topology.regions.get(&ObjectRef::new(name))?;

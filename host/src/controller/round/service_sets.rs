@@ -5,7 +5,7 @@
 use super::context::Context;
 use super::finalizer;
 use crate::controller::caches::service_set_cache::CachedServiceSet;
-use crate::controller::plugin_kinds::children::ChildKinds;
+use crate::controller::plugin_kinds::child_kinds::ChildKinds;
 use crate::controller::plumbing::status_writer::{self, OnConflict, Written};
 use crate::controller::remote::homes::{Home, RegionError};
 use crate::k0rdent::ChildRef;
@@ -126,7 +126,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
     let route = ctx.route(service_set);
     let gate = gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers);
     let facts = Facts {
-        regions: ctx.regions_of(service_set, route.as_ref().ok(), matches!(gate, Gate::CleanUp)),
+        regions: ctx.placements_of(service_set, route.as_ref().ok(), matches!(gate, Gate::CleanUp)),
         gate,
         serving: ctx.serving(service_set),
         route,
