@@ -34,7 +34,7 @@ pub struct Facts<S> {
     /// The cluster its children go to, or why that cannot be told.
     pub route: Result<Route, RouteError>,
     /// The regions its children may be on besides the management cluster.
-    pub regions: Placements,
+    pub placements: Placements,
     /// The StateManagementProvider its `spec.provider.name` names, if it exists.
     pub provider: Option<Arc<StateManagementProvider>>,
 }
@@ -349,9 +349,9 @@ fn serve<H: Clone, E: Display, S: Display>(
             (Route::Region(_), Some(children)) => decide::owned(service_set, children),
             (Route::Management, _) => vec![],
         };
-        return Step::ClearElsewhere { home: home.clone(), regions: facts.regions.recorded.clone(), management };
+        return Step::ClearElsewhere { home: home.clone(), regions: facts.placements.recorded.clone(), management };
     };
-    if let Some(record) = placements::forgetting(service_set, cleared.emptied.iter().chain(&facts.regions.unknown)) {
+    if let Some(record) = placements::forgetting(service_set, cleared.emptied.iter().chain(&facts.placements.unknown)) {
         return Step::RecordRegions(record);
     }
     let refused: Vec<String> = foreign.values().chain(&carried_out.refused).chain(&cleared.refused).cloned().collect();
@@ -388,7 +388,7 @@ fn clean_up<H, E, S>(service_set: &ServiceSet, facts: &Facts<S>, done: &Progress
         return Step::ClearManagement { deletion: Arc::new(decide::deletion(service_set, children, now)) };
     };
     let status = management.deletion.status.clone().expect("a deletion plan has a status");
-    let regions = &facts.regions;
+    let regions = &facts.placements;
     let Some(cleared) = &done.regions_cleared else {
         if regions.recorded.is_empty() && regions.others.is_empty() {
             return after_clearing(service_set, status, management, &RegionsCleared::default(), done, now);

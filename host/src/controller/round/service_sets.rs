@@ -126,7 +126,7 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
     let route = ctx.route(service_set);
     let gate = gate(service_set, smp.as_deref(), &ctx.settings.identity, finalizers);
     let facts = Facts {
-        regions: ctx.placements_of(service_set, route.as_ref().ok(), matches!(gate, Gate::CleanUp)),
+        placements: ctx.placements_of(service_set, route.as_ref().ok(), matches!(gate, Gate::CleanUp)),
         gate,
         serving: ctx.serving(service_set),
         route,

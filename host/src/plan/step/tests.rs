@@ -41,7 +41,7 @@ type Why = &'static str;
 
 fn facts(gate: Gate, route: Result<Route, RouteError>) -> Facts<Why> {
     let flux = Arc::new(ServingPlugin::plain(Arc::new(NativePlugin::<FluxPlugin>::new())));
-    Facts { gate, serving: Ok(flux), route, regions: Placements::default(), provider: None }
+    Facts { gate, serving: Ok(flux), route, placements: Placements::default(), provider: None }
 }
 
 fn child(name: &str) -> ChildRef {
@@ -278,7 +278,7 @@ fn a_region_left_empty_is_forgotten_before_the_status() {
 fn a_deleted_service_set_loses_its_finalizer_only_once_its_children_are_gone_everywhere() {
     let ss = service_set(json!({}), true);
     let mut facts = facts(Gate::CleanUp, Ok(Route::Management));
-    facts.regions.recorded = vec![region()];
+    facts.placements.recorded = vec![region()];
     let mut done = Progress::<Home, Why>::default();
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::ListManagement));
     done.on_management = Some(vec![owned_child("ingress", "uid-1"), owned_child("other", "uid-2")]);
@@ -313,8 +313,8 @@ fn a_record_that_is_not_trusted_never_holds_the_finalizer() {
     let mut facts = facts(Gate::CleanUp, Ok(Route::Management));
     let every = || vec![region()];
     let regions = placements::Regions { by_name: &|_| None, holding: vec![], every: &every };
-    facts.regions = placements::placements(&ss, Some(&Route::Management), &regions, true);
-    assert!(facts.regions.untrusted.is_some());
+    facts.placements = placements::placements(&ss, Some(&Route::Management), &regions, true);
+    assert!(facts.placements.untrusted.is_some());
     let cleared = || Progress::<Home, Why> {
         on_management: Some(vec![]),
         management_cleared: Some(ManagementCleared {
@@ -331,7 +331,7 @@ fn a_record_that_is_not_trusted_never_holds_the_finalizer() {
     done.written = true;
     assert!(matches!(next(&ss, &facts, &done, &now()), Step::RemoveFinalizer));
 
-    let no_regions = Facts { regions: Placements::default(), ..facts };
+    let no_regions = Facts { placements: Placements::default(), ..facts };
     assert!(
         matches!(next(&ss, &no_regions, &cleared(), &now()), Step::WriteStatus { .. }),
         "no Region: nothing to sweep"
@@ -344,7 +344,7 @@ fn a_recorded_name_without_a_region_is_forgotten() {
     let ss = service_set(json!({placements::REGIONS_ANNOTATION: r#"[{"region":"gone"}]"#}), false);
     let mut facts = facts(Gate::Serve, Ok(Route::Management));
     let regions = placements::Regions { by_name: &|_| None, holding: vec![], every: &Vec::new };
-    facts.regions = placements::placements(&ss, Some(&Route::Management), &regions, false);
+    facts.placements = placements::placements(&ss, Some(&Route::Management), &regions, false);
     let mut done = Progress::<Home, Why> { admitted: Some(true), home: Some(Ok("management")), ..Progress::default() };
     done.plan = Some(Ok(plan(&[], Some(ServiceSetStatus::default()))));
     done.carried_out = Some(CarriedOut { coming_back: false, refused: vec![] });
