@@ -25,12 +25,17 @@ fi
 inspect="$("$KSM_ADAPTER" plugin inspect "$wasm")"
 echo "$inspect"
 version="$(sed -n 's/^ *"version": "\(.*\)",$/\1/p' "$here/package.json")"
-for expected in "name: fleet" "version: $version" "contract-version: 0.2.0" "- ksm:adapter/host@0.2.0"; do
-    if ! grep -qF -- "$expected" <<<"$inspect"; then
+for expected in "  name: fleet" "  version: $version" "  contractVersion: 0.2.0" "  - ksm:adapter/host@0.2.0"; do
+    if ! grep -qxF -- "$expected" <<<"$inspect"; then
         echo "check.sh: plugin inspect does not say \"$expected\"" >&2
         exit 1
     fi
 done
+imports="$(awk '/^  imports:/ {listed = 1; next} listed && /^  - / {n++; next} {listed = 0} END {print n + 0}' <<<"$inspect")"
+if [ "$imports" != 1 ]; then
+    echo "check.sh: the component imports $imports interfaces; only ksm:adapter/host is expected" >&2
+    exit 1
+fi
 
 update=()
 if [ "${KSM_UPDATE_GOLDEN:-}" = 1 ]; then update=(--update); fi
