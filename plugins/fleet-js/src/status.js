@@ -61,7 +61,9 @@ function serviceStatus(input) {
   let health;
   if (uninstalling) {
     health = first ? state("deleting", { failureMessage: `${first.id} is being removed (helmAction: Uninstall)` }) : state("pending");
-  } else if (observed.length !== 1) {
+  } else if (observed.length === 0) {
+    health = state("pending");
+  } else if (observed.length > 1) {
     throw new InvalidInput(`expected the service's one HelmOp or GitRepo, got ${observed.length} objects`);
   } else {
     health = objectHealth(observed[0]);
