@@ -825,7 +825,8 @@ def main() -> int:
     F.check(len(by_kind(extra_docs, "ServiceMonitor")) == 1, f"{EXTRA_VALUES.name}: no ServiceMonitor")
     F.check(one(extra_docs, "Deployment", "extra")["spec"]["replicas"] == 2, f"{EXTRA_VALUES.name}: replicas")
     oci = [p for p in by_kind(extra_docs, "AdapterPlugin") if "oci" in p["spec"]["source"]]
-    F.check(len(oci) == 1, f"{EXTRA_VALUES.name}: expected one AdapterPlugin from OCI")
+    oci_names = sorted(p["metadata"]["name"] for p in oci)
+    F.check(oci_names == ["argocd", "fleet"], f"{EXTRA_VALUES.name}: AdapterPlugins from OCI {oci_names}, expected argocd and fleet")
     crds_for_defaults = crd_documents(default_values)
     F.check(
         [c[2]["metadata"]["name"] for c in crds_for_defaults] == ["adapterplugins.ksm.k0rdent.mirantis.com"],

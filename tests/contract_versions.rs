@@ -1,6 +1,6 @@
 //! The contract's versions: every frozen WIT (`wit/since_v<version>/`) is a version the host
 //! runs, with its own bindings module; the version string agrees everywhere it is written (the
-//! WIT package, the SDK, the JavaScript plugin, the scaffolds); and a plugin built against each
+//! WIT package, the SDK, the JavaScript plugins, the scaffolds); and a plugin built against each
 //! supported version — not only the newest — loads and answers every call.
 
 use ksm_adapter::plugin::{Limits, Plugin};
@@ -57,7 +57,9 @@ fn the_version_string_agrees_everywhere_it_is_written() {
     assert_eq!(CONTRACT_VERSION, *newest, "the SDK builds the newest version");
     for (file, name) in [
         ("plugins/argocd-js/src/plugin.js", "CONTRACT_VERSION"),
+        ("plugins/fleet-js/src/plugin.js", "CONTRACT_VERSION"),
         ("host/src/cli/scaffold/js/plugin.js", "CONTRACT_VERSION"),
+        ("host/src/cli/scaffold/python/app.py", "CONTRACT_VERSION"),
     ] {
         assert_eq!(literal(&read(file), name), CONTRACT_VERSION, "{file}");
     }
@@ -65,6 +67,7 @@ fn the_version_string_agrees_everywhere_it_is_written() {
     for (file, reference) in [
         ("plugins/sdk/src/guest.rs", format!("../../{wit}")),
         ("plugins/argocd-js/build.sh", format!("../../{wit}/adapter.wit")),
+        ("plugins/fleet-js/build.sh", format!("../../{wit}/adapter.wit")),
         ("host/src/cli/scaffold.rs", format!("../../../{wit}/adapter.wit")),
     ] {
         assert!(read(file).contains(&reference), "{file} builds against {reference}");

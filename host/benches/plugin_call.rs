@@ -9,9 +9,9 @@
 //! share, it shows what running the plugin in WASM adds.
 //!
 //! `--plugin NAME=PATH` (repeatable) adds rows for other plugins' components on the same
-//! ServiceSet, e.g. the Argo CD plugin in JavaScript and the Sveltos plugin in Python (their
-//! `build.sh` write `plugins/*/dist/*.wasm`), configured with the chart repository the templates
-//! name. They observe none of their objects (the examples hold Flux's), so their `map-status`
+//! ServiceSet, e.g. the Argo CD and Fleet plugins in JavaScript and the Sveltos plugin in Python
+//! (their `build.sh` write `plugins/*/dist/*.wasm`), configured with the chart repository the
+//! templates name (`helmRepositories`, a key each of them reads). They observe none of their objects (the examples hold Flux's), so their `map-status`
 //! maps "nothing yet"; Flux's maps live HelmReleases.
 //!
 //! `--flux NAME=PATH` (repeatable) adds rows for another build of the Flux plugin, fed as the

@@ -1,6 +1,6 @@
 //! `ksm-adapter plugin new`: a scaffolded plugin builds and passes `plugin test` as generated,
-//! in Rust (a crate outside this workspace, depending on plugins/sdk by a relative path) and in
-//! JavaScript (componentize-qjs from npm). Each runs the project's own `build.sh`, as an author
+//! in Rust (a crate outside this workspace, depending on plugins/sdk by a relative path), in
+//! JavaScript (componentize-qjs from npm) and in Python (componentize-py from PyPI). Each runs the project's own `build.sh`, as an author
 //! would. The Rust build shares `target/plugin-new` between runs, so only the first is slow.
 
 mod common;
@@ -108,6 +108,26 @@ fn a_scaffolded_javascript_plugin_builds_and_passes_the_suite() {
             && report.contains("the plugin targets contract 0.3.0; this host supports 0.1.0, 0.2.0"),
         "{report}"
     );
+}
+
+#[test]
+fn a_scaffolded_python_plugin_builds_and_passes_the_suite() {
+    let venv = Command::new("python3").args(["-c", "import ensurepip, venv"]).output();
+    assert!(
+        venv.as_ref().is_ok_and(|out| out.status.success()),
+        "python3 with venv is not installed: install Python 3.10 or later with venv to build the Python \
+         scaffold (its build.sh installs componentize-py from PyPI into a venv), e.g. `apt-get install python3-venv`"
+    );
+    let dir = scaffold("python", "scaffold-py");
+    let build_script = std::fs::read_to_string(dir.join("build.sh")).unwrap();
+    assert!(build_script.contains("version=0.25.1\n"), "componentize-py pinned: {build_script}");
+    assert!(dir.join("wit/adapter.wit").is_file());
+
+    let wasm = build(&dir, |_| {});
+    assert_eq!(wasm, dir.join("scaffold-py.wasm"));
+    assert_passes(&wasm, &dir);
+    let inspect = text(&ksm_adapter(&["plugin", "inspect", wasm.to_str().unwrap()]));
+    assert!(inspect.contains("name: scaffold-py") && inspect.contains("kind: ConfigMap"), "{inspect}");
 }
 
 #[test]

@@ -8,6 +8,9 @@
 //!   toolchain's `wasm-component-ld` (a component with zero imports).
 //! - JavaScript: `plugin.js`, `package.json` pinning componentize-qjs, `build.sh`, and the WIT
 //!   of this host's contract in `wit/`.
+//! - Python: `app.py` (standard library only), `build.sh` installing the pinned componentize-py
+//!   into a venv, and the WIT in `wit/`. Every language a shipped plugin is written in is offered
+//!   (Rust: Flux; JavaScript: Argo CD, Fleet; Python: Sveltos).
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
@@ -18,6 +21,11 @@ use std::process::ExitCode;
 /// The componentize-qjs version JavaScript plugins are built with (`npm view componentize-qjs
 /// version`, checked when this was written).
 pub const COMPONENTIZE_QJS: &str = "0.4.5";
+
+/// The componentize-py version Python plugins are built with: the Sveltos plugin's
+/// (`plugins/sveltos-py/build.sh`), whose components the host is tested to load (38 core
+/// instances, within the pooling allocator's 48).
+pub const COMPONENTIZE_PY: &str = "0.25.1";
 
 /// `(path in the project, template)`.
 const RUST: &[(&str, &str)] = &[
@@ -41,12 +49,22 @@ const JS: &[(&str, &str)] = &[
     ("testdata/translate/example/expected.yaml", include_str!("scaffold/testdata/expected.yaml")),
 ];
 
+const PYTHON: &[(&str, &str)] = &[
+    ("app.py", include_str!("scaffold/python/app.py")),
+    ("build.sh", include_str!("scaffold/python/build.sh")),
+    ("README.md", include_str!("scaffold/python/README.md")),
+    (".gitignore", include_str!("scaffold/python/gitignore")),
+    ("wit/adapter.wit", include_str!("../../../wit/since_v0.2.0/adapter.wit")),
+    ("testdata/translate/example/input.yaml", include_str!("scaffold/testdata/input.yaml")),
+    ("testdata/translate/example/expected.yaml", include_str!("scaffold/testdata/expected.yaml")),
+];
+
 #[derive(Debug, Args)]
 pub struct NewArgs {
     /// The plugin's name (its metadata name and package name): a DNS-1123 label starting with a
     /// letter, e.g. `argocd`.
     name: String,
-    /// The language of the plugin. (Python: see docs/plugins.md, componentize-py.)
+    /// The language of the plugin.
     #[arg(long, value_enum)]
     lang: Lang,
     /// The directory to create the project in (default: `./<name>`); must not exist or be empty.
@@ -65,6 +83,8 @@ pub enum Lang {
     Rust,
     /// JavaScript, built with componentize-qjs (QuickJS).
     Js,
+    /// Python, built with componentize-py (CPython).
+    Python,
 }
 
 /// Creates the project and says how to build and test it.
@@ -80,7 +100,7 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     // The SDK first: nothing is written when it cannot be found.
     let checkout = match args.lang {
         Lang::Rust => Some(checkout(args.sdk_path.as_deref())?),
-        Lang::Js => None,
+        Lang::Js | Lang::Python => None,
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let project = dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))?;
@@ -88,6 +108,7 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
         ("__NAME__", name.clone()),
         ("__CRATE__", name.replace('-', "_")),
         ("__COMPONENTIZE_QJS__", COMPONENTIZE_QJS.to_string()),
+        ("__COMPONENTIZE_PY__", COMPONENTIZE_PY.to_string()),
     ];
     let (files, build) = match (args.lang, &checkout) {
         (Lang::Rust, Some(checkout)) => {
@@ -101,6 +122,7 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
             }
             (RUST, format!("target/wasm32-unknown-unknown/release/{}.wasm", name.replace('-', "_")))
         }
+        (Lang::Python, _) => (PYTHON, format!("{name}.wasm")),
         _ => (JS, format!("{name}.wasm")),
     };
     for (path, template) in files {
@@ -118,6 +140,7 @@ fn lang_name(lang: Lang) -> &'static str {
     match lang {
         Lang::Rust => "a Rust",
         Lang::Js => "a JavaScript",
+        Lang::Python => "a Python",
     }
 }
 
@@ -179,9 +202,15 @@ mod tests {
     }
 
     #[test]
+    fn python_plugins_are_built_with_the_sveltos_plugins_componentize_py() {
+        let sveltos = include_str!("../../../plugins/sveltos-py/build.sh");
+        assert!(sveltos.contains(&format!("\ncomponentize_py_version={COMPONENTIZE_PY}\n")), "{sveltos}");
+    }
+
+    #[test]
     fn every_placeholder_of_the_templates_is_substituted() {
-        let known = ["__NAME__", "__CRATE__", "__SDK_PATH__", "__COMPONENTIZE_QJS__"];
-        for (path, template) in RUST.iter().chain(JS) {
+        let known = ["__NAME__", "__CRATE__", "__SDK_PATH__", "__COMPONENTIZE_QJS__", "__COMPONENTIZE_PY__"];
+        for (path, template) in RUST.iter().chain(JS).chain(PYTHON) {
             let text = known.iter().fold(template.to_string(), |text, k| text.replace(k, "x"));
             let left = text
                 .split("__")

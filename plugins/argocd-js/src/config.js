@@ -40,13 +40,13 @@ export function defaultConfig() {
 }
 
 /** A config problem at `path`. */
-class Problems {
+export class Problems {
   constructor(errors) {
     this.errors = errors;
   }
 }
 
-function problem(path, message) {
+export function problem(path, message) {
   return new Problems([{ path, message }]);
 }
 
@@ -220,7 +220,7 @@ function backoffField(path, value) {
  * Calls `field(path, key, value)` for every non-null field of the object `value` at `path`, in
  * key order, and collects the errors; a non-object is one error at `path`.
  */
-function visitObject(value, path, field) {
+export function visitObject(value, path, field) {
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     return [{ path, message: "expected an object" }];
   }
@@ -239,23 +239,23 @@ function visitObject(value, path, field) {
   return errors;
 }
 
-function stringField(path, value) {
+export function stringField(path, value) {
   if (typeof value !== "string") throw problem(path, "expected a string");
   return value;
 }
 
-function boolField(path, value) {
+export function boolField(path, value) {
   if (typeof value !== "boolean") throw problem(path, "expected a boolean");
   return value;
 }
 
-function intField(path, value) {
+export function intField(path, value) {
   if (typeof value !== "number" || !Number.isSafeInteger(value)) throw problem(path, "expected an integer");
   return value;
 }
 
 /** A Go duration as Argo CD parses it: `<number><unit>` parts, units ns, us, µs, ms, s, m, h. */
-function durationField(path, value) {
+export function durationField(path, value) {
   const text = stringField(path, value);
   if (!/^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$/.test(text)) {
     throw problem(path, `invalid duration ${quote(text)}`);

@@ -14,11 +14,11 @@ export const PAUSE_ANNOTATION = "k0rdent.mirantis.com/service-set-paused";
 /** `helmAction` of a service whose objects are to be removed. */
 export const UNINSTALL = "Uninstall";
 /** `helmAction` of a service to deploy (the default). */
-const INSTALL = "Install";
+export const INSTALL = "Install";
 /** What a claim on a Helm release is called (the same as the Flux plugin's). */
 export const HELM_RELEASE_CLAIM = "helm-release";
 /** Longest Helm release name. */
-const MAX_RELEASE_NAME_LEN = 53;
+export const MAX_RELEASE_NAME_LEN = 53;
 /** Argo CD's name for the cluster it runs in. */
 export const IN_CLUSTER_SERVER = "https://kubernetes.default.svc";
 
@@ -30,11 +30,11 @@ export class ServiceError extends Error {
   }
 }
 
-const templateNotFound = (m) => new ServiceError("template-not-found", m);
-const templateNotReady = (m) => new ServiceError("template-not-ready", m);
-const unsupportedSource = (m) => new ServiceError("unsupported-source", m);
-const invalidValues = (m) => new ServiceError("invalid-values", m);
-const invalidService = (m) => new ServiceError("invalid-service", m);
+export const templateNotFound = (m) => new ServiceError("template-not-found", m);
+export const templateNotReady = (m) => new ServiceError("template-not-ready", m);
+export const unsupportedSource = (m) => new ServiceError("unsupported-source", m);
+export const invalidValues = (m) => new ServiceError("invalid-values", m);
+export const invalidService = (m) => new ServiceError("invalid-service", m);
 
 /**
  * Translates every service of the ServiceSet in `input` (contract `translate-input`), in spec
@@ -85,7 +85,7 @@ export function translate(input) {
 }
 
 /** Reads the ServiceSet JSON text; the checks Rust's serde does for the Flux plugin. */
-function readServiceSet(text) {
+export function readServiceSet(text) {
   const object = JSON.parse(text);
   if (!isObject(object)) throw new Error("expected an object");
   if (!isObject(object.spec)) throw new Error("missing field `spec`");
@@ -148,7 +148,7 @@ function translateService(context, service) {
 }
 
 /** Finds, reads and checks the ServiceTemplate `name`, as the Flux plugin does. */
-function resolveTemplate(context, name) {
+export function resolveTemplate(context, name) {
   const id = `ServiceTemplate "${context.namespace}/${name}"`;
   const found = context.templates.find((t) => t.name === name);
   const text = found?.object;
@@ -247,7 +247,7 @@ function helmOptions(context, service, template) {
 }
 
 /** `base` with `overrides` merged in, field by field (`null` and `""` are unset). */
-function mergeOptions(base, overrides) {
+export function mergeOptions(base, overrides) {
   const unset = (v) => v === null || v === undefined || v === "";
   if (!isObject(overrides)) return unset(overrides) ? base : overrides;
   const out = isObject(base) ? { ...base } : {};
@@ -258,7 +258,7 @@ function mergeOptions(base, overrides) {
 }
 
 /** The dotted paths of the non-object values in `value`, sorted. */
-function leafPaths(value, prefix = "") {
+export function leafPaths(value, prefix = "") {
   return Object.keys(value)
     .sort(compareStrings)
     .flatMap((key) => {
@@ -392,15 +392,15 @@ function helmClaims(context, object) {
 }
 
 /** `value` unless it is an empty object. */
-function nonEmpty(value) {
+export function nonEmpty(value) {
   return Object.keys(value).length > 0 ? value : undefined;
 }
 
-function isObject(v) {
+export function isObject(v) {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
-function utf8Length(s) {
+export function utf8Length(s) {
   let n = 0;
   for (const ch of s) {
     const c = ch.codePointAt(0);

@@ -1,4 +1,4 @@
-//! The conformance suite (`ksm-adapter plugin test`) on the Argo CD plugin written in
+//! The conformance suite (`ksm-adapter plugin test`) on the Argo CD and Fleet plugins written in
 //! JavaScript and the Sveltos plugin written in Python, built from source by this package's
 //! build script, each with its own golden cases.
 //! (The Flux plugin's run is in `host/tests/plugin_test.rs`.)
@@ -43,4 +43,13 @@ fn the_python_sveltos_plugin_passes_the_conformance_suite() {
     // hands the plugin (contract 0.2.0), among each case's objects.
     let fixtures = ["sveltos-py/testdata", "sveltos-py/testdata/status"];
     passes(env!("KSM_SVELTOS_WASM"), "{}", &["--allowed-namespace", "mgmt"], &fixtures, 100);
+}
+
+/// Its self-management objects go to Fleet's own workspace `fleet-local` (its `local` Cluster),
+/// and one case places objects in the workspace `fleet-default` (config `workspace`): namespaces
+/// an operator allows in the AdapterPlugin.
+#[test]
+fn the_javascript_fleet_plugin_passes_the_conformance_suite() {
+    let namespaces = ["--allowed-namespace", "fleet-local", "--allowed-namespace", "fleet-default"];
+    passes(env!("KSM_FLEET_WASM"), "{}", &namespaces, &["fleet-js/testdata"], 100);
 }

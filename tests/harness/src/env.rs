@@ -82,8 +82,8 @@ pub fn report(test: &str, what: &str) {
 }
 
 /// The CRDs the simulator serves: the k0rdent stand-ins (ServiceSet, StateManagementProvider,
-/// ServiceTemplate), the host's AdapterPlugin CRD and the Flux, Argo CD and Sveltos test CRDs
-/// (HelmRelease, Kustomization, Application, Profile, ClusterSummary).
+/// ServiceTemplate), the host's AdapterPlugin CRD and the Flux, Argo CD, Sveltos and Fleet test
+/// CRDs (HelmRelease, Kustomization, Application, Profile, ClusterSummary, HelmOp).
 pub fn crds() -> Vec<Value> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     read_crds(&[
@@ -92,6 +92,7 @@ pub fn crds() -> Vec<Value> {
         dir.join("fixtures/flux-crds.yaml"),
         dir.join("fixtures/argocd-crds.yaml"),
         dir.join("fixtures/sveltos-crds.yaml"),
+        dir.join("fixtures/fleet-crds.yaml"),
     ])
 }
 

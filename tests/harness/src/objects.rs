@@ -65,6 +65,8 @@ pub enum Kind {
     Profile,
     /// `config.projectsveltos.io/v1beta1` ClusterSummary.
     ClusterSummary,
+    /// `fleet.cattle.io/v1alpha1` HelmOp.
+    HelmOp,
 }
 
 /// Group, version, kind, plural, namespaced.
@@ -74,7 +76,7 @@ impl Kind {
     /// The kinds of children the Flux plugin creates.
     pub const CHILDREN: [Kind; 2] = [Kind::HelmRelease, Kind::Kustomization];
 
-    const ALL: [Kind; 24] = [
+    const ALL: [Kind; 25] = [
         Kind::ServiceSet,
         Kind::ServiceTemplate,
         Kind::StateManagementProvider,
@@ -99,6 +101,7 @@ impl Kind {
         Kind::Region,
         Kind::Profile,
         Kind::ClusterSummary,
+        Kind::HelmOp,
     ];
 
     fn parts(self) -> Parts {
@@ -135,6 +138,7 @@ impl Kind {
             Kind::Region => ("k0rdent.mirantis.com", "v1beta1", "Region", "regions", false),
             Kind::Profile => ("config.projectsveltos.io", "v1beta1", "Profile", "profiles", true),
             Kind::ClusterSummary => ("config.projectsveltos.io", "v1beta1", "ClusterSummary", "clustersummaries", true),
+            Kind::HelmOp => ("fleet.cattle.io", "v1alpha1", "HelmOp", "helmops", true),
         }
     }
 

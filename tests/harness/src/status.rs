@@ -33,6 +33,11 @@ pub fn service_state<'a>(service_set: &'a Value, name: &str) -> Option<&'a str> 
     service(service_set, name)?["state"].as_str()
 }
 
+/// The `lastDeployedHash` of service `name` in ServiceSet status, empty when it has none.
+pub fn last_deployed_hash(service_set: &Value, name: &str) -> String {
+    service(service_set, name).and_then(|s| s["lastDeployedHash"].as_str()).unwrap_or_default().to_string()
+}
+
 /// The names of the services in `status.services`, in order.
 pub fn status_service_names(service_set: &Value) -> Vec<&str> {
     service_set["status"]["services"].as_array().into_iter().flatten().filter_map(|s| s["name"].as_str()).collect()

@@ -3,15 +3,14 @@
 //! the built-in Flux plugin serving the scenario's own SMP. And Argo CD's own Application CRD,
 //! on a real API server, against every Application of the plugin's golden cases.
 
+use super::schema::{all_kept_whole, golden_objects};
 use ksm_e2e::Scenario;
 use ksm_test_harness::env::{Env, report};
-use ksm_test_harness::fixtures::{self, ingress_service, yaml_documents};
+use ksm_test_harness::fixtures::{self, ingress_service};
 use ksm_test_harness::objects::{Kind, ObjRef};
 use ksm_test_harness::status::service_state;
 use ksm_test_harness::{Backend, Mode, WAIT};
-use kube::api::{DynamicObject, PostParams};
-use serde_json::{Value, json};
-use std::path::Path;
+use serde_json::json;
 
 const ARGOCD: &[u8] = include_bytes!(env!("KSM_ARGOCD_WASM"));
 
@@ -67,7 +66,7 @@ async fn an_argocd_plugin_in_javascript_serves_beside_flux() {
 /// creates (`testdata/translate/*/expected.yaml`), and the status Argo CD writes that
 /// `map-status` is tested on (`testdata/status/cases.yaml`; the CRD has no status subresource,
 /// Argo CD writes status with the object). A field the schema refused or pruned would never
-/// reach Argo CD, or never reach the plugin. Dry-run creates: nothing is stored.
+/// reach Argo CD, or never reach the plugin.
 #[tokio::test(flavor = "multi_thread")]
 async fn argo_cds_own_crd_keeps_every_application_of_the_golden_cases() {
     const TEST: &str = "argocd-schema";
@@ -82,68 +81,13 @@ async fn argo_cds_own_crd_keeps_every_application_of_the_golden_cases() {
         spec_schema["properties"]["destination"].is_object(),
         "the API server's Application CRD is not Argo CD's own (no schema of spec.destination): {spec_schema}"
     );
-    let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugins/argocd-js/testdata");
-    let api = env.api(Kind::Application, env.namespace());
-    let dry_run = PostParams { dry_run: true, ..Default::default() };
-    // What the API server would store of `object`, compared with what was sent.
-    let check = async |mut object: Value, what: &str| -> Vec<String> {
-        object["metadata"] = json!({"name": "golden", "namespace": env.namespace()});
-        let sent: DynamicObject = serde_json::from_value(object.clone()).expect("an Application");
-        match api.create(&dry_run, &sent).await {
-            Ok(kept) => {
-                let kept = serde_json::to_value(kept).expect("objects serialize");
-                ["spec", "status"].iter().flat_map(|part| lost(&object[part], &kept[part], part, what)).collect()
-            }
-            Err(e) => vec![format!("{what}: refused: {e}")],
-        }
-    };
-    let mut problems = Vec::new();
-
-    let mut translated = 0;
-    for case in std::fs::read_dir(testdata.join("translate")).expect("the translate cases") {
-        let expected = case.expect("a case").path().join("expected.yaml");
-        let text = std::fs::read_to_string(&expected).unwrap_or_else(|e| panic!("{}: {e}", expected.display()));
-        let services = yaml_documents(&text).remove(0)["services"].as_array().cloned().unwrap_or_default();
-        for object in services.iter().filter_map(|s| s["objects"].as_array()).flatten() {
-            translated += 1;
-            let what = format!("{} {}", expected.display(), object["metadata"]["name"]);
-            problems.extend(check(object.clone(), &what).await);
-        }
-    }
-
-    let cases_file = testdata.join("status/cases.yaml");
-    let text = std::fs::read_to_string(&cases_file).unwrap_or_else(|e| panic!("{}: {e}", cases_file.display()));
-    let mut statuses = 0;
-    for case in yaml_documents(&text).remove(0).as_array().expect("a list of cases") {
-        if case["object"].get("status").is_some() {
-            statuses += 1;
-            problems.extend(check(case["object"].clone(), &format!("status case {}", case["name"])).await);
-        }
-    }
+    let (translated, statuses) = golden_objects("argocd-js");
     assert!(
-        translated > 10 && statuses > 30,
-        "too few golden Applications: {translated} translated, {statuses} statuses"
+        translated.len() > 10 && statuses.len() > 30,
+        "too few golden Applications: {} translated, {} statuses",
+        translated.len(),
+        statuses.len()
     );
+    let problems = all_kept_whole(&env, Kind::Application, translated.into_iter().chain(statuses)).await;
     assert!(problems.is_empty(), "{} problems with Argo CD's own schema:\n{}", problems.len(), problems.join("\n"));
-}
-
-/// Where `kept` lacks or changed what was `sent` (at `path`), one line each, for `what`.
-fn lost(sent: &Value, kept: &Value, path: &str, what: &str) -> Vec<String> {
-    match (sent, kept) {
-        (Value::Object(sent), Value::Object(kept)) => sent
-            .iter()
-            .flat_map(|(key, value)| match kept.get(key) {
-                Some(kept) => lost(value, kept, &format!("{path}.{key}"), what),
-                None => vec![format!("{what}: {path}.{key} pruned")],
-            })
-            .collect(),
-        (Value::Array(sent), Value::Array(kept)) if sent.len() == kept.len() => sent
-            .iter()
-            .zip(kept)
-            .enumerate()
-            .flat_map(|(i, (s, k))| lost(s, k, &format!("{path}[{i}]"), what))
-            .collect(),
-        _ if sent == kept => vec![],
-        _ => vec![format!("{what}: {path} sent {sent}, kept {kept}")],
-    }
 }

@@ -8,7 +8,7 @@
 use ksm_e2e::Scenario;
 use ksm_test_harness::fixtures::{self, ingress_service};
 use ksm_test_harness::objects::{Kind, ObjRef};
-use ksm_test_harness::status::{service, service_state};
+use ksm_test_harness::status::{last_deployed_hash, service_state};
 use ksm_test_harness::{Mode, WAIT};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -98,7 +98,7 @@ async fn a_sveltos_plugin_in_python_serves_beside_argocd_and_flux() {
     let edge = t
         .wait_service_set("edge", "ingress-nginx Deployed", |ss| service_state(ss, "ingress-nginx") == Some("Deployed"))
         .await;
-    let deployed = last_deployed_hash(&edge);
+    let deployed = last_deployed_hash(&edge, "ingress-nginx");
     assert_eq!(deployed.len(), 64, "kcm: a Deployed service has a lastDeployedHash: {:#}", edge["status"]);
 
     // Sveltos upgrades the release with new values: the Profile is the same, but what Sveltos
@@ -108,7 +108,7 @@ async fn a_sveltos_plugin_in_python_serves_beside_argocd_and_flux() {
     t.set_status(&summary_ref, upgraded).await;
     t.wait_service_set("edge", "a new lastDeployedHash", |ss| {
         service_state(ss, "ingress-nginx") == Some("Deployed")
-            && !["", &deployed].contains(&last_deployed_hash(ss).as_str())
+            && !["", &deployed].contains(&last_deployed_hash(ss, "ingress-nginx").as_str())
     })
     .await;
 
@@ -133,11 +133,4 @@ async fn a_sveltos_plugin_in_python_serves_beside_argocd_and_flux() {
     assert!(format!("{edge}").contains("timed out waiting for the condition"), "{edge:#}");
     let explained = t.explain("edge").await;
     assert_eq!(explained["plugin"]["servedBy"], sveltos.as_str(), "{explained:#}");
-}
-
-/// The `lastDeployedHash` of service ingress-nginx, empty when it has none.
-fn last_deployed_hash(service_set: &Value) -> String {
-    service(service_set, "ingress-nginx")
-        .and_then(|s| s["lastDeployedHash"].as_str().map(String::from))
-        .unwrap_or_default()
 }
