@@ -12,7 +12,9 @@ use super::caches::sources::SourceEvents;
 use super::plugin_kinds::child_kinds::{ChildKinds, Waker};
 use super::plumbing::backoff::Failures;
 use super::plumbing::event_publisher::Events;
+use super::plumbing::liveness::InFlight;
 use super::plumbing::slots::Slots;
+use super::plumbing::watches::WatchFailures;
 use super::providers;
 use super::providers::look::Providers;
 use super::providers::manage::Managed;
@@ -90,13 +92,8 @@ pub(super) fn assemble(
     metrics: Arc<Metrics>,
 ) -> Assembly {
     let (wake, woken) = unbounded();
-    let arbiter = Arc::new(Arbiter::new(wake.clone()));
-    let released = arbiter.clone();
-    let failures = Arc::new(Failures::default());
-    let forgotten = failures.clone();
-    let (gone, deleted_plugins) = unbounded();
-    let plugin_failures = Arc::new(Failures::default());
-    let forgotten_plugins = plugin_failures.clone();
+    let (plugin_wake, plugins_woken) = unbounded();
+    let (caches, kept) = start_caches(&client, &settings, wake.clone());
     let ManagementCaches {
         watch_failures,
         service_sets: (service_sets, service_set_events),
@@ -110,24 +107,7 @@ pub(super) fn assemble(
         adapter_plugins: (adapter_plugins, plugin_events),
         listed,
         owners_listed,
-    } = ManagementCaches::start(
-        &client,
-        settings.shard_selector.as_deref(),
-        move |store, event| {
-            // A ServiceSet gone by any path gives up its claims.
-            if let watcher::Event::Delete(service_set) = event {
-                released.release(&NamespacedName::of(service_set));
-            }
-            forgotten.forget_gone(store, event);
-        },
-        move |store, event| {
-            if let watcher::Event::Delete(plugin) = event {
-                let _ = gone.unbounded_send(plugin.name_any());
-            }
-            forgotten_plugins.forget_gone(store, event);
-        },
-    );
-    let (plugin_wake, plugins_woken) = unbounded();
+    } = caches;
     let provider_changed = Arc::new(Notify::new());
     let provider_events =
         provider_changes(provider_events, provider_changed.clone(), adapter_plugins.clone(), plugin_wake.clone());
@@ -135,81 +115,52 @@ pub(super) fn assemble(
     tokio::spawn(wake_plugins_on_unserved(unserved, adapter_plugins.clone(), plugin_wake.clone()));
     let (prepared_tx, prepared) = watch::channel(false);
     let child_wake = settle::settled(wake.clone(), settle::SETTLE);
-    let children = Arc::new(ChildKinds::new(&client, child_wake.clone(), watch_failures.clone()));
     let registry = Arc::new(Registry::new(
         (settings.identity.clone(), settings.default_plugin),
         adapter_plugins.clone(),
         smps.clone(),
     ));
-    let providers = Arc::new(Providers::new(client.clone(), settings.mode, registry.clone()));
-    let events = Arc::new(Events::new(client.clone(), &settings.identity.name));
-    let in_flight = Arc::default();
-    let plugin_ctx = Arc::new(PluginContext {
-        client: client.clone(),
-        namespace: settings.identity.namespace.clone(),
-        registry: registry.clone(),
-        loader: Loader::new(
-            runtime,
-            limits,
-            client.clone(),
-            (children.clone(), watch_failures.clone()),
-            metrics.clone(),
-        ),
-        service_sets: service_sets.clone(),
-        wake_service_sets: wake,
-        wake_plugins: plugin_wake.clone(),
-        config_maps: ConfigMapWatches::new(client.clone(), adapter_plugins.clone(), plugin_wake),
-        events: events.clone(),
-        metrics: metrics.clone(),
-        failures: plugin_failures,
-        in_flight: Arc::clone(&in_flight),
-        oci_poll: settings.oci_poll,
-        prepared: prepared.clone(),
-    });
+    let shared = Shared {
+        children: Arc::new(ChildKinds::new(&client, child_wake.clone(), watch_failures.clone())),
+        providers: Arc::new(Providers::new(client.clone(), settings.mode, registry.clone())),
+        registry,
+        events: Arc::new(Events::new(client.clone(), &settings.identity.name)),
+        in_flight: Arc::default(),
+        prepared,
+        watch_failures,
+        metrics,
+    };
+    let wakes = (wake, plugin_wake);
+    let plugin_ctx = plugin_context(
+        &client,
+        &settings,
+        (runtime, limits),
+        &shared,
+        (&service_sets, &adapter_plugins),
+        wakes,
+        kept.plugin_failures,
+    );
     let managed = (settings.mode == Mode::Manage).then(|| Managed {
         smps: smps.clone(),
         identity: settings.identity.clone(),
         interval: settings.smp_interval,
         changed: provider_changed,
-        metrics: metrics.clone(),
+        metrics: shared.metrics.clone(),
     });
-    let (health_check, homes) = other_clusters(&client, &settings, health_rules, (children.clone(), child_wake));
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        registry,
-        providers: providers.clone(),
-        metrics,
-        events,
-        finalizer: finalizer::of(&settings.identity),
-        settings,
-        homes,
-        caches: Caches {
-            service_sets: service_sets.clone(),
-            smps,
-            templates,
-            children,
-            topology: TopologyCaches { cluster_deployments, credentials, regions: region_objects },
-            sources,
-            watch_failures,
-        },
-        target_health: health_check,
-        arbiter,
-        translations: TranslationMemo::default(),
-        failures,
-        in_flight,
-        prepared: prepared.clone(),
-    });
-    tokio::spawn(prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, owners_listed), prepared_tx));
-    tokio::spawn({
-        let plugin_ctx = plugin_ctx.clone();
-        deleted_plugins.for_each(move |name: String| {
-            plugin_ctx.forget(&name);
-            futures::future::ready(())
-        })
-    });
-    if let Some(managed) = managed {
-        tokio::spawn(providers::manage::run(client, providers, managed, prepared));
-    }
+    let (target_health, homes) =
+        other_clusters(&client, &settings, health_rules, (shared.children.clone(), child_wake));
+    let caches = Caches {
+        service_sets,
+        smps,
+        templates,
+        children: shared.children.clone(),
+        topology: TopologyCaches { cluster_deployments, credentials, regions: region_objects },
+        sources,
+        watch_failures: shared.watch_failures.clone(),
+    };
+    let ctx = service_set_context(&client, settings, shared, caches, (target_health, homes), kept.service_sets);
+    let prepare = prepare::prepare(ctx.clone(), plugin_ctx.clone(), (listed, owners_listed), prepared_tx);
+    spawn_beside(&client, (&ctx, &plugin_ctx), prepare, kept.deleted_plugins, managed);
     Assembly {
         ctx,
         plugin_ctx,
@@ -225,6 +176,144 @@ pub(super) fn assemble(
             woken,
         },
         plugin_triggers: PluginTriggers { store: adapter_plugins, own: plugin_events, woken: plugins_woken },
+    }
+}
+
+/// What both contexts share.
+struct Shared {
+    children: Arc<ChildKinds>,
+    providers: Arc<Providers>,
+    registry: Arc<Registry>,
+    events: Arc<Events>,
+    in_flight: Arc<InFlight>,
+    prepared: watch::Receiver<bool>,
+    watch_failures: Arc<WatchFailures>,
+    metrics: Arc<Metrics>,
+}
+
+/// What the caches' event hooks keep, for the contexts and tasks built after them.
+struct Kept {
+    /// The ServiceSets' arbiter (a deleted ServiceSet gives up its claims) and retry counts.
+    service_sets: (Arc<Arbiter>, Arc<Failures<CachedServiceSet>>),
+    /// The AdapterPlugins' retry counts.
+    plugin_failures: Arc<Failures<AdapterPlugin>>,
+    /// The names of the AdapterPlugins deleted.
+    deleted_plugins: UnboundedReceiver<String>,
+}
+
+/// Starts the management cluster's caches, with hooks that release a deleted ServiceSet's claims
+/// and forget the retries of what is gone.
+fn start_caches(
+    client: &Client,
+    settings: &Settings,
+    wake: UnboundedSender<ObjectRef<CachedServiceSet>>,
+) -> (ManagementCaches, Kept) {
+    let arbiter = Arc::new(Arbiter::new(wake));
+    let released = arbiter.clone();
+    let failures = Arc::new(Failures::default());
+    let forgotten = failures.clone();
+    let (gone, deleted_plugins) = unbounded();
+    let plugin_failures = Arc::new(Failures::default());
+    let forgotten_plugins = plugin_failures.clone();
+    let caches = ManagementCaches::start(
+        client,
+        settings.shard_selector.as_deref(),
+        move |store, event| {
+            // A ServiceSet gone by any path gives up its claims.
+            if let watcher::Event::Delete(service_set) = event {
+                released.release(&NamespacedName::of(service_set));
+            }
+            forgotten.forget_gone(store, event);
+        },
+        move |store, event| {
+            if let watcher::Event::Delete(plugin) = event {
+                let _ = gone.unbounded_send(plugin.name_any());
+            }
+            forgotten_plugins.forget_gone(store, event);
+        },
+    );
+    (caches, Kept { service_sets: (arbiter, failures), plugin_failures, deleted_plugins })
+}
+
+/// What every AdapterPlugin reconcile shares.
+fn plugin_context(
+    client: &Client,
+    settings: &Settings,
+    (runtime, limits): (Runtime, Limits),
+    shared: &Shared,
+    (service_sets, adapter_plugins): (&Store<CachedServiceSet>, &Store<AdapterPlugin>),
+    (wake_service_sets, wake_plugins): (
+        UnboundedSender<ObjectRef<CachedServiceSet>>,
+        UnboundedSender<ObjectRef<AdapterPlugin>>,
+    ),
+    failures: Arc<Failures<AdapterPlugin>>,
+) -> Arc<PluginContext> {
+    let watched = (shared.children.clone(), shared.watch_failures.clone());
+    Arc::new(PluginContext {
+        client: client.clone(),
+        namespace: settings.identity.namespace.clone(),
+        registry: shared.registry.clone(),
+        loader: Loader::new(runtime, limits, client.clone(), watched, shared.metrics.clone()),
+        service_sets: service_sets.clone(),
+        wake_service_sets,
+        wake_plugins: wake_plugins.clone(),
+        config_maps: ConfigMapWatches::new(client.clone(), adapter_plugins.clone(), wake_plugins),
+        events: shared.events.clone(),
+        metrics: shared.metrics.clone(),
+        failures,
+        in_flight: Arc::clone(&shared.in_flight),
+        oci_poll: settings.oci_poll,
+        prepared: shared.prepared.clone(),
+    })
+}
+
+/// What every ServiceSet reconcile shares.
+fn service_set_context(
+    client: &Client,
+    settings: Settings,
+    shared: Shared,
+    caches: Caches,
+    (target_health, homes): (TargetHealth, Homes),
+    (arbiter, failures): (Arc<Arbiter>, Arc<Failures<CachedServiceSet>>),
+) -> Arc<Context> {
+    Arc::new(Context {
+        client: client.clone(),
+        registry: shared.registry,
+        providers: shared.providers,
+        metrics: shared.metrics,
+        events: shared.events,
+        finalizer: finalizer::of(&settings.identity),
+        settings,
+        homes,
+        caches,
+        target_health,
+        arbiter,
+        translations: TranslationMemo::default(),
+        failures,
+        in_flight: shared.in_flight,
+        prepared: shared.prepared,
+    })
+}
+
+/// The tasks beside the controllers: the first listing (`prepare`), forgetting the plugins
+/// deleted, and `manage` mode's SMP status.
+fn spawn_beside(
+    client: &Client,
+    (ctx, plugin_ctx): (&Arc<Context>, &Arc<PluginContext>),
+    prepare: impl std::future::Future<Output = ()> + Send + 'static,
+    deleted_plugins: UnboundedReceiver<String>,
+    managed: Option<Managed>,
+) {
+    tokio::spawn(prepare);
+    tokio::spawn({
+        let plugin_ctx = plugin_ctx.clone();
+        deleted_plugins.for_each(move |name: String| {
+            plugin_ctx.forget(&name);
+            futures::future::ready(())
+        })
+    });
+    if let Some(managed) = managed {
+        tokio::spawn(providers::manage::run(client.clone(), ctx.providers.clone(), managed, ctx.prepared.clone()));
     }
 }
 
