@@ -516,14 +516,47 @@ fn held(service_set: &ServiceSet, type_: &str, reason: &str, message: &str, now:
     status
 }
 
+/// Why an object was not applied, or a cluster not cleared, in a round that goes on: named in
+/// [`APPLIED`], and the round backs off.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// An object of the child's name is someone else's (see [`foreign_objects`]).
+    #[error("{why}")]
+    Taken {
+        /// The child not applied.
+        child: ChildRef,
+        /// Whose the object is, in words.
+        why: String,
+    },
+    /// The API server refused the child (see [`step::refuses_child`](super::step::refuses_child)).
+    #[error("{child}: {message}")]
+    Rejected {
+        /// The child not applied.
+        child: ChildRef,
+        /// The API server's message.
+        message: String,
+    },
+    /// A cluster an earlier route left children on could not be listed or written.
+    #[error("{why}")]
+    Uncleared {
+        /// The cluster and what failed, as the controller tells it.
+        why: String,
+    },
+}
+
+/// `refusals`, in words, one after the other.
+pub fn refusals(refusals: &[Refusal]) -> String {
+    refusals.iter().map(Refusal::to_string).collect::<Vec<_>>().join("; ")
+}
+
 /// Records in a planned `status` how carrying the plan out went: `refused` lists the children
 /// the API server refused or someone else holds ([`APPLIED`] `False`), none removes the
 /// condition.
-pub fn applied(status: &mut ServiceSetStatus, refused: &[String], generation: Option<i64>, now: &Time) {
+pub fn applied(status: &mut ServiceSetStatus, refused: &[Refusal], generation: Option<i64>, now: &Time) {
     if refused.is_empty() {
         conditions::remove(&mut status.conditions, APPLIED);
     } else {
-        let message = refused.join("; ");
+        let message = refusals(refused);
         conditions::mark_false(&mut status.conditions, APPLIED, reasons::APPLY_FAILED, &message, generation, now);
     }
 }
@@ -986,7 +1019,14 @@ mod tests {
     #[test]
     fn refused_children_are_recorded_until_every_child_applies() {
         let mut status = ServiceSetStatus::default();
-        applied(&mut status, &["HelmRelease a/b: spec.chart: Required value".into()], Some(2), &at(5));
+        let child = ChildRef {
+            api_version: "helm.toolkit.fluxcd.io/v2".into(),
+            kind: "HelmRelease".into(),
+            namespace: "a".into(),
+            name: "b".into(),
+        };
+        let rejected = Refusal::Rejected { child, message: "spec.chart: Required value".into() };
+        applied(&mut status, &[rejected], Some(2), &at(5));
         let c = status.conditions.iter().find(|c| c.type_ == APPLIED).unwrap();
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "ApplyFailed"));
         assert!(c.message.contains("spec.chart"));

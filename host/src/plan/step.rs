@@ -9,7 +9,7 @@
 //! controller's errors for a provider no plugin serves and a home out of reach: the core only
 //! says them in the status.
 
-use super::decide::{self, Plan};
+use super::decide::{self, Plan, Refusal};
 use super::events::{Note, service_set_events};
 use super::gate::Gate;
 use super::placements::{self, Placements};
@@ -100,7 +100,7 @@ pub struct CarriedOut {
     /// An apply changed an object: its watch brings it back and wakes the ServiceSet.
     pub coming_back: bool,
     /// The children the API server refused, with why.
-    pub refused: Vec<String>,
+    pub refused: Vec<Refusal>,
 }
 
 /// What [`Step::ClearElsewhere`] brought back.
@@ -108,7 +108,7 @@ pub struct Cleared {
     /// The recorded regions that hold none of the ServiceSet's children any more.
     pub emptied: Vec<String>,
     /// The clusters that could not be listed or written, with why.
-    pub refused: Vec<String>,
+    pub refused: Vec<Refusal>,
 }
 
 /// What [`Step::VerifyHealth`] brought back.
@@ -255,10 +255,12 @@ pub enum End {
 pub enum Failure {
     /// The plugin failed outright (trap, timeout, limit).
     Plugin(CallError),
-    /// The cluster the children live on cannot be told or reached.
+    /// The cluster the children live on cannot be told or reached, in the words of the
+    /// controller's error: the core is generic over it and only says it (`E: Display`).
     Unreachable(String),
-    /// The API server refused children, or objects of their names are someone else's.
-    Refused(String),
+    /// The API server refused children, objects of their names are someone else's, or a cluster
+    /// could not be cleared.
+    Refused(Vec<Refusal>),
 }
 
 /// The next step of `service_set`'s round at `now`.
@@ -354,7 +356,9 @@ fn serve<H: Clone, E: Display, S: Display>(
     if let Some(record) = placements::forgetting(service_set, cleared.emptied.iter().chain(&facts.placements.unknown)) {
         return Step::RecordRegions(record);
     }
-    let refused: Vec<String> = foreign.values().chain(&carried_out.refused).chain(&cleared.refused).cloned().collect();
+    let taken = foreign.iter().map(|(child, why)| Refusal::Taken { child: child.clone(), why: why.clone() });
+    let refused: Vec<Refusal> =
+        taken.chain(carried_out.refused.iter().cloned()).chain(cleared.refused.iter().cloned()).collect();
     if carried_out.coming_back && refused.is_empty() {
         return Step::End(End::Resync);
     }
@@ -371,7 +375,7 @@ fn serve<H: Clone, E: Display, S: Display>(
     let end = match (refused.is_empty(), verified.unsettled) {
         (true, false) => End::Resync,
         (true, true) => End::HealthPoll,
-        (false, _) => End::Failed(Failure::Refused(refused.join("; "))),
+        (false, _) => End::Failed(Failure::Refused(refused)),
     };
     report(service_set, done, status, end)
 }

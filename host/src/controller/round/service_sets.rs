@@ -13,7 +13,7 @@ use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::metrics::MetricLabel;
 use crate::plan::claims::ServiceClaims;
-use crate::plan::decide::{self, Inputs, Plan, foreign_objects};
+use crate::plan::decide::{self, Inputs, Plan, Refusal, foreign_objects};
 use crate::plan::events;
 use crate::plan::gate::{Finalizers, Gate, gate};
 use crate::plan::route::{RegionAccess, Route};
@@ -52,10 +52,10 @@ pub enum Error {
     /// The plugin call failed (trap, timeout, limit).
     #[error(transparent)]
     Plugin(#[from] CallError),
-    /// The API server refused children the plugin produced, or objects of their names are
-    /// someone else's.
-    #[error("objects not applied: {0}")]
-    Refused(String),
+    /// The API server refused children the plugin produced, objects of their names are someone
+    /// else's, or a cluster could not be cleared.
+    #[error("objects not applied: {}", decide::refusals(.0))]
+    Refused(Vec<Refusal>),
     /// The cluster the children live on cannot be told or reached (a region).
     #[error("{0}")]
     Unreachable(String),
@@ -296,7 +296,7 @@ async fn carry_out(plan: &Plan, home: &Home) -> Result<CarriedOut, Error> {
         match home.children.apply(child).await {
             Ok(changed) => carried_out.coming_back |= changed,
             Err(kube::Error::Api(e)) if step::refuses_child(e.code) => {
-                carried_out.refused.push(format!("{}: {}", ChildRef::of(child), e.message));
+                carried_out.refused.push(Refusal::Rejected { child: ChildRef::of(child), message: e.message });
             }
             Err(e) => return Err(e.into()),
         }
@@ -323,7 +323,7 @@ async fn clear_elsewhere(
         match clear_region(access, service_set, ctx).await {
             Ok(Some(left)) if left.is_empty() => cleared.emptied.push(access.name.clone()),
             Ok(_) => {} // going (their deletion comes back through the region's watch), or busy: next round
-            Err(why) => cleared.refused.push(why.to_string()),
+            Err(why) => cleared.refused.push(Refusal::Uncleared { why: why.to_string() }),
         }
     }
     Ok(cleared)

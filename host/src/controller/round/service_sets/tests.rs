@@ -181,8 +181,8 @@ async fn a_name_someone_else_holds_is_never_applied_over_and_the_status_names_it
         warns(server, "ApplyFailed", theirs).await;
     })
     .await;
-    let Err(Error::Refused(why)) = result else { panic!("{result:?}") };
-    assert!(why.contains("prod.ingress"), "{why}");
+    let Err(error @ Error::Refused(_)) = result else { panic!("{result:?}") };
+    assert!(error.to_string().contains("prod.ingress"), "{error}");
 }
 
 #[tokio::test]
