@@ -544,19 +544,25 @@ pub enum Refusal {
     },
 }
 
-/// `refusals`, in words, one after the other.
-pub fn refusals(refusals: &[Refusal]) -> String {
-    refusals.iter().map(Refusal::to_string).collect::<Vec<_>>().join("; ")
+/// A round's refusals, shown one after the other.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Refusals(pub Vec<Refusal>);
+
+impl std::fmt::Display for Refusals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let each: Vec<String> = self.0.iter().map(Refusal::to_string).collect();
+        f.write_str(&each.join("; "))
+    }
 }
 
 /// Records in a planned `status` how carrying the plan out went: `refused` lists the children
 /// the API server refused or someone else holds ([`APPLIED`] `False`), none removes the
 /// condition.
-pub fn applied(status: &mut ServiceSetStatus, refused: &[Refusal], generation: Option<i64>, now: &Time) {
-    if refused.is_empty() {
+pub fn applied(status: &mut ServiceSetStatus, refused: &Refusals, generation: Option<i64>, now: &Time) {
+    if refused.0.is_empty() {
         conditions::remove(&mut status.conditions, APPLIED);
     } else {
-        let message = refusals(refused);
+        let message = refused.to_string();
         conditions::mark_false(&mut status.conditions, APPLIED, reasons::APPLY_FAILED, &message, generation, now);
     }
 }
@@ -1026,11 +1032,11 @@ mod tests {
             name: "b".into(),
         };
         let rejected = Refusal::Rejected { child, message: "spec.chart: Required value".into() };
-        applied(&mut status, &[rejected], Some(2), &at(5));
+        applied(&mut status, &Refusals(vec![rejected]), Some(2), &at(5));
         let c = status.conditions.iter().find(|c| c.type_ == APPLIED).unwrap();
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "ApplyFailed"));
         assert!(c.message.contains("spec.chart"));
-        applied(&mut status, &[], Some(2), &at(6));
+        applied(&mut status, &Refusals::default(), Some(2), &at(6));
         assert!(status.conditions.iter().all(|c| c.type_ != APPLIED));
     }
 }

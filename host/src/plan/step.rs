@@ -9,7 +9,7 @@
 //! controller's errors for a provider no plugin serves and a home out of reach: the core only
 //! says them in the status.
 
-use super::decide::{self, Plan, Refusal};
+use super::decide::{self, Plan, Refusal, Refusals};
 use super::events::{Note, service_set_events};
 use super::gate::Gate;
 use super::placements::{self, Placements};
@@ -260,7 +260,7 @@ pub enum Failure {
     Unreachable(String),
     /// The API server refused children, objects of their names are someone else's, or a cluster
     /// could not be cleared.
-    Refused(Vec<Refusal>),
+    Refused(Refusals),
 }
 
 /// The next step of `service_set`'s round at `now`.
@@ -357,9 +357,9 @@ fn serve<H: Clone, E: Display, S: Display>(
         return Step::RecordRegions(record);
     }
     let taken = foreign.iter().map(|(child, why)| Refusal::Taken { child: child.clone(), why: why.clone() });
-    let refused: Vec<Refusal> =
-        taken.chain(carried_out.refused.iter().cloned()).chain(cleared.refused.iter().cloned()).collect();
-    if carried_out.coming_back && refused.is_empty() {
+    let refused =
+        Refusals(taken.chain(carried_out.refused.iter().cloned()).chain(cleared.refused.iter().cloned()).collect());
+    if carried_out.coming_back && refused.0.is_empty() {
         return Step::End(End::Resync);
     }
     let status = match (&plan.status, &done.status) {
@@ -372,7 +372,7 @@ fn serve<H: Clone, E: Display, S: Display>(
     };
     let mut status = verified.status.clone();
     decide::applied(&mut status, &refused, service_set.metadata.generation, now);
-    let end = match (refused.is_empty(), verified.unsettled) {
+    let end = match (refused.0.is_empty(), verified.unsettled) {
         (true, false) => End::Resync,
         (true, true) => End::HealthPoll,
         (false, _) => End::Failed(Failure::Refused(refused)),

@@ -13,7 +13,7 @@ use crate::k0rdent::NamespacedName;
 use crate::k0rdent::{ServiceSet, ServiceSetStatus, StateManagementProvider};
 use crate::metrics::MetricLabel;
 use crate::plan::claims::ServiceClaims;
-use crate::plan::decide::{self, Inputs, Plan, Refusal, foreign_objects};
+use crate::plan::decide::{self, Inputs, Plan, Refusal, Refusals, foreign_objects};
 use crate::plan::events;
 use crate::plan::gate::{Finalizers, Gate, gate};
 use crate::plan::route::{RegionAccess, Route};
@@ -54,8 +54,8 @@ pub enum Error {
     Plugin(#[from] CallError),
     /// The API server refused children the plugin produced, objects of their names are someone
     /// else's, or a cluster could not be cleared.
-    #[error("objects not applied: {}", decide::refusals(.0))]
-    Refused(Vec<Refusal>),
+    #[error("objects not applied: {0}")]
+    Refused(Refusals),
     /// The cluster the children live on cannot be told or reached (a region).
     #[error("{0}")]
     Unreachable(String),

@@ -132,7 +132,7 @@ fn a_name_someone_else_holds_is_planned_again_and_reported_as_not_applied() {
     done.written = true;
     assert!(matches!(
         next(&ss, &facts, &done, &now()).end(),
-        Some(End::Failed(Failure::Refused(why))) if matches!(&why[..], [decide::Refusal::Taken { child: taken, .. }] if taken == &child("ingress"))
+        Some(End::Failed(Failure::Refused(why))) if matches!(&why.0[..], [decide::Refusal::Taken { child: taken, .. }] if taken == &child("ingress"))
     ));
 }
 
