@@ -1,13 +1,15 @@
 //! What one look at a target's workloads (all of one ServiceSet's checked services) may read in
 //! all. Each call to another cluster is capped on its own, but a look makes a call per kind the
-//! rules name, per discovery label, per service: a cluster that answers each with as much as a
-//! call may hold would have the host read and keep gigabytes in one look. Past this budget the
-//! look stops, and the services it did not finish are not verified.
+//! rules name, per namespace of its services, per page: a cluster that answers each with as much
+//! as a call may hold would have the host read gigabytes in one look. Every byte answered counts;
+//! of the objects, those kept (the services' workloads): a namespace's other objects are read
+//! past, not kept. Past this budget the look stops, and the services it did not finish are not
+//! verified.
 
 /// The bytes of the answers of one look, in all.
 pub const LOOK_BYTES: usize = 32 << 20;
-/// The objects the answers of one look list, in all: a service's workloads are a handful of
-/// objects of each kind.
+/// The services' objects the answers of one look hold, in all: a service's workloads are a
+/// handful of objects of each kind.
 pub const LOOK_OBJECTS: usize = 10_000;
 
 /// What a look has read so far.
@@ -34,8 +36,8 @@ impl Spending {
         LOOK_OBJECTS.saturating_sub(self.objects)
     }
 
-    /// Counts an answer of `bytes` listing `objects` (all it listed, kept or not): the bound
-    /// passed, if any, after which the look stops.
+    /// Counts an answer of `bytes` holding `objects` of the look's services (kept or not): the
+    /// bound passed, if any, after which the look stops.
     pub fn spend(&mut self, bytes: usize, objects: usize) -> Result<(), Spent> {
         self.bytes = self.bytes.saturating_add(bytes);
         self.objects = self.objects.saturating_add(objects);

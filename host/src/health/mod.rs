@@ -31,3 +31,10 @@ pub const DATA_KEY: &str = "rules";
 /// The labels chart authors put the release's identity in: an object with any of them equal to
 /// the service name is one of the service's workloads.
 pub const DISCOVERY_LABELS: [&str; 4] = ["release", "app", "app.kubernetes.io/instance", "app.kubernetes.io/name"];
+
+/// Whether `object` is one of service `name`'s workloads: it carries one of the
+/// [`DISCOVERY_LABELS`] with that name.
+pub fn is_workload_of(object: &serde_json::Value, name: &str) -> bool {
+    let labels = &object["metadata"]["labels"];
+    DISCOVERY_LABELS.iter().any(|label| labels[label].as_str() == Some(name))
+}

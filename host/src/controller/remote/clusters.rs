@@ -34,8 +34,9 @@ use tower::{BoxError, ServiceBuilder};
 
 /// The clients held at most by default.
 pub const CAPACITY: usize = 64;
-/// Objects one list request returns at most (a service's workloads are a handful).
-const LIST_LIMIT: u32 = 100;
+/// Objects one list request asks for at most: a look lists a kind in a namespace (not only the
+/// services' own workloads), and follows the next page until its budget is spent.
+const PAGE: u32 = 500;
 /// How long a kind the cluster does not serve is not looked for again.
 const UNSERVED_FOR: Duration = Duration::from_secs(60);
 /// Kinds whose place one cluster's client remembers at most (health rules name a handful); the
@@ -56,7 +57,7 @@ pub enum Reads {
 }
 
 impl Reads {
-    /// The bounds of every call. A target's reads are lists of at most [`LIST_LIMIT`] objects
+    /// The bounds of every call. A target's reads are pages of at most [`PAGE`] objects
     /// and discovery; a region's are pages of up to 500 CD-tool objects (kube's watcher), and
     /// its writes one object each.
     pub fn limits(self) -> Limits {
@@ -404,29 +405,30 @@ impl Cluster {
         if self.name.is_empty() { String::new() } else { format!(" on {}", self.name) }
     }
 
-    /// The objects of `kind` labelled `label`, in `namespace` or (scope `Cluster`) anywhere: the
-    /// first `most` of at most [`LIST_LIMIT`] asked for, all counted, and the answer's bytes. A
-    /// kind the cluster does not serve has none.
+    /// A page of the objects of `kind` in `namespace` or (scope `Cluster`) anywhere, from the
+    /// token `page` of the one before (`None`: the first): of at most [`PAGE`] asked for, the
+    /// first `most` that `wanted` keeps, all it keeps counted, the answer's bytes and the next
+    /// page's token. A kind the cluster does not serve has none.
     pub async fn list(
         &self,
-        kind: &GroupKind,
-        version: &str,
-        scope: Scope,
+        (kind, version, scope): (&GroupKind, &str, Scope),
         namespace: &str,
-        (label, value): (&str, &str),
+        page: Option<&str>,
         most: usize,
+        wanted: &(dyn Fn(&serde_json::Value) -> bool + Sync),
     ) -> Result<Listed, kube::Error> {
         let Some(resource) = self.resource(kind, version).await? else { return Ok(Listed::default()) };
         let api: Api<DynamicObject> = match scope {
             Scope::Namespaced => Api::namespaced_with(self.client.clone(), namespace, &resource),
             Scope::Cluster => Api::all_with(self.client.clone(), &resource),
         };
-        let params = ListParams::default().labels(&format!("{label}={value}")).limit(LIST_LIMIT);
+        let mut params = ListParams::default().limit(PAGE);
+        params.continue_token = page.map(str::to_string);
         let mut request =
             kube::core::Request::new(api.resource_url()).list(&params).map_err(kube::Error::BuildRequest)?;
         request.extensions_mut().insert("list");
         let text = self.client.request_text(request).await?;
-        listed::parse(&text, most).map_err(kube::Error::SerdeError)
+        listed::parse(&text, most, wanted).map_err(kube::Error::SerdeError)
     }
 
     /// Where `kind` is served: at `version` when the cluster serves it there, else at the

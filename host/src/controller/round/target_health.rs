@@ -8,9 +8,9 @@
 use crate::conditions::{self, types::HEALTH_RULES};
 use crate::controller::plumbing::slots::Slots;
 use crate::controller::remote::clusters::{Cluster, Clusters};
-use crate::health::DISCOVERY_LABELS;
+use crate::health::is_workload_of;
 use crate::health::look_budget::{Spending, Spent};
-use crate::health::rule_set::{self, RuleSet};
+use crate::health::rule_set::{self, GroupKind, Rule, RuleSet, Scope};
 use crate::health::target;
 use crate::health::verdict::{self, Found, Health, Observation};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus};
@@ -21,7 +21,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use std::collections::BTreeMap;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +30,10 @@ use std::time::Duration;
 /// each call has its deadline ([`crate::controller::remote::clusters::Reads::limits`]), but a cluster that answers
 /// each just in time must not hold the reconcile for as many deadlines as it makes calls.
 const LOOK_WITHIN: Duration = Duration::from_secs(30);
+/// How long a look waits for one of its namespace's slots: a look at a target that answers is
+/// over in milliseconds, so a busy namespace's next look waits its turn rather than report its
+/// services unverified; one whose looks hang gives up soon, holding its worker no longer.
+const SLOT_WITHIN: Duration = Duration::from_secs(1);
 
 /// What the health check reads.
 pub struct TargetHealth {
@@ -109,7 +114,8 @@ impl TargetHealth {
     /// What each of the `checked` services (name, namespace) of `service_set` looks like on
     /// its target cluster, in one look of at most [`LOOK_WITHIN`] that reads at most its budget
     /// ([`crate::health::look_budget`]): the services not looked at by then are not verified,
-    /// and the look says why.
+    /// and the look says why. A look waits at most [`SLOT_WITHIN`] for one of its namespace's
+    /// slots.
     async fn look(
         &self,
         service_set: &ServiceSet,
@@ -118,7 +124,7 @@ impl TargetHealth {
         checked: &[(String, String)],
     ) -> Vec<Observation> {
         let namespace = service_set.namespace().unwrap_or_default();
-        let Some(_slot) = self.looks.take(&namespace) else {
+        let Some(_slot) = self.looks.wait_for(&namespace, SLOT_WITHIN).await else {
             let (per_namespace, looks) =
                 (self.looks.per_key(), if self.looks.per_key() == 1 { "look" } else { "looks" });
             let why =
@@ -128,36 +134,24 @@ impl TargetHealth {
         let secret = target::kubeconfig_secret(service_set);
         let target =
             secret.as_ref().map_or("the management cluster".to_string(), |s| format!("the cluster of Secret {s}"));
-        let mut observations = Vec::with_capacity(checked.len());
         let looking = async {
             let cluster = match &secret {
                 None => self.clusters.here(),
                 Some(secret) => match self.clusters.of(home, secret, KUBECONFIG_KEY).await {
                     Ok(cluster) => cluster,
-                    Err(why) => {
-                        observations.resize(checked.len(), Observation::Unreadable(why.to_string()));
-                        return;
-                    }
+                    Err(why) => return vec![Observation::Unreadable(why.to_string()); checked.len()],
                 },
             };
-            let mut spending = Spending::default();
-            for (name, namespace) in checked {
-                match observe(&cluster, rules, name, namespace, &mut spending).await {
-                    Ok(observation) => observations.push(observation),
-                    Err(spent) => {
-                        let why =
-                            format!("not verified: {target} answered {spent} in one look, the most the host reads");
-                        observations.resize(checked.len(), Observation::Unreadable(why));
-                        return;
-                    }
-                }
-            }
+            let spent = |spent| format!("not verified: {target} answered {spent} in one look, the most the host reads");
+            observe(&cluster, rules, checked, spent).await
         };
-        if tokio::time::timeout(LOOK_WITHIN, looking).await.is_err() {
-            let why = format!("{target} was not read within {}s", LOOK_WITHIN.as_secs());
-            observations.resize(checked.len(), Observation::Unreadable(why));
+        match tokio::time::timeout(LOOK_WITHIN, looking).await {
+            Ok(observations) => observations,
+            Err(_) => {
+                let why = format!("{target} was not read within {}s", LOOK_WITHIN.as_secs());
+                vec![Observation::Unreadable(why); checked.len()]
+            }
         }
-        observations
     }
 }
 
@@ -189,37 +183,107 @@ impl Verdicts {
     }
 }
 
-/// The objects of every kind `rules` list for the service ([`RuleSet::listing`]) that carry any
-/// of the [`DISCOVERY_LABELS`] with the service's name, in its namespace (or anywhere, for a
-/// cluster-scoped kind), each answer counted against the look's `spending`: the bound passed,
-/// once it is.
+/// What `cluster` holds of each of the `checked` services (name, namespace), in their order: per
+/// service namespace, one list of each kind `rules` name there (one per look for a
+/// cluster-scoped kind), paged, keeping the objects that are a checked service's workloads
+/// ([`is_workload_of`]). Each answer is counted against the look's budget: once it is spent,
+/// the services not yet observed are [`Observation::Unreadable`] for `spent`'s reason. One list
+/// per kind and namespace, not one per discovery label and service, as kcm's verifier makes.
 async fn observe(
     cluster: &Cluster,
     rules: &RuleSet,
-    name: &str,
-    namespace: &str,
-    spending: &mut Spending,
-) -> Result<Observation, Spent> {
-    let mut found = Vec::new();
-    for (kind, rule) in rules.listing(namespace) {
-        let mut objects = Vec::new();
-        for label in DISCOVERY_LABELS {
-            let most = spending.objects_left();
-            match cluster.list(kind, &rule.version, rule.scope, namespace, (label, name), most).await {
-                Ok(listed) => {
-                    spending.spend(listed.bytes, listed.count)?;
-                    objects.extend(listed.objects);
+    checked: &[(String, String)],
+    spent: impl Fn(Spent) -> String,
+) -> Vec<Observation> {
+    let mut names: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (name, namespace) in checked {
+        names.entry(namespace).or_default().insert(name);
+    }
+    let everywhere: BTreeSet<&str> = checked.iter().map(|(name, _)| name.as_str()).collect();
+    let mut spending = Spending::default();
+    let mut cluster_wide: BTreeMap<&GroupKind, Result<Vec<Value>, String>> = BTreeMap::new();
+    let mut found: BTreeMap<&str, Listing> = BTreeMap::new();
+    let mut stopped = None;
+    'namespaces: for (namespace, services) in &names {
+        let mut kinds = Vec::new();
+        for (kind, rule) in rules.listing(namespace) {
+            let listed = match rule.scope {
+                Scope::Namespaced => list_all(cluster, (kind, rule), namespace, services, &mut spending).await,
+                Scope::Cluster => match cluster_wide.get(kind) {
+                    Some(listed) => Ok(listed.clone()),
+                    None => {
+                        let listed = list_all(cluster, (kind, rule), "", &everywhere, &mut spending).await;
+                        if let Ok(listed) = &listed {
+                            cluster_wide.insert(kind, listed.clone());
+                        }
+                        listed
+                    }
+                },
+            };
+            match listed {
+                Ok(Ok(objects)) => kinds.push((kind.clone(), objects)),
+                Ok(Err(why)) => {
+                    found.insert(namespace, Err(why));
+                    continue 'namespaces;
                 }
-                Err(e) => {
-                    let on = cluster.on();
-                    let why = format!("listing {} labelled {label}={name}{on}: {e}", kind.kind);
-                    return Ok(Observation::Unreadable(why));
+                Err(over) => {
+                    stopped = Some(spent(over));
+                    break 'namespaces;
                 }
             }
         }
-        found.push(Found { kind: kind.clone(), objects });
+        found.insert(namespace, Ok(kinds));
     }
-    Ok(Observation::Found(found))
+    let observation = |(name, namespace): &(String, String)| match found.get(namespace.as_str()) {
+        Some(Ok(kinds)) => Observation::Found(
+            kinds
+                .iter()
+                .map(|(kind, objects)| Found {
+                    kind: kind.clone(),
+                    objects: objects.iter().filter(|o| is_workload_of(o, name)).cloned().collect(),
+                })
+                .collect(),
+        ),
+        Some(Err(why)) => Observation::Unreadable(why.clone()),
+        None => Observation::Unreadable(stopped.clone().unwrap_or_default()),
+    };
+    checked.iter().map(observation).collect()
+}
+
+/// What a look found in one namespace: each kind's objects of the services there, or why it could
+/// not list them.
+type Listing = Result<Vec<(GroupKind, Vec<Value>)>, String>;
+
+/// Every page of `kind`'s objects (as `rule` lists it) in `namespace` (`""`: anywhere) that are
+/// workloads of one of `services`, each page counted against `spending`: the bound passed, once
+/// it is; why the cluster could not be read, when it could not.
+async fn list_all(
+    cluster: &Cluster,
+    (kind, rule): (&GroupKind, &Rule),
+    namespace: &str,
+    services: &BTreeSet<&str>,
+    spending: &mut Spending,
+) -> Result<Result<Vec<Value>, String>, Spent> {
+    let wanted = |object: &Value| services.iter().any(|name| is_workload_of(object, name));
+    let (mut objects, mut page) = (Vec::new(), None);
+    loop {
+        let most = spending.objects_left();
+        match cluster.list((kind, &rule.version, rule.scope), namespace, page.as_deref(), most, &wanted).await {
+            Ok(listed) => {
+                spending.spend(listed.bytes, listed.count)?;
+                objects.extend(listed.objects);
+                match listed.next {
+                    Some(next) => page = Some(next),
+                    None => return Ok(Ok(objects)),
+                }
+            }
+            Err(e) => {
+                let (on, place) =
+                    (cluster.on(), if namespace.is_empty() { String::new() } else { format!(" in {namespace}") });
+                return Ok(Err(format!("listing {}{place}{on}: {e}", kind.kind)));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -279,9 +343,14 @@ mod tests {
         assert_eq!(observations, [Observation::Unreadable(why.clone()), Observation::Unreadable(why)]);
     }
 
-    /// What a look at services `a` and `b` sees of a cluster that serves Deployments and
-    /// answers every list with `items` (ignoring its `limit`), and how many lists it asked.
-    async fn look_at(items: Vec<Value>) -> (Vec<Observation>, usize) {
+    /// What a look at `services` (name, namespace) sees of a cluster that serves Deployments
+    /// and answers every list in namespace `ns` with `answer(ns, page)` (the page of the list
+    /// so far in that namespace, from 0; ignoring its `limit`), and the lists it asked, in order.
+    async fn look_at(
+        services: &[(&str, &str)],
+        answer: impl Fn(&str, usize) -> Value + Send + Sync + 'static,
+    ) -> (Vec<Observation>, Vec<String>) {
+        let pages = std::sync::Mutex::new(BTreeMap::<String, usize>::new());
         let (client, asked) = crate::controller::mock_api::client(move |line| match line {
             "GET /apis" => Some((
                 200,
@@ -295,59 +364,124 @@ mod tests {
                 "resources": [{"name": "deployments", "singularName": "deployment", "namespaced": true,
                                "kind": "Deployment", "verbs": ["list"]}]}),
             )),
-            "GET /apis/apps/v1/namespaces/team/deployments" => {
-                Some((200, json!({"kind": "DeploymentList", "apiVersion": "apps/v1", "metadata": {}, "items": items})))
+            _ => {
+                let ns = line.strip_prefix("GET /apis/apps/v1/namespaces/")?.strip_suffix("/deployments")?;
+                let mut pages = pages.lock().unwrap();
+                let page = pages.entry(ns.to_string()).or_default();
+                *page += 1;
+                Some((200, answer(ns, *page - 1)))
             }
-            _ => None,
         });
         let (check, service_set, rules) = checking(client);
-        let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked()).await;
-        let lists = asked.lock().unwrap().iter().filter(|l| l.contains("/deployments?")).count();
+        let services: Vec<(String, String)> = services.iter().map(|(n, ns)| (n.to_string(), ns.to_string())).collect();
+        let observations = check.look(&service_set, &check.clusters.here(), &rules, &services).await;
+        let lists = asked.lock().unwrap().iter().filter(|l| l.contains("/deployments?")).cloned().collect();
         (observations, lists)
     }
 
-    /// The objects of the one kind a look found for a service.
-    fn found(observation: &Observation) -> usize {
+    /// A Deployment list answer of `items`, with `next` as its continue token.
+    fn deployments(items: impl IntoIterator<Item = Value>, next: &str) -> Value {
+        let items: Vec<Value> = items.into_iter().collect();
+        json!({"kind": "DeploymentList", "apiVersion": "apps/v1", "metadata": {"continue": next}, "items": items})
+    }
+
+    /// Deployment `name` labelled `label: value`.
+    fn deployment(name: &str, (label, value): (&str, &str)) -> Value {
+        json!({"metadata": {"name": name, "labels": {label: value}}})
+    }
+
+    /// The names of the objects of the one kind a look found for a service.
+    fn found(observation: &Observation) -> Vec<String> {
         let Observation::Found(found) = observation else { panic!("{observation:?}") };
-        found.iter().map(|f| f.objects.len()).sum()
+        found.iter().flat_map(|f| &f.objects).map(|o| o["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    }
+
+    /// Issue 48: kcm's verifier lists each kind once per discovery label per service; a look
+    /// lists each kind once per namespace of its services, whatever the labels, and tells each
+    /// service its own workloads, by any of the discovery labels.
+    #[tokio::test]
+    async fn a_look_lists_a_kind_once_per_namespace_and_tells_each_service_its_workloads() {
+        let (observations, lists) = look_at(&[("a", "team"), ("b", "team"), ("c", "other")], |ns, _| match ns {
+            "team" => deployments(
+                [
+                    deployment("a-web", ("app.kubernetes.io/instance", "a")),
+                    deployment("a-db", ("release", "a")),
+                    deployment("b-web", ("app", "b")),
+                    deployment("unrelated", ("app.kubernetes.io/instance", "z")),
+                ],
+                "",
+            ),
+            _ => deployments([deployment("c", ("app.kubernetes.io/name", "c")), deployment("a", ("app", "a"))], ""),
+        })
+        .await;
+        assert_eq!(lists.len(), 2, "one list per namespace: {lists:?}");
+        assert!(lists.iter().all(|l| !l.contains("labelSelector")), "{lists:?}");
+        assert_eq!(found(&observations[0]), ["a-web", "a-db"]);
+        assert_eq!(found(&observations[1]), ["b-web"]);
+        assert_eq!(found(&observations[2]), ["c"], "a's name in another namespace is not a's");
     }
 
     #[tokio::test]
-    async fn a_look_stops_once_its_answers_hold_more_objects_than_its_budget() {
-        // Each list answers 2,000 objects: `a`'s four lists hold 8,000, `b`'s second passes 10,000.
-        let items = (0..LOOK_OBJECTS / 5).map(|i| json!({"metadata": {"name": format!("d{i}"), "namespace": "team"}}));
-        let (observations, lists) = look_at(items.collect()).await;
-        assert_eq!(found(&observations[0]), 4 * LOOK_OBJECTS / 5, "a is judged");
+    async fn a_look_follows_a_lists_pages() {
+        let (observations, lists) = look_at(&[("a", "team")], |_, page| match page {
+            0 => deployments([deployment("first", ("app", "a"))], "page-2"),
+            _ => deployments([deployment("second", ("app", "a"))], ""),
+        })
+        .await;
+        assert_eq!(found(&observations[0]), ["first", "second"]);
+        assert_eq!(lists.len(), 2);
+        assert!(lists[1].contains("continue=page-2"), "{lists:?}");
+    }
+
+    #[tokio::test]
+    async fn a_look_stops_once_its_answers_hold_more_of_its_services_objects_than_its_budget() {
+        // Each namespace answers 6,000 of its service's objects and as many others, which do not
+        // count: `a`'s fit the budget, `b`'s pass it.
+        let (observations, lists) = look_at(&[("a", "team"), ("b", "zoo")], |ns, _| {
+            let service = if ns == "team" { "a" } else { "b" };
+            let own = (0..6_000).map(|i| deployment(&format!("d{i}"), ("app", service)));
+            let others = (0..6_000).map(|i| deployment(&format!("o{i}"), ("app", "other")));
+            deployments(own.chain(others), "")
+        })
+        .await;
+        assert_eq!(found(&observations[0]).len(), 6_000, "a is judged");
         let why = "not verified: the management cluster answered more than 10000 objects in one look, the most the \
                    host reads";
         assert_eq!(observations[1], Observation::Unreadable(why.into()));
-        assert_eq!(lists, 6, "the look stopped at the list that passed the bound");
+        assert_eq!(lists.len(), 2, "the look stopped at the list that passed the bound");
+        assert_eq!(LOOK_OBJECTS, 10_000);
     }
 
     #[tokio::test]
     async fn a_look_stops_once_its_answers_hold_more_bytes_than_its_budget() {
-        // Each list answers 3 objects of 2 MiB: `a`'s four lists hold 24 MiB, `b`'s second passes 32.
+        // Each namespace answers 10 objects of 2 MiB, none the services': 20 MiB, then 40.
         let large = "x".repeat(2 << 20);
-        let items = (0..3).map(|i| json!({"metadata": {"name": format!("d{i}"), "annotations": {"pad": large}}}));
-        let (observations, lists) = look_at(items.collect()).await;
-        assert_eq!(found(&observations[0]), 12, "a is judged");
+        let (observations, lists) = look_at(&[("a", "team"), ("b", "zoo")], move |_, _| {
+            let items = (0..10).map(|i| json!({"metadata": {"name": format!("d{i}"), "annotations": {"pad": large}}}));
+            deployments(items, "")
+        })
+        .await;
+        assert_eq!(found(&observations[0]).len(), 0, "a is judged: none of its workloads");
         let why = format!(
             "not verified: the management cluster answered more than {} MiB in one look, the most the host reads",
             LOOK_BYTES >> 20
         );
         assert_eq!(observations[1], Observation::Unreadable(why));
-        assert_eq!(lists, 6, "the look stopped at the list that passed the bound");
+        assert_eq!(lists.len(), 2, "the look stopped at the list that passed the bound");
     }
 
     /// Issue 45: a tenant's many ServiceSets with slow targets could hold every reconcile worker
     /// in looks. A namespace runs at most its share of looks at once; the others are not looked
-    /// at now (their verified deployments stay Deployed) and are looked at again soon.
+    /// at now, once a look has waited its bound for a slot (their verified deployments stay
+    /// Deployed), and are looked at again soon.
     #[tokio::test]
     async fn a_namespace_runs_at_most_its_share_of_looks_at_once() {
         let (client, asked) = crate::controller::mock_api::client(|_| None);
         let (check, service_set, rules) = checking(client);
         let running = check.looks.take("kcm-system").expect("a free slot");
+        let started = tokio::time::Instant::now();
         let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked()).await;
+        assert!(started.elapsed() >= SLOT_WITHIN, "it waited for a slot first");
         let why = "not verified now: namespace kcm-system runs 1 look at its targets already".to_string();
         assert_eq!(observations, [Observation::Unreadable(why.clone()), Observation::Unreadable(why)]);
         assert!(asked.lock().unwrap().is_empty(), "nothing read");
