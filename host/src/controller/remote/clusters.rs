@@ -23,6 +23,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::client::ConfigExt;
 use kube::client::retry::RetryPolicy;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube::core::GroupVersion;
 use kube::{Api, Client, Config, discovery};
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -42,6 +43,8 @@ const UNSERVED_FOR: Duration = Duration::from_secs(60);
 /// Kinds whose place one cluster's client remembers at most (health rules name a handful); the
 /// least recently used is forgotten first and looked for again on its next use.
 const KINDS_HELD: usize = 64;
+/// Group versions whose resources one cluster's client remembers at most.
+const VERSIONS_HELD: usize = 16;
 /// Bounds on a connection to another cluster: one that does not answer must not hold a reconcile.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -381,7 +384,14 @@ pub struct Cluster {
     client: Client,
     /// At most [`KINDS_HELD`], each with when it was last used.
     kinds: Mutex<HashMap<GroupKind, (Served, Instant)>>,
+    /// The resources of each group version discovered, at most [`VERSIONS_HELD`], each with when
+    /// it was last used: the kinds of one group version the rules name (Deployment, StatefulSet,
+    /// DaemonSet) cost one discovery request, not one each.
+    versions: Mutex<HashMap<String, (Resources, Instant)>>,
 }
+
+/// The resources of one group version.
+type Resources = Arc<Vec<ApiResource>>;
 
 /// Where a kind is served, or since when it is known not to be.
 #[derive(Clone)]
@@ -392,7 +402,7 @@ enum Served {
 
 impl Cluster {
     fn new(name: String, client: Client) -> Self {
-        Self { name, client, kinds: Mutex::default() }
+        Self { name, client, kinds: Mutex::default(), versions: Mutex::default() }
     }
 
     /// The client.
@@ -443,13 +453,14 @@ impl Cluster {
             Some(Served::Not(since)) if since.elapsed() < UNSERVED_FOR => return Ok(None),
             _ => {}
         }
-        let served = match discovery::group(&self.client, &kind.group).await {
-            Ok(group) => {
-                let at_version = group.versioned_resources(version).into_iter().find(|(r, _)| r.kind == kind.kind);
-                at_version.or_else(|| group.recommended_kind(&kind.kind)).map(|(resource, _)| resource)
-            }
-            Err(kube::Error::Discovery(_)) => None,
-            Err(e) => return Err(e),
+        let at_version = self.version_resources(&kind.group, version).await?;
+        let served = match at_version.iter().find(|r| r.kind == kind.kind) {
+            Some(resource) => Some(resource.clone()),
+            None => match discovery::group(&self.client, &kind.group).await {
+                Ok(group) => group.recommended_kind(&kind.kind).map(|(resource, _)| resource),
+                Err(kube::Error::Discovery(_)) => None,
+                Err(e) => return Err(e),
+            },
         };
         let entry = served.clone().map_or(Served::Not(Instant::now()), Served::At);
         let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
@@ -457,6 +468,29 @@ impl Cluster {
         make_room(&mut kinds, KINDS_HELD, |(_, used)| *used);
         kinds.insert(kind.clone(), (entry, Instant::now()));
         Ok(served)
+    }
+}
+
+impl Cluster {
+    /// The resources the cluster serves at `group`/`version`, discovered once while held
+    /// (none when it does not serve that version: then the group's preferred one is looked for).
+    async fn version_resources(&self, group: &str, version: &str) -> Result<Resources, kube::Error> {
+        let key = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+        if let Some((resources, used)) = self.versions.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&key) {
+            *used = Instant::now();
+            return Ok(resources.clone());
+        }
+        let resources = match discovery::pinned_group(&self.client, &GroupVersion::gv(group, version)).await {
+            Ok(served) => served.versioned_resources(version).into_iter().map(|(resource, _)| resource).collect(),
+            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+            Err(kube::Error::Discovery(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let resources = Arc::new(resources);
+        let mut versions = self.versions.lock().unwrap_or_else(|e| e.into_inner());
+        make_room(&mut versions, VERSIONS_HELD, |(_, used)| *used);
+        versions.insert(key, (resources.clone(), Instant::now()));
+        Ok(resources)
     }
 }
 
@@ -528,7 +562,9 @@ fn self_contained(kubeconfig: &Kubeconfig) -> Result<(), Unusable> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::mock_api::Log;
     use crate::controller::remote::addresses::Class;
+    use serde_json::json;
 
     fn kubeconfig(user: &str, cluster: &str) -> Kubeconfig {
         Kubeconfig::from_yaml(&format!(
@@ -751,5 +787,52 @@ mod tests {
         tokio::time::advance(Reads::Requests.idle() + Duration::from_secs(1)).await;
         clusters.keep((String::new(), NamespacedName::new("team", "b")), "1".into(), cluster());
         assert_eq!(clusters.held(), 1);
+    }
+
+    /// Issue 48: each kind the rules name was discovered on its own (the group list and its
+    /// versions: 12 requests for the chart's six kinds); a group version is discovered once, and
+    /// a version the cluster does not serve falls back to the group's preferred one.
+    #[tokio::test]
+    async fn a_group_versions_kinds_cost_one_discovery_request() {
+        let resource =
+            |name: &str, kind: &str| json!({"name": name, "namespaced": true, "kind": kind, "verbs": ["list"]});
+        let (client, asked) = crate::controller::mock_api::client(move |line| match line {
+            "GET /apis/apps/v1" => Some((
+                200,
+                json!({"kind": "APIResourceList", "groupVersion": "apps/v1",
+                "resources": [resource("deployments", "Deployment"), resource("statefulsets", "StatefulSet"),
+                              resource("daemonsets", "DaemonSet")]}),
+            )),
+            "GET /apis" => Some((
+                200,
+                json!({"kind": "APIGroupList", "groups": [{"name": "apps",
+                "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+                "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}}]}),
+            )),
+            _ if line.starts_with("GET /apis/apps/v1/namespaces/team/") => {
+                Some((200, json!({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": []})))
+            }
+            _ => None,
+        });
+        let cluster = Cluster::new(String::new(), client);
+        let all = |_: &serde_json::Value| true;
+        for kind in ["Deployment", "StatefulSet", "DaemonSet"] {
+            let kind = GroupKind { group: "apps".into(), kind: kind.into() };
+            cluster.list((&kind, "v1", Scope::Namespaced), "team", None, 10, &all).await.unwrap();
+        }
+        let discovery = |asked: &Log| {
+            asked.lock().unwrap().iter().filter(|l| !l.contains("/namespaces/")).cloned().collect::<Vec<_>>()
+        };
+        assert_eq!(discovery(&asked), ["GET /apis/apps/v1"]);
+        assert_eq!(asked.lock().unwrap().len(), 4, "one discovery, three lists");
+
+        let old = GroupKind { group: "apps".into(), kind: "ReplicaSet".into() };
+        let listed = cluster.list((&old, "v1beta2", Scope::Namespaced), "team", None, 10, &all).await.unwrap();
+        assert_eq!(listed, Listed::default(), "served nowhere: none");
+        assert_eq!(
+            discovery(&asked)[1..],
+            ["GET /apis/apps/v1beta2", "GET /apis", "GET /apis/apps/v1"],
+            "an unserved version: the group's preferred one is looked at"
+        );
     }
 }
