@@ -412,7 +412,13 @@ pub async fn client_from_kubeconfig(kubeconfig: &str) -> anyhow::Result<Client> 
 /// Compiled rules per ConfigMap, each compiled once per resourceVersion (the floor's: its rules
 /// come from a store, so only an edit costs a compile).
 #[derive(Default)]
-pub struct CompiledRules(Mutex<HashMap<String, (String, Arc<Vec<Arc<Rule>>>)>>);
+pub struct CompiledRules(Mutex<HashMap<String, Versioned<Compiled>>>);
+
+/// The rules of one ConfigMap that compile.
+type Compiled = Arc<Vec<Arc<Rule>>>;
+
+/// What was made of an object at its resourceVersion (the first).
+type Versioned<T> = (String, T);
 
 impl CompiledRules {
     /// The rules of `config_maps` (as a store holds them), compiling only those whose
@@ -455,7 +461,7 @@ pub fn compile_config_map(config_map: &ConfigMap) -> Vec<Arc<Rule>> {
 /// Clients by kubeconfig Secret, each kept while the Secret's resourceVersion holds (the
 /// floor's: the ServiceSets of a cluster share one).
 #[derive(Default)]
-pub struct Clients(Mutex<HashMap<String, (String, Client)>>);
+pub struct Clients(Mutex<HashMap<String, Versioned<Client>>>);
 
 impl Clients {
     /// The client of the kubeconfig `secret` holds, built when the Secret is new or changed.
