@@ -607,6 +607,7 @@ fn deployed_event(namespace: &str, name: &str) -> DynamicObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::health::rig::{self, Rig};
     use ksm_test_harness::flux::FluxState;
     use ksm_test_harness::{MANAGED_LABEL, SERVICE_LABEL};
 
@@ -726,6 +727,37 @@ mod tests {
         let mut set = service_set(&[FINALIZER], json!({"deployed": true, "services": [], "conditions": [{}]}));
         trim_service_set(&mut set);
         assert_eq!(set.data["status"], json!({"deployed": true, "services": []}));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn with_health_the_status_waits_until_the_workloads_are_healthy() {
+        let rig = Rig::start("floor", json!([{"name": "a", "namespace": "a-ns", "template": "t-a"}])).await;
+        let options = Options {
+            kubeconfig: Some(rig.kubeconfig.clone()),
+            namespace: rig::NAMESPACE.into(),
+            concurrency: 2,
+            writes: Writes::Least,
+            health: Some(rig.health()),
+        };
+        let floor = tokio::spawn(run(options));
+        let release = Kind::HelmRelease.resource();
+        let created = || rig.management.object(&release.api_version, &release.kind, Some(rig::NAMESPACE), "c1-a");
+        assert!(rig::eventually(10, || created().is_some()).await, "the HelmRelease is created");
+        let mut ready = created().expect("the HelmRelease");
+        ready["status"] = FluxState::Ready.helm_release_status(1);
+        rig.management.put_object(ready).expect("put");
+
+        assert!(rig::eventually(10, || rig.target.requests().verb("list") >= 12).await, "looked at twice");
+        assert!(!rig.deployed(), "not deployed while a Deployment is unhealthy");
+        rig.target.put_object(rig::deployment("a", 2)).expect("put");
+        assert!(rig::eventually(10, || rig.deployed()).await, "deployed once healthy");
+        floor.abort();
+
+        let (targets, managed) = (rig.target.requests(), rig.management.requests());
+        assert_eq!(targets.verb("list") % 6, 0, "six lists a look, one per kind: {targets:?}");
+        assert_eq!(targets.verb("get") + targets.verb("watch"), 0, "{targets:?}");
+        let watched = ["configmaps", "secrets"].map(|resource| managed.get("list", resource));
+        assert_eq!((watched, managed.verb("get")), ([1, 1], 0), "one list of each, no GETs: {managed:?}");
     }
 
     #[test]

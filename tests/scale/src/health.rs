@@ -497,6 +497,101 @@ fn to_cel(value: &Value) -> cel::Value {
     }
 }
 
+/// A management cluster and a target for the baselines' tests with `--health`, both simulated.
+#[cfg(test)]
+pub(crate) mod rig {
+    use std::path::PathBuf;
+
+    use k8s_openapi::api::core::v1::Secret;
+    use ksm_test_apiserver::TestApiServer;
+    use ksm_test_harness::objects::Kind;
+    use serde_json::{Value, json};
+
+    /// The namespace of the ServiceSet.
+    pub(crate) const NAMESPACE: &str = "ns";
+
+    pub(crate) struct Rig {
+        pub(crate) management: TestApiServer,
+        pub(crate) target: TestApiServer,
+        pub(crate) kubeconfig: PathBuf,
+        dir: PathBuf,
+    }
+
+    impl Rig {
+        /// The ServiceSet `c1` of `services` (for SMP `ksm-flux`, cluster `c1`), the chart's rules
+        /// in `kcm-system`, the kubeconfig Secret of the target, and on the target a Deployment of
+        /// service `a` in `a-ns`, 1 of 2 replicas ready.
+        pub(crate) async fn start(test: &str, services: Value) -> Self {
+            let management = TestApiServer::start(ksm_test_harness::env::crds()).await.expect("management");
+            let target = TestApiServer::start(Vec::new()).await.expect("a target");
+            let dir = std::env::temp_dir().join(format!("ksm-{test}-health-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a directory");
+            let kubeconfig = dir.join("kubeconfig");
+            std::fs::write(&kubeconfig, management.kubeconfig_yaml()).expect("a kubeconfig");
+            let set = ksm_test_harness::fixtures::service_set(NAMESPACE, "c1", "ksm-flux", services);
+            management.put_object(set).expect("put");
+            let rules = include_str!("../../../deploy/chart/files/health-rules.yaml");
+            management
+                .put_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "kcm-default-health-rules", "namespace": "kcm-system",
+                                 "labels": {super::RULE_TARGET_LABEL: super::GLOBAL}},
+                    "data": {"rules": rules}}))
+                .expect("put");
+            let secret = Secret {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("c1-kubeconfig".into()),
+                    namespace: Some(NAMESPACE.into()),
+                    ..Default::default()
+                },
+                data: Some([("value".into(), k8s_openapi::ByteString(target.kubeconfig_yaml().into_bytes()))].into()),
+                ..Default::default()
+            };
+            let mut secret = serde_json::to_value(secret).expect("a Secret");
+            (secret["apiVersion"], secret["kind"]) = (json!("v1"), json!("Secret"));
+            management.put_object(secret).expect("put");
+            target.put_object(deployment("a", 1)).expect("put");
+            Self { management, target, kubeconfig, dir }
+        }
+
+        /// Health options with a poll of 200 ms.
+        pub(crate) fn health(&self) -> super::Options {
+            super::Options { system_namespace: "kcm-system".into(), poll: std::time::Duration::from_millis(200) }
+        }
+
+        /// Whether the ServiceSet's status says it is deployed.
+        pub(crate) fn deployed(&self) -> bool {
+            let set = Kind::ServiceSet.resource();
+            let set = self.management.object(&set.api_version, &set.kind, Some(NAMESPACE), "c1").expect("c1");
+            set["status"]["deployed"] == true
+        }
+    }
+
+    impl Drop for Rig {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// Deployment `web` of service `service` in `a-ns`, `ready` of 2 replicas ready.
+    pub(crate) fn deployment(service: &str, ready: i64) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "web", "namespace": "a-ns", "labels": {"app.kubernetes.io/instance": service}},
+               "spec": {"replicas": 2},
+               "status": {"observedGeneration": 1, "readyReplicas": ready, "updatedReplicas": 2}})
+    }
+
+    /// Polls `check` every 50 ms until it holds, for up to `seconds`.
+    pub(crate) async fn eventually(seconds: u64, check: impl Fn() -> bool) -> bool {
+        for _ in 0..seconds * 20 {
+            if check() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

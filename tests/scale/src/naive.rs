@@ -573,6 +573,48 @@ mod tests {
         assert_eq!(retry_delay(40), MAX_RETRY);
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn with_health_an_unhealthy_service_is_provisioning_until_healthy() {
+        use crate::health::rig::{self, Rig};
+        use ksm_test_harness::fixtures::{INGRESS_TEMPLATE, service_templates, smp};
+        let services = json!([{"name": "a", "namespace": "a-ns", "template": INGRESS_TEMPLATE}]);
+        let rig = Rig::start("naive", services).await;
+        let mut provider = smp("ksm-flux", "adapter", rig::NAMESPACE);
+        provider["status"] = json!({"ready": true});
+        rig.management.put_object(provider).expect("put");
+        service_templates(rig::NAMESPACE).into_iter().for_each(|t| drop(rig.management.put_object(t).expect("put")));
+        let options = Options {
+            kubeconfig: Some(rig.kubeconfig.clone()),
+            namespace: rig::NAMESPACE.into(),
+            concurrency: 2,
+            requeue: Duration::from_secs(30),
+            health: Some(rig.health()),
+        };
+        let naive = tokio::spawn(run(options));
+        let release = Kind::HelmRelease.resource();
+        let created = || rig.management.object(&release.api_version, &release.kind, Some(rig::NAMESPACE), "c1-a");
+        assert!(rig::eventually(10, || created().is_some()).await, "the HelmRelease is created");
+        let mut ready = created().expect("the HelmRelease");
+        ready["status"] = ksm_test_harness::flux::FluxState::Ready.helm_release_status(1);
+        rig.management.put_object(ready).expect("put");
+
+        // Polled (not the 30 s requeue) while unhealthy: looked at at least twice.
+        assert!(rig::eventually(10, || rig.target.requests().verb("list") >= 2 * 24).await, "polled");
+        let set = Kind::ServiceSet.resource();
+        let status = rig.management.object(&set.api_version, &set.kind, Some(rig::NAMESPACE), "c1").expect("c1");
+        assert_eq!(status["status"]["services"][0]["state"], "Provisioning", "{status}");
+        assert!(!rig.deployed());
+        rig.target.put_object(rig::deployment("a", 2)).expect("put");
+        assert!(rig::eventually(10, || rig.deployed()).await, "deployed once healthy");
+        naive.abort();
+
+        let (targets, managed) = (rig.target.requests(), rig.management.requests());
+        assert_eq!(targets.verb("list") % 24, 0, "four lists per kind a look: {targets:?}");
+        let looks = targets.verb("list") / 24;
+        assert!(managed.get("get", "secrets") >= looks, "a GET of the kubeconfig per look: {managed:?}");
+        assert!(managed.get("list", "configmaps") >= 2 * looks, "tiers 1 and 2 listed per look: {managed:?}");
+    }
+
     #[test]
     fn a_helm_release_as_the_guide_builds_it() {
         let set: DynamicObject = serde_json::from_value(json!({
