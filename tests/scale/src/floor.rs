@@ -25,25 +25,52 @@
 //! - **No deletion path, no failure states, no Kustomizations**: the benchmark needs none.
 //! - **Errors** requeue the ServiceSet after the naive baseline's retry delays.
 //!
+//! With `--health` ([`Options::health`]) it also verifies services' health on their target
+//! clusters before writing the status, as kcm 1.12 does ([`crate::health`]), with the least
+//! that asks of the API servers:
+//!
+//! - two more list+watches, in stores like the others: the ConfigMaps labelled
+//!   `k0rdent.mirantis.com/health-rule-target=global` of the system namespace (the rules, each
+//!   ConfigMap compiled once per resourceVersion) and the Secrets of the served namespace (the
+//!   kubeconfigs: no GETs). One client per kubeconfig Secret, kept while its resourceVersion
+//!   holds, serves every ServiceSet of that cluster;
+//! - a look only when the status is due (every HelmRelease Ready, the status not yet written):
+//!   ONE list per kind a rule names per distinct service namespace of the ServiceSet (one per
+//!   cluster-scoped kind), unfiltered, the services' objects picked out by their labels on this
+//!   side ([`health::look`]);
+//! - all healthy: the status, as without `--health`; else no write, and the ServiceSet is
+//!   looked at again after `--health-poll-seconds`. A target it cannot read (no Secret, no
+//!   answer) counts as unhealthy.
+//!
+//! Liberties of its own: only the global rules of the system namespace are read (kcm's tiers 2
+//! and 3, in the ServiceSet's namespace, would be one more store of ConfigMaps; the benchmark has
+//! none); a ConfigMap or Secret event queues no ServiceSet (the poll brings them back).
+//!
 //! With `--writes applies` ([`Writes::Applies`]) it writes as ksm-adapter chooses to instead: a
 //! server-side apply per new HelmRelease and one Event per ServiceSet deployed, so that what
 //! those choices cost the API server is measured apart from the rest of ksm-adapter.
 
 use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::Hash;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use ksm_test_harness::SERVICE_SET_LABEL;
 use ksm_test_harness::fixtures::now;
 use ksm_test_harness::objects::Kind;
-use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
+use crate::health::{self, Clients, CompiledRules, Service, Unhealthy};
 use crate::naive::queue::Queue;
 use crate::naive::{
     self, ProviderConfig, child_name, controller_reference, field, mutate_helm_release, provider_config,
@@ -63,6 +90,8 @@ pub struct Options {
     pub concurrency: u16,
     /// How it writes a new HelmRelease and a deployed ServiceSet.
     pub writes: Writes,
+    /// Whether, and how, it verifies services' health before writing the status.
+    pub health: Option<health::Options>,
 }
 
 /// How the floor writes a new HelmRelease and a deployed ServiceSet.
@@ -266,13 +295,26 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let (service_set_api, release_api) = (api(Kind::ServiceSet), api(Kind::HelmRelease));
     let enqueue = queue.clone();
     let touched = move |set: &DynamicObject| enqueue.add(&set.name_any());
-    tasks.spawn(follow(service_set_api.clone(), service_set_writer, trim_service_set, touched));
+    tasks.spawn(follow(
+        service_set_api.clone(),
+        watcher::Config::default(),
+        service_set_writer,
+        trim_service_set,
+        touched,
+    ));
     let enqueue = queue.clone();
-    tasks.spawn(follow(release_api.clone(), release_writer, trim_release, move |release| {
-        if let Some(owner) = release.labels().get(SERVICE_SET_LABEL) {
-            enqueue.add(owner);
-        }
-    }));
+    tasks.spawn(follow(
+        release_api.clone(),
+        watcher::Config::default(),
+        release_writer,
+        trim_release,
+        move |release| {
+            if let Some(owner) = release.labels().get(SERVICE_SET_LABEL) {
+                enqueue.add(owner);
+            }
+        },
+    ));
+    let health = options.health.as_ref().map(|health| watch_health(&client, &options.namespace, health, &mut tasks));
     let ctx = Arc::new(Context {
         namespace: options.namespace.clone(),
         service_set_resource: Kind::ServiceSet.resource(),
@@ -285,11 +327,33 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         writes: options.writes,
         event_api: Api::namespaced_with(client.clone(), &options.namespace, &event_resource()),
         failures: Mutex::default(),
+        health,
     });
     for _ in 0..options.concurrency.max(1) {
         tasks.spawn(work(ctx.clone(), queue.clone()));
     }
     naive::terminated().await
+}
+
+/// The stores health verification reads, their list+watches spawned on `tasks`: the global rule
+/// ConfigMaps of the system namespace and the Secrets of `namespace`.
+fn watch_health(client: &Client, namespace: &str, options: &health::Options, tasks: &mut JoinSet<()>) -> Health {
+    let (config_maps, config_map_writer) = reflector::store();
+    let (secrets, secret_writer) = reflector::store();
+    let rules = Api::<ConfigMap>::namespaced(client.clone(), &options.system_namespace);
+    let selector = format!("{}={}", health::RULE_TARGET_LABEL, health::GLOBAL);
+    let config = watcher::Config::default().labels(&selector);
+    tasks.spawn(follow(rules, config.clone(), config_map_writer, trim_meta, |_| {}));
+    let secret_api = Api::<Secret>::namespaced(client.clone(), namespace);
+    tasks.spawn(follow(secret_api, watcher::Config::default(), secret_writer, trim_meta, |_| {}));
+    Health { poll: options.poll, config_maps, secrets, compiled: CompiledRules::default(), clients: Clients::default() }
+}
+
+/// Drops an object's managed fields and annotations (a ConfigMap's or a Secret's: what the floor
+/// keeps is its data).
+fn trim_meta<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+    object.meta_mut().annotations = None;
 }
 
 /// A store of objects of `resource` and its writer.
@@ -325,15 +389,19 @@ fn trim(object: &mut DynamicObject, keep: impl Fn(&Value) -> Value) {
     }
 }
 
-/// The one list+watch of `api`, into `writer`'s store, each object `trim`med first; `touched`
-/// sees every object that changed.
-async fn follow(
-    api: Api<DynamicObject>,
-    writer: reflector::store::Writer<DynamicObject>,
-    trim: fn(&mut DynamicObject),
-    touched: impl Fn(&DynamicObject),
-) {
-    let events = watcher(api, watcher::Config::default()).default_backoff().modify(trim);
+/// The one list+watch of `api` (as `config` selects), into `writer`'s store, each object
+/// `trim`med first; `touched` sees every object that changed.
+async fn follow<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    trim: fn(&mut K),
+    touched: impl Fn(&K),
+) where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    let events = watcher(api, config).default_backoff().modify(trim);
     let events = reflector::reflector(writer, events);
     events
         .touched_objects()
@@ -363,6 +431,43 @@ struct Context {
     event_api: Api<DynamicObject>,
     /// Failed rounds in a row, by ServiceSet name (for the retry delay).
     failures: Mutex<HashMap<String, u32>>,
+    /// What health verification reads from, with `--health`.
+    health: Option<Health>,
+}
+
+/// The stores and caches of health verification.
+struct Health {
+    /// The delay before a ServiceSet with an unhealthy service is looked at again.
+    poll: Duration,
+    /// The global rule ConfigMaps of the system namespace.
+    config_maps: Store<ConfigMap>,
+    /// The Secrets of the served namespace (the kubeconfigs among them).
+    secrets: Store<Secret>,
+    compiled: CompiledRules,
+    clients: Clients,
+}
+
+impl Health {
+    /// Once the rules and the Secrets are listed.
+    async fn ready(&self) -> bool {
+        self.config_maps.wait_until_ready().await.is_ok() && self.secrets.wait_until_ready().await.is_ok()
+    }
+
+    /// The floor's look at the services of `service_set` on its target ([`health::look`]): the
+    /// unhealthy objects, or why the target cannot be read.
+    async fn look(&self, service_set: &DynamicObject) -> anyhow::Result<Vec<Unhealthy>> {
+        let rules = self.compiled.rules(self.config_maps.state().iter().map(|c| &**c));
+        if rules.kinds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let name = health::kubeconfig_secret_name(service_set);
+        let namespace = service_set.namespace().unwrap_or_default();
+        let key = ObjectRef::new(&name).within(&namespace);
+        let secret = self.secrets.get(&key).ok_or_else(|| anyhow::anyhow!("no Secret {namespace}/{name}"))?;
+        let client = self.clients.client(&secret).await?;
+        let services: Vec<Service> = naive::services(service_set).iter().map(Service::of).collect();
+        Ok(health::look(&client, &rules, &services).await?)
+    }
 }
 
 /// A worker: once both stores are listed, serves the queue's ServiceSets one at a time.
@@ -370,10 +475,20 @@ async fn work(ctx: Arc<Context>, queue: Arc<Queue>) {
     if ctx.service_sets.wait_until_ready().await.is_err() || ctx.releases.wait_until_ready().await.is_err() {
         return;
     }
+    if let Some(health) = &ctx.health
+        && !health.ready().await
+    {
+        return;
+    }
     loop {
         let name = queue.get().await;
         match serve(&ctx, &name).await {
-            Ok(()) => drop(ctx.failures.lock().expect("failures lock").remove(&name)),
+            Ok(again) => {
+                ctx.failures.lock().expect("failures lock").remove(&name);
+                if let Some(after) = again {
+                    queue.add_after(&name, after);
+                }
+            }
             Err(error) => {
                 let failures = {
                     let mut failures = ctx.failures.lock().expect("failures lock");
@@ -390,11 +505,12 @@ async fn work(ctx: Arc<Context>, queue: Arc<Queue>) {
 }
 
 /// Decides from the stores and makes the writes that are due: the finalizer, then the
-/// HelmReleases at once, then the status.
-async fn serve(ctx: &Context, name: &str) -> Result<(), kube::Error> {
+/// HelmReleases at once, then — with `--health`, once a look finds every service healthy — the
+/// status. When to serve the ServiceSet again (`None`: on the next event).
+async fn serve(ctx: &Context, name: &str) -> Result<Option<Duration>, kube::Error> {
     let key = |name: &str, resource: &ApiResource| ObjectRef::new_with(name, resource.clone()).within(&ctx.namespace);
     let Some(service_set) = ctx.service_sets.get(&key(name, &ctx.service_set_resource)) else {
-        return Ok(());
+        return Ok(None);
     };
     let release = |name: &str| ctx.releases.get(&key(name, &ctx.release_resource));
     let writes = ctx.pending.due(name, decide(&service_set, release, &now()));
@@ -407,10 +523,32 @@ async fn serve(ctx: &Context, name: &str) -> Result<(), kube::Error> {
     }
     let results = futures::future::join_all(releases.iter().map(|write| write_one(ctx, name, write))).await;
     results.into_iter().collect::<Result<Vec<()>, _>>()?;
+    if let Some(health) = &ctx.health
+        && !status.is_empty()
+        && !healthy(health, &service_set).await
+    {
+        return Ok(Some(health.poll));
+    }
     for write in status {
         write_one(ctx, name, &write).await?;
     }
-    Ok(())
+    Ok(None)
+}
+
+/// Whether a look finds every service of `service_set` healthy; if not, says why.
+async fn healthy(health: &Health, service_set: &DynamicObject) -> bool {
+    let name = service_set.name_any();
+    match health.look(service_set).await {
+        Ok(unhealthy) if unhealthy.is_empty() => true,
+        Ok(unhealthy) => {
+            eprintln!("ServiceSet {name}: {} unhealthy, first {}", unhealthy.len(), unhealthy[0]);
+            false
+        }
+        Err(e) => {
+            eprintln!("ServiceSet {name}: its target cannot be read: {e:#}");
+            false
+        }
+    }
 }
 
 /// Makes one write for ServiceSet `name` and remembers it.
@@ -469,6 +607,7 @@ fn deployed_event(namespace: &str, name: &str) -> DynamicObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::health::rig::{self, Rig};
     use ksm_test_harness::flux::FluxState;
     use ksm_test_harness::{MANAGED_LABEL, SERVICE_LABEL};
 
@@ -588,6 +727,37 @@ mod tests {
         let mut set = service_set(&[FINALIZER], json!({"deployed": true, "services": [], "conditions": [{}]}));
         trim_service_set(&mut set);
         assert_eq!(set.data["status"], json!({"deployed": true, "services": []}));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn with_health_the_status_waits_until_the_workloads_are_healthy() {
+        let rig = Rig::start("floor", json!([{"name": "a", "namespace": "a-ns", "template": "t-a"}])).await;
+        let options = Options {
+            kubeconfig: Some(rig.kubeconfig.clone()),
+            namespace: rig::NAMESPACE.into(),
+            concurrency: 2,
+            writes: Writes::Least,
+            health: Some(rig.health()),
+        };
+        let floor = tokio::spawn(run(options));
+        let release = Kind::HelmRelease.resource();
+        let created = || rig.management.object(&release.api_version, &release.kind, Some(rig::NAMESPACE), "c1-a");
+        assert!(rig::eventually(10, || created().is_some()).await, "the HelmRelease is created");
+        let mut ready = created().expect("the HelmRelease");
+        ready["status"] = FluxState::Ready.helm_release_status(1);
+        rig.management.put_object(ready).expect("put");
+
+        assert!(rig::eventually(10, || rig.target.requests().verb("list") >= 12).await, "looked at twice");
+        assert!(!rig.deployed(), "not deployed while a Deployment is unhealthy");
+        rig.target.put_object(rig::deployment("a", 2)).expect("put");
+        assert!(rig::eventually(10, || rig.deployed()).await, "deployed once healthy");
+        floor.abort();
+
+        let (targets, managed) = (rig.target.requests(), rig.management.requests());
+        assert_eq!(targets.verb("list") % 6, 0, "six lists a look, one per kind: {targets:?}");
+        assert_eq!(targets.verb("get") + targets.verb("watch"), 0, "{targets:?}");
+        let watched = ["configmaps", "secrets"].map(|resource| managed.get("list", resource));
+        assert_eq!((watched, managed.verb("get")), ([1, 1], 0), "one list of each, no GETs: {managed:?}");
     }
 
     #[test]

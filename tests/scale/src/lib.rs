@@ -3,7 +3,9 @@
 //!
 //! - [`bench`]: the benchmark, on the simulated API server or envtest;
 //! - [`naive`]: the k0rdent guide's controller, the naive baseline;
-//! - [`floor`]: the least any adapter must ask of the API server, the other baseline.
+//! - [`floor`]: the least any adapter must ask of the API server, the other baseline;
+//! - [`health`]: kcm 1.12's service health verification, the duty both baselines take on with
+//!   `--health` (rules, discovery, verdicts, and each baseline's way of looking).
 //!
 //! Its smoke test (`tests/scale_smoke.rs`, run by `cargo test --workspace`) runs all three at a
 //! small size and guards ksm-adapter's convergence and its 0 writes in a steady state.
@@ -14,4 +16,5 @@
 
 pub mod bench;
 pub mod floor;
+pub mod health;
 pub mod naive;

@@ -21,7 +21,11 @@
 //!    CREATE on 404, else UPDATE (PUT) the fetched object with the guide's mutation applied;
 //! 4. per service: GETs the HelmRelease and the Kustomization `{serviceset}-{service}` and derives
 //!    the service's state (`collectServiceStatuses`), `lastStateTransitionTime` being now;
-//! 5. UPDATEs ServiceSet status — on every reconcile — and requeues after 30 s.
+//! 5. with `--health`, verifies the health of the services step 4 calls Deployed on the target
+//!    cluster, as kcm 1.12 does (module `health`: list the rule ConfigMaps, GET the kubeconfig
+//!    Secret, four lists per rule kind per service), an unhealthy service being `Provisioning`;
+//! 6. UPDATEs ServiceSet status — on every reconcile — and requeues after 30 s, or after
+//!    `--health-poll-seconds` when a service is unhealthy.
 //!
 //! Liberties taken, each also noted where it happens:
 //!
@@ -59,6 +63,9 @@
 //!   written (Go would print them normalised, e.g. `5m0s`).
 //! - **The requeue period** is a flag (default 30 s, the guide's), so that a short smoke run can
 //!   see the periodic writes.
+//! - **Health verification** is not in the guide: it is kcm's, and the guide's controller would
+//!   call it the way kcm's adapter does, with the same client (uncached reads); its own
+//!   liberties are in module `health`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -77,6 +84,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
+mod health;
 pub(crate) mod queue;
 
 use queue::Queue;
@@ -112,6 +120,8 @@ pub struct Options {
     pub concurrency: u16,
     /// The requeue after a complete reconcile (the guide's 30 s).
     pub requeue: Duration,
+    /// Whether, and how, it verifies the health of Deployed services.
+    pub health: Option<crate::health::Options>,
 }
 
 /// Runs the controller until SIGINT or SIGTERM.
@@ -253,6 +263,8 @@ struct Context {
     requeue: Duration,
     /// Failed reconciles in a row, by ServiceSet name (for the retry delay).
     failures: Mutex<HashMap<String, u32>>,
+    /// With `--health`.
+    health: Option<health::Health>,
 }
 
 impl Context {
@@ -278,6 +290,7 @@ impl Context {
             kustomizations: namespaced(Kind::Kustomization),
             requeue: options.requeue,
             failures: Mutex::default(),
+            health: options.health.as_ref().map(|options| health::Health::new(client.clone(), options)),
         }
     }
 }
@@ -320,8 +333,14 @@ async fn reconcile_service_set(ctx: &Context, name: &str) -> Result<Option<Durat
     let config = provider_config(&service_set)?;
     reconcile_services(ctx, &service_set, &config).await?;
     collect_service_statuses(ctx, &mut service_set).await?;
+    let mut requeue = ctx.requeue;
+    if let Some(health) = &ctx.health
+        && health.verify(&mut service_set).await?
+    {
+        requeue = health.poll;
+    }
     ctx.service_sets.replace_status(name, &PostParams::default(), &service_set).await?;
-    Ok(Some(ctx.requeue))
+    Ok(Some(requeue))
 }
 
 /// The guide's `labelsMatchSelector`: the SMP's `spec.selector.matchLabels` (no selector: all).
@@ -552,6 +571,48 @@ mod tests {
         assert_eq!(retry_delay(1), Duration::from_millis(5));
         assert_eq!(retry_delay(4), Duration::from_millis(40));
         assert_eq!(retry_delay(40), MAX_RETRY);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn with_health_an_unhealthy_service_is_provisioning_until_healthy() {
+        use crate::health::rig::{self, Rig};
+        use ksm_test_harness::fixtures::{INGRESS_TEMPLATE, service_templates, smp};
+        let services = json!([{"name": "a", "namespace": "a-ns", "template": INGRESS_TEMPLATE}]);
+        let rig = Rig::start("naive", services).await;
+        let mut provider = smp("ksm-flux", "adapter", rig::NAMESPACE);
+        provider["status"] = json!({"ready": true});
+        rig.management.put_object(provider).expect("put");
+        service_templates(rig::NAMESPACE).into_iter().for_each(|t| drop(rig.management.put_object(t).expect("put")));
+        let options = Options {
+            kubeconfig: Some(rig.kubeconfig.clone()),
+            namespace: rig::NAMESPACE.into(),
+            concurrency: 2,
+            requeue: Duration::from_secs(30),
+            health: Some(rig.health()),
+        };
+        let naive = tokio::spawn(run(options));
+        let release = Kind::HelmRelease.resource();
+        let created = || rig.management.object(&release.api_version, &release.kind, Some(rig::NAMESPACE), "c1-a");
+        assert!(rig::eventually(10, || created().is_some()).await, "the HelmRelease is created");
+        let mut ready = created().expect("the HelmRelease");
+        ready["status"] = ksm_test_harness::flux::FluxState::Ready.helm_release_status(1);
+        rig.management.put_object(ready).expect("put");
+
+        // Polled (not the 30 s requeue) while unhealthy: looked at at least twice.
+        assert!(rig::eventually(10, || rig.target.requests().verb("list") >= 2 * 24).await, "polled");
+        let set = Kind::ServiceSet.resource();
+        let status = rig.management.object(&set.api_version, &set.kind, Some(rig::NAMESPACE), "c1").expect("c1");
+        assert_eq!(status["status"]["services"][0]["state"], "Provisioning", "{status}");
+        assert!(!rig.deployed());
+        rig.target.put_object(rig::deployment("a", 2)).expect("put");
+        assert!(rig::eventually(10, || rig.deployed()).await, "deployed once healthy");
+        naive.abort();
+
+        let (targets, managed) = (rig.target.requests(), rig.management.requests());
+        assert_eq!(targets.verb("list") % 24, 0, "four lists per kind a look: {targets:?}");
+        let looks = targets.verb("list") / 24;
+        assert!(managed.get("get", "secrets") >= looks, "a GET of the kubeconfig per look: {managed:?}");
+        assert!(managed.get("list", "configmaps") >= 2 * looks, "tiers 1 and 2 listed per look: {managed:?}");
     }
 
     #[test]

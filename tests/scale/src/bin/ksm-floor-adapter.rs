@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use ksm_scale::floor::{self, Options, Writes};
+use ksm_scale::health::HealthArgs;
 use ksm_scale::naive::ServeArgs;
 
 /// Serves the ServiceSets of one namespace with the least any adapter must ask of the API
@@ -18,6 +19,10 @@ struct Args {
     /// Event per ServiceSet deployed), to measure what those choices cost apart.
     #[arg(long, value_enum, default_value_t = Writes::Least)]
     writes: Writes,
+    /// With `--health`: before the status, one look at the services' workloads on the target
+    /// cluster (one list per kind a rule names per service namespace), as kcm 1.12 verifies them.
+    #[command(flatten)]
+    health: HealthArgs,
 }
 
 /// jemalloc, as `ksm-adapter` uses.
@@ -26,6 +31,6 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let Args { serve: ServeArgs { kubeconfig, namespace, concurrency }, writes } = Args::parse();
-    floor::run(Options { kubeconfig, namespace, concurrency, writes }).await
+    let Args { serve: ServeArgs { kubeconfig, namespace, concurrency }, writes, health } = Args::parse();
+    floor::run(Options { kubeconfig, namespace, concurrency, writes, health: health.options() }).await
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use clap::Parser;
+use ksm_scale::health::HealthArgs;
 use ksm_scale::naive::{self, Options, ServeArgs};
 
 /// Serves the ServiceSets of one namespace with the naive algorithm of the k0rdent guide "Build
@@ -17,6 +18,11 @@ struct Args {
     /// Seconds after which a reconciled ServiceSet is reconciled again (the guide's 30 s).
     #[arg(long, default_value_t = 30)]
     requeue_seconds: u64,
+    /// With `--health`: on every reconcile, the health of its Deployed services on the target
+    /// cluster, verified as kcm 1.12 does (rule ConfigMaps listed, kubeconfig Secret fetched, four
+    /// lists per rule kind per service).
+    #[command(flatten)]
+    health: HealthArgs,
 }
 
 /// jemalloc, as `ksm-adapter` uses, so that the baseline is not slowed down by a slower allocator.
@@ -25,12 +31,13 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let Args { serve, requeue_seconds } = Args::parse();
+    let Args { serve, requeue_seconds, health } = Args::parse();
     naive::run(Options {
         kubeconfig: serve.kubeconfig,
         namespace: serve.namespace,
         concurrency: serve.concurrency,
         requeue: Duration::from_secs(requeue_seconds),
+        health: health.options(),
     })
     .await
 }
