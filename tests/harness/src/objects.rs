@@ -67,6 +67,8 @@ pub enum Kind {
     ClusterSummary,
     /// `fleet.cattle.io/v1alpha1` HelmOp.
     HelmOp,
+    /// `v1` Pod.
+    Pod,
 }
 
 /// Group, version, kind, plural, namespaced.
@@ -76,7 +78,7 @@ impl Kind {
     /// The kinds of children the Flux plugin creates.
     pub const CHILDREN: [Kind; 2] = [Kind::HelmRelease, Kind::Kustomization];
 
-    const ALL: [Kind; 25] = [
+    const ALL: [Kind; 26] = [
         Kind::ServiceSet,
         Kind::ServiceTemplate,
         Kind::StateManagementProvider,
@@ -102,6 +104,7 @@ impl Kind {
         Kind::Profile,
         Kind::ClusterSummary,
         Kind::HelmOp,
+        Kind::Pod,
     ];
 
     fn parts(self) -> Parts {
@@ -139,6 +142,7 @@ impl Kind {
             Kind::Profile => ("config.projectsveltos.io", "v1beta1", "Profile", "profiles", true),
             Kind::ClusterSummary => ("config.projectsveltos.io", "v1beta1", "ClusterSummary", "clustersummaries", true),
             Kind::HelmOp => ("fleet.cattle.io", "v1alpha1", "HelmOp", "helmops", true),
+            Kind::Pod => ("", "v1", "Pod", "pods", true),
         }
     }
 

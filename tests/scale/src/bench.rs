@@ -42,10 +42,13 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod server;
+mod targets;
 
 pub use server::ApiServer;
 pub use server::Requests;
 use server::{Server, difference};
+pub use targets::HealthDuty;
+use targets::Targets;
 
 /// The namespace the benchmark works in.
 const NAMESPACE: &str = "bench";
@@ -83,6 +86,19 @@ pub struct Options {
     pub restart: bool,
     /// The API server to run against.
     pub apiserver: ApiServer,
+    /// The health duty every adapter is given, if any: rules, a target per ServiceSet, an
+    /// unhealthy share ([`targets`]).
+    pub health: Option<HealthDuty>,
+}
+
+impl Options {
+    /// The name of service `s` of ServiceSet `i`.
+    pub fn service_name(&self, i: usize, s: usize) -> String {
+        match &self.health {
+            Some(duty) => duty.service_name(i, s),
+            None => format!("svc-{s}"),
+        }
+    }
 }
 
 /// A baseline ksm-adapter is measured against.
@@ -184,6 +200,11 @@ pub struct Measures {
     pub server_cpu: Vec<(&'static str, Duration)>,
     /// ksm-adapter started again over what it converged, when asked for.
     pub restart: Option<Restart>,
+    /// The adapter's requests to the target server while converging, with a health duty.
+    pub target_requests: Requests,
+    /// From the adapter's start until the unhealthy share was made healthy, with a health duty
+    /// that has one.
+    pub healed_after: Option<Duration>,
 }
 
 /// The mean size of a ServiceSet and of a HelmRelease as the server holds them once converged
@@ -295,9 +316,18 @@ impl Contender<'_> {
         workdir.join(format!("{}.log", self.name()))
     }
 
-    /// Its command line against the server of `kubeconfig`; ksm-adapter serves `/metrics` on
-    /// `metrics` if given.
-    fn command(&self, kubeconfig: &Path, metrics: Option<SocketAddr>) -> Command {
+    /// Its command line against the server of `kubeconfig`, with the flags of `health`;
+    /// ksm-adapter serves `/metrics` on `metrics` if given.
+    fn command(&self, kubeconfig: &Path, metrics: Option<SocketAddr>, health: Option<&HealthDuty>) -> Command {
+        let mut command = self.bare_command(kubeconfig, metrics);
+        if let Some(duty) = health {
+            command.args(duty.flags(matches!(self, Contender::Ours(_))));
+        }
+        command
+    }
+
+    /// Its command line without a health duty.
+    fn bare_command(&self, kubeconfig: &Path, metrics: Option<SocketAddr>) -> Command {
         match self {
             Contender::Ours(binary) => {
                 let mut command = Command::new(binary);
@@ -345,9 +375,21 @@ async fn measure(
     let server_started = cpu_of_server()?;
     let started = Instant::now();
     let simulator_started = cpu_time("self")?;
-    let adapter = Adapter::start(contender.command(&bench.kubeconfig, None), contender.log(workdir))?;
+    let health = options.health.as_ref();
+    let target_before = bench.target_counts().await?;
+    let adapter = Adapter::start(contender.command(&bench.kubeconfig, None, health), contender.log(workdir))?;
+    let healer = bench.heal_when_the_rest_are_deployed(options, started);
     let deployed = wait_converged(options.service_sets, timeout, &adapter, started, bench.deployed.clone()).await?;
     let converge = started.elapsed();
+    let target_requests = difference(&bench.target_counts().await?, &target_before);
+    let healed_after = match healer {
+        Some(healer) if healer.is_finished() => healer.await??,
+        Some(healer) => {
+            healer.abort();
+            None
+        }
+        None => None,
+    };
     let converge_cpu = cpu_time(&adapter.child.id().to_string())?;
     let simulator_cpu = cpu_time("self")?.saturating_sub(simulator_started);
     let server_cpu = processes
@@ -383,6 +425,8 @@ async fn measure(
         simulator_cpu,
         server_cpu,
         restart,
+        target_requests,
+        healed_after,
     })
 }
 
@@ -398,7 +442,7 @@ async fn restart(
     let before = bench.server.counts().await?;
     let started = Instant::now();
     let log = workdir.join(format!("{}-restart.log", contender.name()));
-    let adapter = Adapter::start(contender.command(&bench.kubeconfig, Some(metrics)), log)?;
+    let adapter = Adapter::start(contender.command(&bench.kubeconfig, Some(metrics), options.health.as_ref()), log)?;
     let url = format!("http://{metrics}/metrics");
     let mut first_reconcile = None;
     let steady = loop {
@@ -480,6 +524,8 @@ fn cpu_time(pid: &str) -> anyhow::Result<Duration> {
 /// it stops both and the server.
 struct Bench {
     server: Server,
+    /// The target server, with a health duty.
+    targets: Option<std::sync::Arc<Targets>>,
     client: kube::Client,
     kubeconfig: PathBuf,
     /// ServiceSets reporting `deployed: true`.
@@ -492,14 +538,49 @@ impl Bench {
     /// resets the request counts once their own list and watch are done.
     async fn start(options: &Options, kubeconfig: PathBuf) -> anyhow::Result<Self> {
         let (server, client) = Server::start(&options.apiserver, &kubeconfig).await?;
-        load(&server, options).await?;
+        let targets = match &options.health {
+            Some(_) => {
+                let path = kubeconfig.with_extension("target.yaml");
+                Some(std::sync::Arc::new(Targets::start(&options.apiserver, &path, options.services).await?))
+            }
+            None => None,
+        };
+        load(&server, targets.as_deref(), options).await?;
         let (deployed_tx, deployed) = watch::channel(0);
         let tasks =
             vec![tokio::spawn(play_flux(client.clone())), tokio::spawn(count_deployed(client.clone(), deployed_tx))];
         // Let this process's own list and watch happen before counting.
         tokio::time::sleep(Duration::from_millis(500)).await;
         server.reset_counts();
-        Ok(Self { server, client, kubeconfig, deployed, tasks })
+        Ok(Self { server, targets, client, kubeconfig, deployed, tasks })
+    }
+
+    /// The target server's requests so far; none without a health duty.
+    async fn target_counts(&self) -> anyhow::Result<Requests> {
+        match &self.targets {
+            Some(targets) => targets.counts().await,
+            None => Ok(Requests::new()),
+        }
+    }
+
+    /// With a health duty that has an unhealthy share: a task that makes it healthy once every
+    /// other ServiceSet is deployed, and returns when that was, from `started`.
+    fn heal_when_the_rest_are_deployed(
+        &self,
+        options: &Options,
+        started: Instant,
+    ) -> Option<JoinHandle<anyhow::Result<Option<Duration>>>> {
+        let (duty, targets) = (options.health?, self.targets.clone()?);
+        let (rest, services) = (options.service_sets - duty.unhealthy(options.service_sets), options.services);
+        if rest == options.service_sets {
+            return None;
+        }
+        let mut deployed = self.deployed.clone();
+        Some(tokio::spawn(async move {
+            deployed.wait_for(|done| *done >= rest).await?;
+            targets.heal(services).await?;
+            Ok(Some(started.elapsed()))
+        }))
     }
 
     /// The adapter's writes (create, update, patch, delete) in a window of length `steady`,
@@ -518,8 +599,9 @@ impl Drop for Bench {
     }
 }
 
-/// Stores the namespace, the SMP (ready), the AdapterPlugin, the templates and the ServiceSets.
-async fn load(server: &Server, options: &Options) -> anyhow::Result<()> {
+/// Stores the namespace, the SMP (ready), the AdapterPlugin, the templates and the ServiceSets;
+/// with a health duty, the rules and each ServiceSet's kubeconfig Secret for `targets`.
+async fn load(server: &Server, targets: Option<&Targets>, options: &Options) -> anyhow::Result<()> {
     let mut provider = smp(SMP, ADAPTER_NAME, NAMESPACE);
     provider["status"] = smp_status(true);
     let templates: Vec<Value> = service_templates(NAMESPACE);
@@ -529,17 +611,21 @@ async fn load(server: &Server, options: &Options) -> anyhow::Result<()> {
         adapter_plugin(SMP, NAMESPACE, json!({"builtin": "flux"}), &[SMP]),
     ];
     objects.extend(templates.iter().cloned());
+    objects.extend(options.health.iter().flat_map(HealthDuty::management_objects));
+    let name = |i: usize, s: usize| options.service_name(i, s);
     let service_sets = (0..options.service_sets).map(|i| {
         let services: Vec<Value> = (0..options.services)
             .map(|s| {
                 let template = &templates[s % templates.len()]["metadata"]["name"];
-                json!({"name": format!("svc-{s}"), "namespace": format!("svc-{s}"), "template": template,
+                json!({"name": name(i, s), "namespace": format!("svc-{s}"), "template": template,
                        "values": "replicaCount: 2\n"})
             })
             .collect();
         fixtures::service_set(NAMESPACE, &service_set_name(i), SMP, json!(services))
     });
-    server.load(objects, service_sets).await
+    let secrets =
+        targets.into_iter().flat_map(|t| (0..options.service_sets).map(|i| t.secret(NAMESPACE, &service_set_name(i))));
+    server.load(objects, service_sets.chain(secrets)).await
 }
 
 fn service_set_name(i: usize) -> String {
@@ -630,7 +716,9 @@ async fn change_latencies(
         // timed out rather than wait the limit for each (a saturated baseline would otherwise
         // wait the limit thousands of times).
         let latency = match timeouts {
-            0..GIVE_UP_AFTER => change_latency(server, &service_sets, &releases, i).await?,
+            0..GIVE_UP_AFTER => {
+                change_latency(server, &service_sets, &releases, i, &options.service_name(i, 0)).await?
+            }
             _ => None,
         };
         timeouts += usize::from(latency.is_none());
@@ -640,7 +728,7 @@ async fn change_latencies(
     Ok((latencies, timeouts))
 }
 
-/// Changes the values of the first service of ServiceSet `i` and times it until its HelmRelease
+/// Changes the values of the first service (`service`) of ServiceSet `i` and times it until its HelmRelease
 /// (found by the host's labels, which the baseline sets too) carries them; `None` when that
 /// takes longer than [`CHANGE_LIMIT`] or the HelmRelease does not exist (a baseline that did
 /// not converge).
@@ -649,9 +737,10 @@ async fn change_latency(
     service_sets: &Api<DynamicObject>,
     releases: &Api<DynamicObject>,
     i: usize,
+    service: &str,
 ) -> anyhow::Result<Option<Duration>> {
     let name = service_set_name(i);
-    let selector = format!("{SERVICE_SET_LABEL}={name},{SERVICE_LABEL}=svc-0");
+    let selector = format!("{SERVICE_SET_LABEL}={name},{SERVICE_LABEL}={service}");
     // From kube-apiserver's watch cache (resourceVersion 0): a consistent LIST makes etcd 3.4 read
     // every HelmRelease of the namespace, which takes far longer than the change it measures.
     let listed = releases.list(&ListParams::default().labels(&selector).match_any()).await?;
@@ -852,6 +941,9 @@ impl Report {
                 rows.push(self.row(&measure, |m| count(m) as f64, unconverged, |m| per(count(m))));
             }
         }
+        if let Some(duty) = &o.health {
+            rows.extend(self.target_rows(duty));
+        }
         let steady = format!("writes in a {} s steady state", o.steady.as_secs());
         rows.push(self.row(&steady, |m| m.steady_writes as f64, exact, steady_cell));
         for (label, q) in [("p50", 0.5), ("p99", 0.99)] {
@@ -867,6 +959,35 @@ impl Report {
         rows.push(self.row(release, |m| m.stored.helm_release as f64, exact, |m| bytes(m.stored.helm_release)));
         let blank = vec![(String::new(), String::new()); self.baselines.len()];
         rows.extend(self.ours.restart.as_ref().map_or_else(Vec::new, |r| restart_rows(r, &blank)));
+        rows
+    }
+
+    /// The health duty's rows: when the unhealthy share was healed, and the requests to the target
+    /// server, by verb and resource, per ServiceSet and against the fewest lists a look needs
+    /// (one per kind the rules name per service namespace, one per cluster-scoped kind).
+    fn target_rows(&self, duty: &HealthDuty) -> Vec<Row> {
+        let o = &self.options;
+        let n = o.service_sets as f64;
+        let unconverged = |m: &Measures| !m.converged;
+        let mut rows = Vec::new();
+        let healed = |m: &Measures| m.healed_after.map_or(0.0, |d| d.as_secs_f64());
+        let measure = format!("the unhealthy {} % healed at (the rest deployed)", duty.unhealthy_percent);
+        rows.push(self.row(&measure, healed, |_| false, |m| format!("{:.1} s", healed(m))));
+        let total = |m: &Measures| m.target_requests.values().sum::<usize>();
+        let per = |count: usize| format!("{count} ({:.2} per ServiceSet)", count as f64 / n);
+        rows.push(self.row("target: requests while converging", |m| total(m) as f64, unconverged, |m| per(total(m))));
+        let keys: std::collections::BTreeSet<(String, String)> =
+            self.all().flat_map(|m| m.target_requests.keys().cloned()).collect();
+        for (verb, resource) in keys {
+            let count = |m: &Measures| m.target_requests.get(&(verb.clone(), resource.clone())).copied().unwrap_or(0);
+            rows.push(self.row(&format!("    {verb} {resource}"), |m| count(m) as f64, unconverged, |m| per(count(m))));
+        }
+        let fewest = n * targets::fewest_lists(o.services) as f64;
+        let lists = |m: &Measures| {
+            m.target_requests.iter().filter(|((verb, _), _)| verb == "list").map(|(_, n)| n).sum::<usize>() as f64
+        };
+        let measure = "target: lists per ServiceSet / the fewest one look makes";
+        rows.push(self.row(measure, lists, unconverged, |m| format!("{:.2}", lists(m) / fewest)));
         rows
     }
 
@@ -910,10 +1031,18 @@ impl Report {
             ApiServer::Simulated => "simulated API server",
             ApiServer::Envtest(_) => "kube-apiserver v1.32 + etcd (envtest)",
         };
+        let health = o.health.map_or(String::new(), |duty| {
+            format!(
+                "; health on: kcm's default rules, a kubeconfig Secret per ServiceSet for one target server, the \
+                 {} % (spread) unhealthy until the rest are deployed, looked at again every {} s",
+                duty.unhealthy_percent,
+                duty.poll.as_secs()
+            )
+        });
         Row {
             measure: "ServiceSets × services".into(),
             ours: format!(
-                "{} × {} ({} HelmReleases), {apiserver}",
+                "{} × {} ({} HelmReleases), {apiserver}{health}",
                 o.service_sets,
                 o.services,
                 o.service_sets * o.services
@@ -1058,6 +1187,8 @@ mod tests {
             simulator_cpu: Duration::from_secs(1),
             server_cpu: Vec::new(),
             restart: None,
+            target_requests: Requests::new(),
+            healed_after: None,
         };
         let baseline = |kind| Baseline {
             kind,
@@ -1077,6 +1208,7 @@ mod tests {
                 baselines: vec![baseline(BaselineKind::Floor), baseline(BaselineKind::Naive)],
                 restart: false,
                 apiserver: ApiServer::Simulated,
+                health: None,
             },
             ours: measures(4, &[("patch", "helmreleases", 30), ("patch", "servicesets", 10)]),
             baselines: vec![

@@ -4,27 +4,39 @@
 //! as ksm-adapter chooses to (applies and Events); the naive baseline (the
 //! k0rdent guide's controller) must converge too, and cost more requests and steady-state writes. On the
 //! simulator at 200 × 3; with envtest (`KUBEBUILDER_ASSETS`) at 50 × 3 on control planes of its
-//! own (`ksm-scale-bench --apiserver envtest`).
+//! own (`ksm-scale-bench --apiserver envtest`). And again with the health duty production has
+//! (`--health`), smaller, so that the path stays measured: every adapter looks at each
+//! ServiceSet's target, sees the unhealthy share, and looks again.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ksm_scale::bench::{ApiServer, Baseline, BaselineKind, CSV_HEADER, Options, run};
+use ksm_scale::bench::{ApiServer, Baseline, BaselineKind, CSV_HEADER, HealthDuty, Options, Report, run};
 use ksm_scale::naive::DEFAULT_CONCURRENCY;
 use ksm_test_harness::adapter::{binary, run_command};
 use ksm_test_harness::{Backend, envtest};
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_scale_benchmark_runs_at_a_small_size() {
+/// One benchmark at a time: each measures CPU and timing on the same two cores.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The API server of this backend and the ServiceSets to load on it (`simulated` on the
+/// simulator, `real` on envtest), or `None` (reported) where the benchmark cannot run.
+fn backend(test: &str, simulated: usize, real: usize) -> Option<(ApiServer, usize)> {
     let (apiserver, n) = match Backend::selected() {
-        Backend::Simulator => (ApiServer::Simulated, 200),
-        Backend::Envtest => (ApiServer::Envtest(std::env::var_os(envtest::ASSETS_VAR).unwrap().into()), 50),
+        Backend::Simulator => (ApiServer::Simulated, simulated),
+        Backend::Envtest => (ApiServer::Envtest(std::env::var_os(envtest::ASSETS_VAR).unwrap().into()), real),
         Backend::Cluster => {
-            ksm_test_harness::env::report("scale-smoke", "skipped: the benchmark starts API servers of its own");
-            return;
+            ksm_test_harness::env::report(test, "skipped: the benchmark starts API servers of its own");
+            return None;
         }
     };
-    ksm_test_harness::env::report("scale-smoke", &format!("runs at {n} x 3 on its own API servers"));
+    ksm_test_harness::env::report(test, &format!("runs at {n} x 3 on its own API servers"));
+    Some((apiserver, n))
+}
+
+/// Runs the benchmark at `n` × 3 on `apiserver` with every baseline, the health duty `health`.
+async fn run_at(apiserver: ApiServer, n: usize, health: Option<HealthDuty>) -> Report {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let naive = Baseline {
         kind: BaselineKind::Naive,
         binary: PathBuf::from(env!("CARGO_BIN_EXE_ksm-naive-adapter")),
@@ -47,11 +59,19 @@ async fn the_scale_benchmark_runs_at_a_small_size() {
         timeout: Duration::from_secs(120),
         binary: binary(),
         baselines: vec![floor, floor_applies, naive],
-        restart: true,
+        restart: health.is_none(),
         apiserver,
+        health,
     };
     let report = run(options).await.expect("the benchmark runs");
     eprintln!("{}", report.table());
+    report
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scale_benchmark_runs_at_a_small_size() {
+    let Some((apiserver, n)) = backend("scale-smoke", 200, 50) else { return };
+    let report = run_at(apiserver, n, None).await;
     let columns = |line: &str| line.split(',').count();
     assert_eq!(columns(&report.csv_row()), columns(CSV_HEADER), "{}", report.csv_row());
     let ours = &report.ours;
@@ -129,4 +149,47 @@ fn the_baseline_defaults_to_the_adapters_concurrency() {
     let entry = help.split("--concurrency <CONCURRENCY>").nth(1).expect("run --help lists --concurrency");
     let entry = entry.split("\n      --").next().unwrap_or(entry);
     assert!(entry.contains(&format!("[default: {DEFAULT_CONCURRENCY}]")), "--concurrency's entry:{entry}");
+}
+
+/// Issue 48: production verifies every Deployed service on its target cluster. With the chart's
+/// rules and a target per ServiceSet, each adapter converges only once it has seen the unhealthy
+/// share healthy; ksm-adapter lists each kind once per service namespace per look (kcm's way
+/// lists it once per discovery label per service), discovers each group version once per client,
+/// writes the truth meanwhile and nothing once converged.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scale_benchmark_runs_with_health_on() {
+    let Some((apiserver, n)) = backend("scale-smoke-health", 50, 20) else { return };
+    let duty = HealthDuty { poll: Duration::from_secs(1), unhealthy_percent: 10 };
+    let report = run_at(apiserver, n, Some(duty)).await;
+    let (ours, unhealthy) = (&report.ours, duty.unhealthy(n));
+    let fewest = 16; // 3 namespaces × 5 namespaced kinds, and PersistentVolumes once
+    let lists = |m: &ksm_scale::bench::Measures| -> usize {
+        m.target_requests.iter().filter(|((verb, _), _)| verb == "list").map(|(_, n)| n).sum()
+    };
+    let gets: usize = ours.target_requests.iter().filter(|((verb, _), _)| verb == "get").map(|(_, n)| n).sum();
+    assert!(ours.healed_after.is_some(), "the rest were deployed before the unhealthy share");
+    assert_eq!(ours.steady_writes, 0, "nothing written once converged and healthy");
+    // A look per ServiceSet, and the unhealthy share's again until healed (a poll a second).
+    let looks = lists(ours) / fewest;
+    assert_eq!(lists(ours) % fewest, 0, "every look lists each kind once per namespace: {:?}", ours.target_requests);
+    assert!(looks >= n + unhealthy, "each unhealthy ServiceSet looked at again: {:?}", ours.target_requests);
+    assert!(looks <= n + 10 * unhealthy, "{looks} looks: {:?}", ours.target_requests);
+    if Backend::selected() == Backend::Simulator {
+        assert!(gets <= 2 * looks, "at most two discovery requests per look: {:?}", ours.target_requests);
+    }
+    // The unhealthy share is seen Provisioning, then Deployed: a status write more each.
+    assert!(ours.verb_on("update", "servicesets/status") >= n + unhealthy, "{:?}", ours.requests);
+
+    let floor = report.baseline(BaselineKind::Floor).expect("the floor ran");
+    let naive = report.baseline(BaselineKind::Naive).expect("the baseline ran");
+    for (name, baseline) in [("floor", floor), ("naive", naive)] {
+        assert!(baseline.converged, "{name} converged: {} of {n} deployed", baseline.deployed);
+        assert!(lists(baseline) >= fewest * n, "{name} looked at every target: {:?}", baseline.target_requests);
+    }
+    assert_eq!(lists(floor) % fewest, 0, "the floor's looks list each kind once per namespace");
+    assert!(
+        lists(naive) >= 4 * 3 * 5 * n,
+        "kcm's way: a list per label per kind per service: {:?}",
+        naive.target_requests
+    );
 }

@@ -4,7 +4,7 @@
 //!
 //! On the real server the counts come from kube-apiserver's own `apiserver_request_total`,
 //! limited to the resources the adapters use (k0rdent, Flux, AdapterPlugin, Events, ConfigMaps,
-//! CRDs) less HelmRelease status (this process plays Flux): kube-controller-manager's and the
+//! Secrets, CRDs; on a target cluster the kinds the health rules name) less HelmRelease status (this process plays Flux): kube-controller-manager's and the
 //! API server's own requests stay out. A watch is counted when it ends, discovery not at all.
 
 use std::collections::BTreeMap;
@@ -21,8 +21,10 @@ use serde_json::Value;
 
 /// Objects created at once while loading a real API server.
 const LOAD_CONCURRENCY: usize = 32;
-/// The API groups whose requests count on a real server (with core ConfigMaps and Events).
-const COUNTED_GROUPS: [&str; 6] = [
+/// The API groups whose requests count on a real server (with core ConfigMaps, Events, Secrets
+/// and the core kinds the health rules name).
+const COUNTED_GROUPS: [&str; 7] = [
+    "apps",
     "k0rdent.mirantis.com",
     "helm.toolkit.fluxcd.io",
     "kustomize.toolkit.fluxcd.io",
@@ -172,7 +174,10 @@ fn counted_requests(metrics: &str) -> Requests {
         let (group, resource, subresource) =
             (label("group").unwrap_or(""), label("resource").unwrap_or(""), label("subresource").unwrap_or(""));
         let counted = if group.is_empty() {
-            matches!(resource, "configmaps" | "events")
+            matches!(
+                resource,
+                "configmaps" | "events" | "secrets" | "pods" | "persistentvolumeclaims" | "persistentvolumes"
+            )
         } else {
             COUNTED_GROUPS.contains(&group)
         };

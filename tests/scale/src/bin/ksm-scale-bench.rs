@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use ksm_scale::bench::{self, ApiServer, Baseline, BaselineKind, Options, Report};
+use ksm_scale::bench::{self, ApiServer, Baseline, BaselineKind, HealthDuty, Options, Report};
 
 /// Runs the real `ksm-adapter run` against an API server holding N ServiceSets × S services — the
 /// in-process simulated one, or a real kube-apiserver + etcd (`--apiserver envtest`) — plays Flux
@@ -91,6 +91,20 @@ struct Args {
     /// (`../shared/envtest/setup.sh` prints one).
     #[arg(long, env = "KUBEBUILDER_ASSETS")]
     envtest_assets: Option<PathBuf>,
+    /// Give every adapter the health duty production has: kcm's default health rules (the
+    /// chart's) in kcm-system, each ServiceSet's cluster with a kubeconfig Secret for a target
+    /// API server of the same kind as --apiserver, whose workloads of the services the rules
+    /// judge; the last --unhealthy-percent of ServiceSets unhealthy until the rest are deployed.
+    #[arg(long)]
+    health: bool,
+    /// With --health: the share of ServiceSets, in percent, whose workloads are unhealthy until
+    /// every other ServiceSet is deployed.
+    #[arg(long, default_value_t = 10, requires = "health")]
+    unhealthy_percent: usize,
+    /// With --health: every adapter's --health-poll-seconds, how soon a service found unhealthy
+    /// is looked at again.
+    #[arg(long, default_value_t = 2, requires = "health")]
+    health_poll_seconds: u64,
 }
 
 /// Which API server to run against.
@@ -180,6 +194,10 @@ async fn main() -> anyhow::Result<()> {
         baselines,
         restart: args.restart,
         apiserver,
+        health: args.health.then(|| HealthDuty {
+            poll: Duration::from_secs(args.health_poll_seconds),
+            unhealthy_percent: args.unhealthy_percent,
+        }),
     };
     eprintln!("loading {} ServiceSets × {} services ...", options.service_sets, options.services);
     let ours = bench::run_ours(&options).await?;
