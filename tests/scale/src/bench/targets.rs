@@ -118,7 +118,11 @@ impl Targets {
     pub async fn start(which: &ApiServer, kubeconfig: &Path, services: usize) -> anyhow::Result<Self> {
         let (server, _) = Server::start(which, kubeconfig).await?;
         let real = matches!(which, ApiServer::Envtest(_));
-        let targets = Self { server, kubeconfig: std::fs::read_to_string(kubeconfig)?, real };
+        let mut text = std::fs::read_to_string(kubeconfig)?;
+        if !real {
+            text = with_authority(&text);
+        }
+        let targets = Self { server, kubeconfig: text, real };
         let mut objects = Vec::new();
         for s in 0..services {
             let namespace = format!("svc-{s}");
@@ -181,6 +185,18 @@ impl Targets {
         }
         deployment
     }
+}
+
+/// The simulated server's kubeconfig `text` with a cluster CA, as a real cluster's kubeconfig
+/// (Cluster API's, envtest's) carries one: without it a client verifies through the platform's
+/// trust store, which kube loads for each client made, a cost production does not have.
+fn with_authority(text: &str) -> String {
+    let ca = ksm_test_harness::pki::Pki::named("target cluster");
+    let der = serde_json::to_value(ByteString(ca.root_der().to_vec())).expect("bytes encode");
+    let pem = format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", der.as_str().unwrap_or_default());
+    let data = serde_json::to_value(ByteString(pem.into_bytes())).expect("bytes encode");
+    let (before, after) = text.split_once("    server: ").expect("a kubeconfig with a server");
+    format!("{before}    certificate-authority-data: {}\n    server: {after}", data.as_str().unwrap_or_default())
 }
 
 /// A Ready Pod of release `name` in `namespace`, never scheduled.
