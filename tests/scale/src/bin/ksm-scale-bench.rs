@@ -102,8 +102,8 @@ struct Args {
     #[arg(long, default_value_t = 10, requires = "health")]
     unhealthy_percent: usize,
     /// With --health: every adapter's --health-poll-seconds, how soon a service found unhealthy
-    /// is looked at again.
-    #[arg(long, default_value_t = 2, requires = "health")]
+    /// is looked at again (ksm-adapter's default).
+    #[arg(long, default_value_t = 15, requires = "health")]
     health_poll_seconds: u64,
 }
 
