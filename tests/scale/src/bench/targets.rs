@@ -5,7 +5,7 @@
 //!
 //! Every ServiceSet has its own Secret (so an adapter holds a client per cluster, as it would),
 //! all pointing at one target server. Its services are named `svc-<s>` in namespace `svc-<s>`,
-//! whose workloads there (a Deployment and a Pod) are healthy; a share of ServiceSets spread
+//! whose workloads there (a Deployment, and on the simulator a Pod) are healthy; a share of ServiceSets spread
 //! among the others (the *unhealthy* ones) name their services `flaky-<s>`, whose Deployments want a replica
 //! that is not ready until [`Targets::heal`] makes them healthy, once every other ServiceSet is
 //! deployed: an adapter must see them unhealthy first, and look again.
@@ -129,7 +129,11 @@ impl Targets {
             objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}));
             objects.push(targets.deployment(&namespace, &format!("svc-{s}"), true));
             objects.push(targets.deployment(&namespace, &format!("flaky-{s}"), false));
-            objects.push(pod(&namespace, &format!("svc-{s}")));
+            if !real {
+                // On envtest a Pod needs its namespace's default ServiceAccount, which only a
+                // controller envtest does not run would make: the Deployments are judged there.
+                objects.push(pod(&namespace, &format!("svc-{s}")));
+            }
         }
         targets.server.load(objects, std::iter::empty()).await?;
         targets.server.reset_counts();
