@@ -20,8 +20,8 @@ use tokio::task::JoinHandle;
 pub enum Misbehaviour {
     /// Every answer begins at once, then trickles one byte a second (for at most two minutes).
     Trickles,
-    /// Discovery answers; a list answers with this many bytes of valid JSON, sent as fast as the
-    /// reader takes them.
+    /// Discovery answers; a list answers with this many bytes of valid JSON, always with a next
+    /// page, sent as fast as the reader takes them.
     Huge(usize),
 }
 
@@ -153,7 +153,8 @@ async fn trickle(stream: &mut TcpStream) -> std::io::Result<()> {
 /// A DeploymentList of no items padded with spaces to `bytes`, sent in 64 KiB writes; records
 /// how much got out in `counted`.
 async fn huge_list(stream: &mut TcpStream, bytes: usize, counted: &Sent) -> std::io::Result<()> {
-    let start = br#"{"kind":"DeploymentList","apiVersion":"apps/v1","metadata":{},"items":[]"#;
+    // Always a next page: a reader that pages stops only at its own bound.
+    let start = br#"{"kind":"DeploymentList","apiVersion":"apps/v1","metadata":{"continue":"more"},"items":[]"#;
     stream.write_all(head(bytes).as_bytes()).await?;
     stream.write_all(start).await?;
     let mut sent = start.len();
