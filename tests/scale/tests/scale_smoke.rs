@@ -171,10 +171,14 @@ async fn the_scale_benchmark_runs_with_health_on() {
     assert_eq!(ours.steady_writes, 0, "nothing written once converged and healthy");
     // A look per ServiceSet, and the unhealthy share's again until healed (a poll a second).
     let looks = lists(ours) / fewest;
-    assert_eq!(lists(ours) % fewest, 0, "every look lists each kind once per namespace: {:?}", ours.target_requests);
+    // A real target's counts include kube-controller-manager's own lists.
+    let simulated = Backend::selected() == Backend::Simulator;
+    if simulated {
+        assert_eq!(lists(ours) % fewest, 0, "each look lists each kind once per namespace: {:?}", ours.target_requests);
+    }
     assert!(looks >= n + unhealthy, "each unhealthy ServiceSet looked at again: {:?}", ours.target_requests);
     assert!(looks <= n + 10 * unhealthy, "{looks} looks: {:?}", ours.target_requests);
-    if Backend::selected() == Backend::Simulator {
+    if simulated {
         assert!(gets <= 2 * looks, "at most two discovery requests per look: {:?}", ours.target_requests);
     }
     // The unhealthy share is seen Provisioning, then Deployed: a status write more each.
@@ -186,7 +190,7 @@ async fn the_scale_benchmark_runs_with_health_on() {
         assert!(baseline.converged, "{name} converged: {} of {n} deployed", baseline.deployed);
         assert!(lists(baseline) >= fewest * n, "{name} looked at every target: {:?}", baseline.target_requests);
     }
-    assert_eq!(lists(floor) % fewest, 0, "the floor's looks list each kind once per namespace");
+    assert!(!simulated || lists(floor) % fewest == 0, "the floor's looks list each kind once per namespace");
     assert!(
         lists(naive) >= 4 * 3 * 5 * n,
         "kcm's way: a list per label per kind per service: {:?}",
