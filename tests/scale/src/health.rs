@@ -580,6 +580,17 @@ pub(crate) mod rig {
                "status": {"observedGeneration": 1, "readyReplicas": ready, "updatedReplicas": 2}})
     }
 
+    /// The looks `target` served whole, each `per_kind` lists of each of the six kinds of the
+    /// chart's rules: an abort may cut the last look short, so that one counts on some kinds only.
+    pub(crate) fn whole_looks(target: &ksm_test_apiserver::RequestCounts, per_kind: usize) -> usize {
+        let lists: Vec<usize> = target.iter().filter(|(verb, ..)| *verb == "list").map(|(.., n)| n).collect();
+        assert_eq!(lists.len(), 6, "the six kinds of the chart's rules: {target:?}");
+        let looks = lists.iter().min().expect("six kinds") / per_kind;
+        let whole_or_one_cut = per_kind * looks..=per_kind * (looks + 1);
+        assert!(lists.iter().all(|n| whole_or_one_cut.contains(n)), "{per_kind} lists per kind a look: {target:?}");
+        looks
+    }
+
     /// Polls `check` every 50 ms until it holds, for up to `seconds`.
     pub(crate) async fn eventually(seconds: u64, check: impl Fn() -> bool) -> bool {
         for _ in 0..seconds * 20 {
