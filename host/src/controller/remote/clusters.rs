@@ -469,9 +469,7 @@ impl Cluster {
         kinds.insert(kind.clone(), (entry, Instant::now()));
         Ok(served)
     }
-}
 
-impl Cluster {
     /// The resources the cluster serves at `group`/`version`, discovered once while held
     /// (none when it does not serve that version: then the group's preferred one is looked for).
     async fn version_resources(&self, group: &str, version: &str) -> Result<Resources, kube::Error> {
