@@ -549,6 +549,7 @@ fn health_of(health: &Health) -> Value {
         }
         Health::Unknown(why) => json!({"verdict": "Unknown", "why": [why]}),
         Health::Unjudged(why) => json!({"verdict": "Unjudged", "why": [why]}),
+        Health::Deferred(why) => json!({"verdict": "Deferred", "why": [why]}),
     }
 }
 

@@ -65,6 +65,9 @@ pub const TARGET_CLUSTER_UNREADABLE: &str = "TargetClusterUnreadable";
 /// A service's `ServiceHealth=Unknown`: the look's health-rule cost budget ran out before its
 /// objects were judged.
 pub const HEALTH_RULES_OVER_BUDGET: &str = "HealthRulesOverBudget";
+/// A service's `ServiceHealth=Unknown`: its deployment is not verified yet, as its namespace runs
+/// as many looks at its targets as it may.
+pub const HEALTH_CHECK_QUEUED: &str = "HealthCheckQueued";
 
 // AdapterPlugin: Fetched, Verified, Compiled, Validated.
 

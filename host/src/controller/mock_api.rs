@@ -21,6 +21,15 @@ pub type Log = Arc<Mutex<Vec<String>>>;
 /// A client whose API server answers `METHOD path` (query left out) with `routes`' status and
 /// JSON body, or 404 when `routes` has no answer.
 pub fn client(routes: impl Fn(&str) -> Option<(u16, Value)> + Send + Sync + 'static) -> (Client, Log) {
+    client_answering_after(Duration::ZERO, routes)
+}
+
+/// [`client`], its API server answering each request `delay` after it came: a remote cluster's
+/// round trip.
+pub fn client_answering_after(
+    delay: Duration,
+    routes: impl Fn(&str) -> Option<(u16, Value)> + Send + Sync + 'static,
+) -> (Client, Log) {
     let (asked, routes) = (Log::default(), Arc::new(routes));
     let recorded = asked.clone();
     let service = tower::service_fn(move |request: Request<Body>| {
@@ -31,7 +40,12 @@ pub fn client(routes: impl Fn(&str) -> Option<(u16, Value)> + Send + Sync + 'sta
             .push(format!("{line}{}", request.uri().query().map(|q| format!("?{q}")).unwrap_or_default()));
         let (status, body) = routes(&line).unwrap_or_else(|| (404, not_found(&line)));
         let response = respond(status, &body);
-        async move { Ok::<_, Infallible>(response) }
+        async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            Ok::<_, Infallible>(response)
+        }
     });
     (Client::new(service, "default"), asked)
 }

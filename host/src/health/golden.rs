@@ -70,7 +70,7 @@ fn verdict(rules: &RuleSet, kind: &str, object: Value) -> Option<String> {
             assert_eq!(conditions[0].type_, format!("ServiceHealth{kind}"));
             Some(conditions[0].message.clone())
         }
-        Health::Unknown(why) | Health::Unjudged(why) => panic!("{kind}: {why}"),
+        Health::Unknown(why) | Health::Unjudged(why) | Health::Deferred(why) => panic!("{kind}: {why}"),
     }
 }
 

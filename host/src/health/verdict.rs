@@ -50,6 +50,9 @@ pub enum Observation {
     Found(Vec<Found>),
     /// The target cluster could not be read: why.
     Unreadable(String),
+    /// Not looked at now: its namespace ran as many looks as it may (why). No fact about the
+    /// target: a verdict the status holds stands.
+    Deferred(String),
 }
 
 /// The verdict on one service.
@@ -64,19 +67,45 @@ pub enum Health {
     /// The look's cost budget ran out before every object was judged, and none judged failed:
     /// why.
     Unjudged(String),
+    /// Not looked at now ([`Observation::Deferred`]): why.
+    Deferred(String),
 }
 
 impl Health {
     /// Whether the service should be looked at again soon rather than at the next resync. Not
     /// one the budget left unjudged: the next look would spend it on the same objects.
     pub fn unsettled(&self) -> bool {
-        matches!(self, Health::Unhealthy(_) | Health::Unknown(_))
+        matches!(self, Health::Unhealthy(_) | Health::Unknown(_) | Health::Deferred(_))
     }
 }
 
 /// Whether `service` is checked: a Helm service the CD tool calls Deployed.
 pub fn checked(service: &ServiceState) -> bool {
     service.state == State::Deployed && service.service_type == ServiceType::Helm
+}
+
+/// Whether `previous` (the status on the API server) holds a verdict on `service`'s deployment,
+/// which a look not made now leaves standing: the service was Deployed at the same
+/// `lastDeployedHash` (verified, or kept by an unreadable target), or is held back by
+/// unhealthy workloads.
+pub fn judged_before(service: &ServiceState, previous: Option<&ServiceSetStatus>) -> bool {
+    has_verdict(service, before(previous, service))
+}
+
+/// [`judged_before`], with the service as `previous` has it.
+fn has_verdict(service: &ServiceState, before: Option<&ServiceState>) -> bool {
+    let Some(before) = before else { return false };
+    let unhealthy = before.conditions.iter().any(|c| c.type_.starts_with(SERVICE_HEALTH) && c.type_ != SERVICE_HEALTH);
+    match before.state {
+        State::Deployed => before.last_deployed_hash == service.last_deployed_hash,
+        State::Provisioning => unhealthy,
+        _ => false,
+    }
+}
+
+/// `service` as `previous` has it.
+fn before<'a>(previous: Option<&'a ServiceSetStatus>, service: &ServiceState) -> Option<&'a ServiceState> {
+    previous?.services.iter().find(|s| (&s.name, &s.namespace) == (&service.name, &service.namespace))
 }
 
 /// The verdict on what was observed of one service, and the rules over their budget (each
@@ -96,6 +125,7 @@ pub fn judge(
 ) -> (Health, Vec<LoadError>) {
     let found = match observation {
         Observation::Unreadable(why) => return (Health::Unknown(why.clone()), Vec::new()),
+        Observation::Deferred(why) => return (Health::Deferred(why.clone()), Vec::new()),
         Observation::Found(found) => found,
     };
     let mut unhealthy: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
@@ -227,9 +257,8 @@ pub fn apply(
     let services = std::mem::take(&mut status.services)
         .into_iter()
         .map(|service| {
-            let key = (service.name.clone(), service.namespace.clone());
-            let before = previous.and_then(|p| p.services.iter().find(|s| (&s.name, &s.namespace) == (&key.0, &key.1)));
-            match verdicts.get(&key) {
+            let before = before(previous, &service);
+            match verdicts.get(&(service.name.clone(), service.namespace.clone())) {
                 Some(health) => verified(service, health, before, now),
                 None => service,
             }
@@ -259,6 +288,16 @@ fn verified(mut service: ServiceState, health: &Health, before: Option<&ServiceS
         Health::Unhealthy(found) => {
             held_back(&mut service, before, now);
             found.clone()
+        }
+        Health::Deferred(why) if !has_verdict(&service, before) => {
+            let message = format!("not verified yet: {why}; it is looked at again soon");
+            vec![unverified(&mut service, before, reasons::HEALTH_CHECK_QUEUED, &message, now)]
+        }
+        Health::Deferred(_) => {
+            if before.is_some_and(|b| b.state != State::Deployed) {
+                held_back(&mut service, before, now);
+            }
+            earlier.clone()
         }
     };
     service.conditions.extend(conditions::merge(&earlier, new));
@@ -710,6 +749,42 @@ mod tests {
         apply(&mut passed, &verdicts(&[("web", Health::Healthy)]), Some(&failing), Some(1), &at(30));
         let service = &passed.services[0];
         assert_eq!((service.state, service.last_deployed_hash.as_deref()), (State::Deployed, Some("h2")));
+    }
+
+    /// Issue 48: a look not made because its namespace was busy wrote `ServiceHealth=Unknown`,
+    /// then its clearing, and polled: under load each missed look cost two writes. A verdict the
+    /// status holds stands, unchanged (nothing to write); a deployment with none is held back,
+    /// saying why.
+    #[test]
+    fn a_deferred_look_leaves_the_last_verdict_and_holds_back_only_a_new_deployment() {
+        let why = "namespace apps runs 2 looks at its targets already";
+        let deferred = verdicts(&[("web", Health::Deferred(why.into()))]);
+        let deployed = || status(vec![state("web", State::Deployed, ServiceType::Helm, 10)]);
+
+        let verified = deployed();
+        let mut again = deployed();
+        apply(&mut again, &deferred, Some(&verified), Some(1), &at(20));
+        assert_eq!(again, verified, "verified: as it was");
+
+        let bad = unhealthy(judged(&rules(), &found(vec![deployment("web", 0, 1)]), &RuleCache::new(), &at(15)).0);
+        let mut held = deployed();
+        apply(&mut held, &verdicts(&[("web", Health::Unhealthy(bad))]), Some(&verified), Some(1), &at(15));
+        let mut still = deployed();
+        apply(&mut still, &deferred, Some(&held), Some(1), &at(30));
+        assert_eq!(still.services, held.services, "held back by unhealthy workloads: as it was, times and all");
+        assert!(judged_before(&deployed().services[0], Some(&held)));
+
+        let mut upgraded = deployed();
+        upgraded.services[0].last_deployed_hash = Some("h2".into());
+        assert!(!judged_before(&upgraded.services[0], Some(&verified)));
+        let mut queued = upgraded.clone();
+        apply(&mut queued, &deferred, Some(&verified), Some(1), &at(40));
+        let service = &queued.services[0];
+        assert_eq!((service.state, service.last_deployed_hash.as_deref()), (State::Provisioning, Some("h")));
+        let condition = &service.conditions[0];
+        assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("Unknown", "HealthCheckQueued"));
+        assert_eq!(condition.message, format!("not verified yet: {why}; it is looked at again soon"));
+        assert!(Health::Deferred(why.into()).unsettled(), "looked at again soon");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Slots per key (a region, a namespace): at most `per_key` holders at once, so that one key
 //! that hangs, or one writer with many objects, holds only its share of the reconcile workers.
 //! [`Slots::take`] never waits: a caller without one retries shortly, without holding a worker;
-//! [`Slots::wait_for`] waits a bound the caller chooses, for work that is over in moments.
+//! [`Slots::wait_for`] waits a bound the caller chooses, for work that is over in moments. A slot
+//! freed goes to the longest waiter first, never to a caller of `take` while one waits.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -64,7 +65,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_waiter_gets_the_slot_freed_within_its_bound_and_none_after() {
+    async fn a_waiter_gets_the_slot_freed_within_its_bound_before_a_taker_and_none_after() {
         let slots = Arc::new(Slots::new(1));
         let held = slots.take("eu").expect("a free slot");
         let waiting = tokio::spawn({
@@ -74,6 +75,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(slots.take("eu").is_none(), "the slot is held; the waiter keeps the key's entry");
         drop(held);
+        assert!(slots.take("eu").is_none(), "the freed slot went to the waiter, never to a taker");
         assert!(waiting.await.unwrap(), "the freed slot goes to the waiter");
         let held = slots.take("eu").expect("free again once the waiter dropped it");
         assert!(slots.wait_for("eu", Duration::from_secs(1)).await.is_none(), "none freed within the bound");

@@ -15,6 +15,7 @@ use super::bounded::{BoundedLayer, Limits};
 use super::listed::{self, Listed};
 use crate::health::rule_set::{GroupKind, Scope};
 use crate::k0rdent::NamespacedName;
+use futures::FutureExt;
 use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -25,7 +26,7 @@ use kube::client::retry::RetryPolicy;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::core::GroupVersion;
 use kube::{Api, Client, Config, discovery};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -439,6 +440,15 @@ impl Cluster {
         request.extensions_mut().insert("list");
         let text = self.client.request_text(request).await?;
         listed::parse(&text, most, wanted).map_err(kube::Error::SerdeError)
+    }
+
+    /// Discovers the group versions `versions` (group, version) at once, each once: lists that
+    /// go together then find their kinds' places known rather than each discover the same group
+    /// version. A discovery that fails here is tried again, and reported, by the list needing it.
+    pub async fn discover(&self, versions: &BTreeSet<(&str, &str)>) {
+        let discovering: Vec<_> =
+            versions.iter().map(|(group, version)| self.version_resources(group, version).boxed()).collect();
+        futures::future::join_all(discovering).await;
     }
 
     /// Where `kind` is served: at `version` when the cluster serves it there, else at the

@@ -8,8 +8,9 @@
 use crate::conditions::{self, types::HEALTH_RULES};
 use crate::controller::plumbing::slots::Slots;
 use crate::controller::remote::clusters::{Cluster, Clusters};
+use crate::controller::remote::listed::Listed;
 use crate::health::is_workload_of;
-use crate::health::look_budget::{Spending, Spent};
+use crate::health::look_budget::{LOOK_OBJECTS, Spending, Spent};
 use crate::health::rule_set::{self, GroupKind, Rule, RuleSet, Scope};
 use crate::health::target;
 use crate::health::verdict::{self, Found, Health, Observation};
@@ -17,6 +18,7 @@ use crate::k0rdent::{ServiceSet, ServiceSetStatus};
 use crate::plan::route::KUBECONFIG_KEY;
 use crate::plugin::call_blocking;
 use crate::rules::RuleCache;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
@@ -99,7 +101,9 @@ impl TargetHealth {
         let mut errors = rules.errors.clone();
         errors.extend(rules.unjudged(&checked));
         if !checked.is_empty() && !rules.kinds.is_empty() {
-            let observations = self.look(service_set, home, &rules, &checked).await;
+            let previous = service_set.status.as_ref();
+            let first = status.services.iter().any(|s| verdict::checked(s) && !verdict::judged_before(s, previous));
+            let observations = self.look(service_set, home, &rules, &checked, first).await;
             let observations: BTreeMap<_, _> = checked.into_iter().zip(observations).collect();
             let (cel, at) = (self.cel.clone(), now.clone());
             let (services, over_budget) =
@@ -114,22 +118,25 @@ impl TargetHealth {
     /// What each of the `checked` services (name, namespace) of `service_set` looks like on
     /// its target cluster, in one look of at most [`LOOK_WITHIN`] that reads at most its budget
     /// ([`crate::health::look_budget`]): the services not looked at by then are not verified,
-    /// and the look says why. A look waits at most [`SLOT_WITHIN`] for one of its namespace's
-    /// slots.
+    /// and the look says why. A `first` look (at a deployment the status holds no verdict on)
+    /// waits at most [`SLOT_WITHIN`] for one of its namespace's slots, and a slot freed goes to
+    /// a waiting one first; any other look takes a free slot or is [`Observation::Deferred`]:
+    /// under load, looks at new deployments go before looks again at verified ones.
     async fn look(
         &self,
         service_set: &ServiceSet,
         home: &Cluster,
         rules: &RuleSet,
         checked: &[(String, String)],
+        first: bool,
     ) -> Vec<Observation> {
         let namespace = service_set.namespace().unwrap_or_default();
-        let Some(_slot) = self.looks.wait_for(&namespace, SLOT_WITHIN).await else {
+        let slot = if first { self.looks.wait_for(&namespace, SLOT_WITHIN).await } else { self.looks.take(&namespace) };
+        let Some(_slot) = slot else {
             let (per_namespace, looks) =
                 (self.looks.per_key(), if self.looks.per_key() == 1 { "look" } else { "looks" });
-            let why =
-                format!("not verified now: namespace {namespace} runs {per_namespace} {looks} at its targets already");
-            return vec![Observation::Unreadable(why); checked.len()];
+            let why = format!("namespace {namespace} runs {per_namespace} {looks} at its targets already");
+            return vec![Observation::Deferred(why); checked.len()];
         };
         let secret = target::kubeconfig_secret(service_set);
         let target =
@@ -183,12 +190,31 @@ impl Verdicts {
     }
 }
 
+/// Lists one look has under way at once: its lists (a kind per namespace of its services) go
+/// two by two, not one round trip after another, which at a remote cluster's latency is most of
+/// a look's time. Two answers of a target's 16 MiB cap are the look's byte budget
+/// ([`crate::health::look_budget::LOOK_BYTES`]): a hostile target makes a look hold no more at
+/// once than it may read in all.
+const LISTS_AT_ONCE: usize = 2;
+
+/// One list of a look: `kind` as `rule` lists it, in `namespace` (`""`: anywhere), keeping the
+/// workloads of `services`.
+struct List<'a> {
+    kind: &'a GroupKind,
+    rule: &'a Rule,
+    namespace: &'a str,
+    services: &'a BTreeSet<&'a str>,
+}
+
 /// What `cluster` holds of each of the `checked` services (name, namespace), in their order: per
 /// service namespace, one list of each kind `rules` name there (one per look for a
 /// cluster-scoped kind), paged, keeping the objects that are a checked service's workloads
-/// ([`is_workload_of`]). Each answer is counted against the look's budget: once it is spent,
-/// the services not yet observed are [`Observation::Unreadable`] for `spent`'s reason. One list
-/// per kind and namespace, not one per discovery label and service, as kcm's verifier makes.
+/// ([`is_workload_of`]). The kinds' groups are discovered first, then the lists' first pages
+/// are asked [`LISTS_AT_ONCE`] at a time; the answers are counted against the look's budget in
+/// the lists' order, so the verdict does not hang on which answer came first: once it is
+/// spent, the services not yet observed are [`Observation::Unreadable`] for `spent`'s reason.
+/// One list per kind and namespace, not one per discovery label and service, as kcm's verifier
+/// makes.
 async fn observe(
     cluster: &Cluster,
     rules: &RuleSet,
@@ -200,40 +226,50 @@ async fn observe(
         names.entry(namespace).or_default().insert(name);
     }
     let everywhere: BTreeSet<&str> = checked.iter().map(|(name, _)| name.as_str()).collect();
-    let mut spending = Spending::default();
-    let mut cluster_wide: BTreeMap<&GroupKind, Result<Vec<Value>, String>> = BTreeMap::new();
-    let mut found: BTreeMap<&str, Listing> = BTreeMap::new();
-    let mut stopped = None;
-    'namespaces: for (namespace, services) in &names {
-        let mut kinds = Vec::new();
+    let mut lists: Vec<List> = Vec::new();
+    let mut cluster_wide: BTreeMap<&GroupKind, usize> = BTreeMap::new();
+    // Each namespace's lists, as indexes into `lists`.
+    let mut namespaces: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (namespace, services) in &names {
+        let mut own = Vec::new();
         for (kind, rule) in rules.listing(namespace) {
-            let listed = match rule.scope {
-                Scope::Namespaced => list_all(cluster, (kind, rule), namespace, services, &mut spending).await,
-                Scope::Cluster => match cluster_wide.get(kind) {
-                    Some(listed) => Ok(listed.clone()),
-                    None => {
-                        let listed = list_all(cluster, (kind, rule), "", &everywhere, &mut spending).await;
-                        if let Ok(listed) = &listed {
-                            cluster_wide.insert(kind, listed.clone());
-                        }
-                        listed
-                    }
-                },
+            let mut add = |namespace, services| {
+                lists.push(List { kind, rule, namespace, services });
+                lists.len() - 1
             };
-            match listed {
-                Ok(Ok(objects)) => kinds.push((kind.clone(), objects)),
-                Ok(Err(why)) => {
-                    found.insert(namespace, Err(why));
-                    continue 'namespaces;
-                }
-                Err(over) => {
-                    stopped = Some(spent(over));
-                    break 'namespaces;
-                }
+            own.push(match rule.scope {
+                Scope::Namespaced => add(namespace, services),
+                Scope::Cluster => *cluster_wide.entry(kind).or_insert_with(|| add("", &everywhere)),
+            });
+        }
+        namespaces.push((namespace, own));
+    }
+    let versions = lists.iter().map(|list| (list.kind.group.as_str(), list.rule.version.as_str())).collect();
+    cluster.discover(&versions).await;
+    let mut spending = Spending::default();
+    let mut answers: Vec<Result<Vec<Value>, String>> = Vec::with_capacity(lists.len());
+    let mut stopped = None;
+    // Collected and boxed: a closure held across an await keeps the look's future from being
+    // proven Send for every lifetime.
+    let first_pages: Vec<_> = lists.iter().map(|list| page(cluster, list, None, LOOK_OBJECTS).boxed()).collect();
+    let mut first_pages = futures::stream::iter(first_pages).buffered(LISTS_AT_ONCE);
+    while let Some(first) = first_pages.next().await {
+        match all_pages(cluster, &lists[answers.len()], first, &mut spending).await {
+            Ok(answer) => answers.push(answer),
+            Err(over) => {
+                stopped = Some(spent(over));
+                break;
             }
         }
-        found.insert(namespace, Ok(kinds));
     }
+    let found: BTreeMap<&str, Listing> = namespaces
+        .into_iter()
+        .filter(|(_, own)| own.iter().all(|&i| i < answers.len()))
+        .map(|(namespace, own)| {
+            let kinds = own.iter().map(|&i| answers[i].clone().map(|objects| (lists[i].kind.clone(), objects)));
+            (namespace, kinds.collect())
+        })
+        .collect();
     let observation = |(name, namespace): &(String, String)| match found.get(namespace.as_str()) {
         Some(Ok(kinds)) => Observation::Found(
             kinds
@@ -254,35 +290,36 @@ async fn observe(
 /// not list them.
 type Listing = Result<Vec<(GroupKind, Vec<Value>)>, String>;
 
-/// Every page of `kind`'s objects (as `rule` lists it) in `namespace` (`""`: anywhere) that are
-/// workloads of one of `services`, each page counted against `spending`: the bound passed, once
-/// it is; why the cluster could not be read, when it could not.
-async fn list_all(
+/// The page of `list` from the token `token` (`None`: the first), of at most `most` objects kept,
+/// or why the cluster could not be read.
+async fn page(cluster: &Cluster, list: &List<'_>, token: Option<&str>, most: usize) -> Result<Listed, String> {
+    let wanted = |object: &Value| list.services.iter().any(|name| is_workload_of(object, name));
+    let listing = (list.kind, list.rule.version.as_str(), list.rule.scope);
+    cluster.list(listing, list.namespace, token, most, &wanted).await.map_err(|e| {
+        let place = if list.namespace.is_empty() { String::new() } else { format!(" in {}", list.namespace) };
+        format!("listing {}{place}{}: {e}", list.kind.kind, cluster.on())
+    })
+}
+
+/// Every object of `list`, from its `first` page on, each page counted against `spending`: the
+/// bound passed, once it is; why the cluster could not be read, when it could not.
+async fn all_pages(
     cluster: &Cluster,
-    (kind, rule): (&GroupKind, &Rule),
-    namespace: &str,
-    services: &BTreeSet<&str>,
+    list: &List<'_>,
+    first: Result<Listed, String>,
     spending: &mut Spending,
 ) -> Result<Result<Vec<Value>, String>, Spent> {
-    let wanted = |object: &Value| services.iter().any(|name| is_workload_of(object, name));
-    let (mut objects, mut page) = (Vec::new(), None);
+    let mut objects = Vec::new();
+    let mut listed = first;
     loop {
-        let most = spending.objects_left();
-        match cluster.list((kind, &rule.version, rule.scope), namespace, page.as_deref(), most, &wanted).await {
-            Ok(listed) => {
-                spending.spend(listed.bytes, listed.count)?;
-                objects.extend(listed.objects);
-                match listed.next {
-                    Some(next) => page = Some(next),
-                    None => return Ok(Ok(objects)),
-                }
-            }
-            Err(e) => {
-                let (on, place) =
-                    (cluster.on(), if namespace.is_empty() { String::new() } else { format!(" in {namespace}") });
-                return Ok(Err(format!("listing {}{place}{on}: {e}", kind.kind)));
-            }
-        }
+        let answer = match listed {
+            Ok(answer) => answer,
+            Err(why) => return Ok(Err(why)),
+        };
+        spending.spend(answer.bytes, answer.count)?;
+        objects.extend(answer.objects);
+        let Some(next) = answer.next else { return Ok(Ok(objects)) };
+        listed = page(cluster, list, Some(&next), spending.objects_left()).await;
     }
 }
 
@@ -337,7 +374,7 @@ mod tests {
         });
         let (check, service_set, rules) = checking(kube::Client::new(silent, "default"));
         let start = tokio::time::Instant::now();
-        let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked()).await;
+        let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked(), true).await;
         assert_eq!(start.elapsed(), LOOK_WITHIN);
         let why = "the management cluster was not read within 30s".to_string();
         assert_eq!(observations, [Observation::Unreadable(why.clone()), Observation::Unreadable(why)]);
@@ -350,8 +387,18 @@ mod tests {
         services: &[(&str, &str)],
         answer: impl Fn(&str, usize) -> Value + Send + Sync + 'static,
     ) -> (Vec<Observation>, Vec<String>) {
+        let (observations, lists, _) = look_after(Duration::ZERO, services, answer).await;
+        (observations, lists)
+    }
+
+    /// [`look_at`] a cluster answering each request after `delay`, and how long the look took.
+    async fn look_after(
+        delay: Duration,
+        services: &[(&str, &str)],
+        answer: impl Fn(&str, usize) -> Value + Send + Sync + 'static,
+    ) -> (Vec<Observation>, Vec<String>, Duration) {
         let pages = std::sync::Mutex::new(BTreeMap::<String, usize>::new());
-        let (client, asked) = crate::controller::mock_api::client(move |line| match line {
+        let (client, asked) = crate::controller::mock_api::client_answering_after(delay, move |line| match line {
             "GET /apis" => Some((
                 200,
                 json!({"kind": "APIGroupList", "groups": [{"name": "apps",
@@ -374,9 +421,10 @@ mod tests {
         });
         let (check, service_set, rules) = checking(client);
         let services: Vec<(String, String)> = services.iter().map(|(n, ns)| (n.to_string(), ns.to_string())).collect();
-        let observations = check.look(&service_set, &check.clusters.here(), &rules, &services).await;
+        let started = tokio::time::Instant::now();
+        let observations = check.look(&service_set, &check.clusters.here(), &rules, &services, true).await;
         let lists = asked.lock().unwrap().iter().filter(|l| l.contains("/deployments?")).cloned().collect();
-        (observations, lists)
+        (observations, lists, started.elapsed())
     }
 
     /// A Deployment list answer of `items`, with `next` as its continue token.
@@ -419,6 +467,22 @@ mod tests {
         assert_eq!(found(&observations[0]), ["a-web", "a-db"]);
         assert_eq!(found(&observations[1]), ["b-web"]);
         assert_eq!(found(&observations[2]), ["c"], "a's name in another namespace is not a's");
+    }
+
+    /// Issue 48: a look's lists went one round trip after another, so at a remote cluster's
+    /// latency a look took some twenty. Its kinds' group is discovered once, then its lists go
+    /// [`LISTS_AT_ONCE`] at a time.
+    #[tokio::test(start_paused = true)]
+    async fn a_looks_lists_go_two_at_a_time_after_one_discovery() {
+        let services = [("a", "team"), ("b", "zoo"), ("c", "other")];
+        let (observations, lists, took) =
+            look_after(Duration::from_secs(1), &services, |_, _| deployments([deployment("d", ("app", "a"))], ""))
+                .await;
+        assert_eq!(lists.len(), 3, "{lists:?}");
+        assert_eq!(LISTS_AT_ONCE, 2);
+        assert_eq!(took, Duration::from_secs(3), "one round trip to discover apps/v1, two for the three lists");
+        assert_eq!(found(&observations[0]), ["d"]);
+        assert!(found(&observations[1]).is_empty());
     }
 
     #[tokio::test]
@@ -471,22 +535,26 @@ mod tests {
     }
 
     /// Issue 45: a tenant's many ServiceSets with slow targets could hold every reconcile worker
-    /// in looks. A namespace runs at most its share of looks at once; the others are not looked
-    /// at now, once a look has waited its bound for a slot (their verified deployments stay
-    /// Deployed), and are looked at again soon.
-    #[tokio::test]
-    async fn a_namespace_runs_at_most_its_share_of_looks_at_once() {
+    /// in looks. A namespace runs at most its share of looks at once; the others are deferred,
+    /// a first look once it has waited its bound for a slot, and are looked at again soon.
+    /// Issue 48: a look again at verified deployments does not wait, so that under load the
+    /// first looks get the slots.
+    #[tokio::test(start_paused = true)]
+    async fn a_namespace_runs_at_most_its_share_of_looks_at_once_and_only_a_first_look_waits() {
         let (client, asked) = crate::controller::mock_api::client(|_| None);
         let (check, service_set, rules) = checking(client);
         let running = check.looks.take("kcm-system").expect("a free slot");
-        let started = tokio::time::Instant::now();
-        let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked()).await;
-        assert!(started.elapsed() >= SLOT_WITHIN, "it waited for a slot first");
-        let why = "not verified now: namespace kcm-system runs 1 look at its targets already".to_string();
-        assert_eq!(observations, [Observation::Unreadable(why.clone()), Observation::Unreadable(why)]);
+        let why = "namespace kcm-system runs 1 look at its targets already".to_string();
+        let deferred = [Observation::Deferred(why.clone()), Observation::Deferred(why)];
+        for (first, waited) in [(true, SLOT_WITHIN), (false, Duration::ZERO)] {
+            let started = tokio::time::Instant::now();
+            let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked(), first).await;
+            assert_eq!(started.elapsed(), waited, "first look: {first}");
+            assert_eq!(observations, deferred);
+        }
         assert!(asked.lock().unwrap().is_empty(), "nothing read");
         drop(running);
-        check.look(&service_set, &check.clusters.here(), &rules, &checked()).await;
+        check.look(&service_set, &check.clusters.here(), &rules, &checked(), false).await;
         assert!(!asked.lock().unwrap().is_empty(), "its turn: the look reads");
     }
 }
