@@ -84,15 +84,18 @@ pub fn checked(service: &ServiceState) -> bool {
     service.state == State::Deployed && service.service_type == ServiceType::Helm
 }
 
-/// Whether `previous` (the status on the API server) holds a verdict on `service`'s deployment,
-/// which a look not made now leaves standing: the service was Deployed at the same
-/// `lastDeployedHash` (verified, or kept by an unreadable target), or is held back by
-/// unhealthy workloads.
-pub fn judged_before(service: &ServiceState, previous: Option<&ServiceSetStatus>) -> bool {
-    has_verdict(service, before(previous, service))
+/// Whether `previous` (the status on the API server) has `service` Deployed at its
+/// `lastDeployedHash`: a look again can only confirm that or take it back, while a look at any
+/// other checked service may make it Deployed.
+pub fn deployed_before(service: &ServiceState, previous: Option<&ServiceSetStatus>) -> bool {
+    before(previous, service)
+        .is_some_and(|b| b.state == State::Deployed && b.last_deployed_hash == service.last_deployed_hash)
 }
 
-/// [`judged_before`], with the service as `previous` has it.
+/// Whether `before` (`service` as the status on the API server has it) holds a verdict on its
+/// deployment, which a look not made now leaves standing: Deployed at the same
+/// `lastDeployedHash` (verified, or kept by an unreadable target), or held back by unhealthy
+/// workloads.
 fn has_verdict(service: &ServiceState, before: Option<&ServiceState>) -> bool {
     let Some(before) = before else { return false };
     let unhealthy = before.conditions.iter().any(|c| c.type_.starts_with(SERVICE_HEALTH) && c.type_ != SERVICE_HEALTH);
@@ -772,11 +775,12 @@ mod tests {
         let mut still = deployed();
         apply(&mut still, &deferred, Some(&held), Some(1), &at(30));
         assert_eq!(still.services, held.services, "held back by unhealthy workloads: as it was, times and all");
-        assert!(judged_before(&deployed().services[0], Some(&held)));
+        assert!(deployed_before(&deployed().services[0], Some(&verified)), "a look again need not wait");
+        assert!(!deployed_before(&deployed().services[0], Some(&held)), "a look may make it Deployed");
 
         let mut upgraded = deployed();
         upgraded.services[0].last_deployed_hash = Some("h2".into());
-        assert!(!judged_before(&upgraded.services[0], Some(&verified)));
+        assert!(!deployed_before(&upgraded.services[0], Some(&verified)));
         let mut queued = upgraded.clone();
         apply(&mut queued, &deferred, Some(&verified), Some(1), &at(40));
         let service = &queued.services[0];

@@ -102,8 +102,8 @@ impl TargetHealth {
         errors.extend(rules.unjudged(&checked));
         if !checked.is_empty() && !rules.kinds.is_empty() {
             let previous = service_set.status.as_ref();
-            let first = status.services.iter().any(|s| verdict::checked(s) && !verdict::judged_before(s, previous));
-            let observations = self.look(service_set, home, &rules, &checked, first).await;
+            let waits = status.services.iter().any(|s| verdict::checked(s) && !verdict::deployed_before(s, previous));
+            let observations = self.look(service_set, home, &rules, &checked, waits).await;
             let observations: BTreeMap<_, _> = checked.into_iter().zip(observations).collect();
             let (cel, at) = (self.cel.clone(), now.clone());
             let (services, over_budget) =
@@ -118,20 +118,21 @@ impl TargetHealth {
     /// What each of the `checked` services (name, namespace) of `service_set` looks like on
     /// its target cluster, in one look of at most [`LOOK_WITHIN`] that reads at most its budget
     /// ([`crate::health::look_budget`]): the services not looked at by then are not verified,
-    /// and the look says why. A `first` look (at a deployment the status holds no verdict on)
-    /// waits at most [`SLOT_WITHIN`] for one of its namespace's slots, and a slot freed goes to
-    /// a waiting one first; any other look takes a free slot or is [`Observation::Deferred`]:
-    /// under load, looks at new deployments go before looks again at verified ones.
+    /// and the look says why. A look that `waits` (one that may make a service Deployed: a new
+    /// deployment, or one held back by its workloads) waits at most [`SLOT_WITHIN`] for one of
+    /// its namespace's slots, and a slot freed goes to a waiting one first; a look again at
+    /// verified deployments takes a free slot or is [`Observation::Deferred`]: under load, the
+    /// looks that may deploy go first.
     async fn look(
         &self,
         service_set: &ServiceSet,
         home: &Cluster,
         rules: &RuleSet,
         checked: &[(String, String)],
-        first: bool,
+        waits: bool,
     ) -> Vec<Observation> {
         let namespace = service_set.namespace().unwrap_or_default();
-        let slot = if first { self.looks.wait_for(&namespace, SLOT_WITHIN).await } else { self.looks.take(&namespace) };
+        let slot = if waits { self.looks.wait_for(&namespace, SLOT_WITHIN).await } else { self.looks.take(&namespace) };
         let Some(_slot) = slot else {
             let (per_namespace, looks) =
                 (self.looks.per_key(), if self.looks.per_key() == 1 { "look" } else { "looks" });
@@ -536,20 +537,20 @@ mod tests {
 
     /// Issue 45: a tenant's many ServiceSets with slow targets could hold every reconcile worker
     /// in looks. A namespace runs at most its share of looks at once; the others are deferred,
-    /// a first look once it has waited its bound for a slot, and are looked at again soon.
+    /// one that may deploy once it has waited its bound for a slot, and are looked at again soon.
     /// Issue 48: a look again at verified deployments does not wait, so that under load the
-    /// first looks get the slots.
+    /// looks that may deploy get the slots.
     #[tokio::test(start_paused = true)]
-    async fn a_namespace_runs_at_most_its_share_of_looks_at_once_and_only_a_first_look_waits() {
+    async fn a_namespace_runs_at_most_its_share_of_looks_at_once_and_only_a_look_that_may_deploy_waits() {
         let (client, asked) = crate::controller::mock_api::client(|_| None);
         let (check, service_set, rules) = checking(client);
         let running = check.looks.take("kcm-system").expect("a free slot");
         let why = "namespace kcm-system runs 1 look at its targets already".to_string();
         let deferred = [Observation::Deferred(why.clone()), Observation::Deferred(why)];
-        for (first, waited) in [(true, SLOT_WITHIN), (false, Duration::ZERO)] {
+        for (waits, waited) in [(true, SLOT_WITHIN), (false, Duration::ZERO)] {
             let started = tokio::time::Instant::now();
-            let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked(), first).await;
-            assert_eq!(started.elapsed(), waited, "first look: {first}");
+            let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked(), waits).await;
+            assert_eq!(started.elapsed(), waited, "a look that waits: {waits}");
             assert_eq!(observations, deferred);
         }
         assert!(asked.lock().unwrap().is_empty(), "nothing read");
