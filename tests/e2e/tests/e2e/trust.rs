@@ -252,12 +252,12 @@ fn deployment_rules(count: usize) -> String {
 }
 
 /// Issue 45, items 5 and 6: a namespace admin's `<cluster>-kubeconfig` names a server it runs
-/// (here a loopback one answering every list with 12 MiB and a next page), and whoever may write ConfigMaps in the
-/// namespace writes two `global` rule ConfigMaps of 64 rules each. One look reads no more than its
-/// total (32 MiB, then one answer more at most) and says so in the status; the namespace's
-/// rules count once against its budget across ConfigMaps (the second ConfigMap is named, not
-/// loaded); `/healthz` answers within 1 s and another ServiceSet converges throughout, and the
-/// host's peak RSS stays under [`PEAK_RSS`].
+/// (here a loopback one answering every list with 12 MiB and a next page), and whoever may
+/// write ConfigMaps in the namespace writes two `global` rule ConfigMaps of 64 rules each. One
+/// look reads no more than its total (32 MiB, then one answer more at most) and says so in the
+/// status; the namespace's rules count once against its budget across ConfigMaps (the second
+/// ConfigMap is named, not loaded); `/healthz` answers within 1 s and another ServiceSet
+/// converges throughout, and the host's peak RSS stays under [`PEAK_RSS`].
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenants_target_and_rules_cost_the_host_no_more_than_their_budgets() {
     let Some(t) = start("trust-budgets", &["--health-poll-seconds", "1"]).await else { return };

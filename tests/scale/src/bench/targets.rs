@@ -5,10 +5,11 @@
 //!
 //! Every ServiceSet has its own Secret (so an adapter holds a client per cluster, as it would),
 //! all pointing at one target server. Its services are named `svc-<s>` in namespace `svc-<s>`,
-//! whose workloads there (a Deployment, and on the simulator a Pod) are healthy; a share of ServiceSets spread
-//! among the others (the *unhealthy* ones) name their services `flaky-<s>`, whose Deployments want a replica
-//! that is not ready until [`Targets::heal`] makes them healthy, once every other ServiceSet is
-//! deployed: an adapter must see them unhealthy first, and look again.
+//! whose workloads there (a Deployment, and on the simulator a Pod) are healthy; a share of
+//! ServiceSets spread among the others (the *unhealthy* ones) name their services `flaky-<s>`,
+//! whose Deployments want a replica that is not ready until [`Targets::heal`] makes them
+//! healthy, once every other ServiceSet is deployed: an adapter must see them unhealthy first,
+//! and look again.
 //!
 //! On envtest kube-controller-manager runs on the target, so a Deployment is made healthy by
 //! scaling it to 0 (its controller reports it) and unhealthy with one replica (its Pod is never
