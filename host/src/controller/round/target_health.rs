@@ -92,17 +92,15 @@ impl TargetHealth {
         let tenant = target::tenant(service_set, &self.system_namespace).map(str::to_string);
         let rules = Arc::new(call_blocking(move || rule_set::load(&applying, tenant.as_deref(), &cel)).await);
         let generation = service_set.metadata.generation;
-        let checked: Vec<(String, String)> = status
-            .services
-            .iter()
-            .filter(|s| verdict::checked(s))
-            .map(|s| (s.name.clone(), s.namespace.clone()))
-            .collect();
+        let (previous, mut waits) = (service_set.status.as_ref(), false);
+        let mut checked: Vec<(String, String)> = Vec::new();
+        for service in status.services.iter().filter(|s| verdict::checked(s)) {
+            waits |= !verdict::deployed_before(service, previous);
+            checked.push((service.name.clone(), service.namespace.clone()));
+        }
         let mut errors = rules.errors.clone();
         errors.extend(rules.unjudged(&checked));
         if !checked.is_empty() && !rules.kinds.is_empty() {
-            let previous = service_set.status.as_ref();
-            let waits = status.services.iter().any(|s| verdict::checked(s) && !verdict::deployed_before(s, previous));
             let observations = self.look(service_set, home, &rules, &checked, waits).await;
             let observations: BTreeMap<_, _> = checked.into_iter().zip(observations).collect();
             let (cel, at) = (self.cel.clone(), now.clone());
@@ -267,7 +265,10 @@ async fn observe(
         .into_iter()
         .filter(|(_, own)| own.iter().all(|&i| i < answers.len()))
         .map(|(namespace, own)| {
-            let kinds = own.iter().map(|&i| answers[i].clone().map(|objects| (lists[i].kind.clone(), objects)));
+            let kinds = own.iter().map(|&i| match &answers[i] {
+                Ok(objects) => Ok((lists[i].kind, objects.as_slice())),
+                Err(why) => Err(why.as_str()),
+            });
             (namespace, kinds.collect())
         })
         .collect();
@@ -275,21 +276,21 @@ async fn observe(
         Some(Ok(kinds)) => Observation::Found(
             kinds
                 .iter()
-                .map(|(kind, objects)| Found {
+                .map(|&(kind, objects)| Found {
                     kind: kind.clone(),
                     objects: objects.iter().filter(|o| is_workload_of(o, name)).cloned().collect(),
                 })
                 .collect(),
         ),
-        Some(Err(why)) => Observation::Unreadable(why.clone()),
+        Some(Err(why)) => Observation::Unreadable(why.to_string()),
         None => Observation::Unreadable(stopped.clone().unwrap_or_default()),
     };
     checked.iter().map(observation).collect()
 }
 
-/// What a look found in one namespace: each kind's objects of the services there, or why it could
-/// not list them.
-type Listing = Result<Vec<(GroupKind, Vec<Value>)>, String>;
+/// What a look found in one namespace: each kind's objects (all the namespace's services', a
+/// cluster-scoped kind's shared by every namespace), or why it could not list them.
+type Listing<'a> = Result<Vec<(&'a GroupKind, &'a [Value])>, &'a str>;
 
 /// The page of `list` from the token `token` (`None`: the first), of at most `most` objects kept,
 /// or why the cluster could not be read.
