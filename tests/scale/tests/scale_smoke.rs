@@ -181,8 +181,11 @@ async fn the_scale_benchmark_runs_with_health_on() {
     if simulated {
         assert!(gets <= 2 * looks, "at most two discovery requests per look: {:?}", ours.target_requests);
     }
-    // The unhealthy share is seen Provisioning, then Deployed: a status write more each.
-    assert!(ours.verb_on("update", "servicesets/status") >= n + unhealthy, "{:?}", ours.requests);
+    // The unhealthy share is seen held back, then Deployed: a status write more each. On a real
+    // server the rest can be deployed, and the share healed, before an unhealthy one's first look
+    // (CI saw it 1.9 s in, 21 writes for 20): that one is Deployed at its first write.
+    let held_back = if simulated { unhealthy } else { 0 };
+    assert!(ours.verb_on("update", "servicesets/status") >= n + held_back, "{:?}", ours.requests);
 
     let floor = report.baseline(BaselineKind::Floor).expect("the floor ran");
     let naive = report.baseline(BaselineKind::Naive).expect("the baseline ran");
