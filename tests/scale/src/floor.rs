@@ -8,8 +8,11 @@
 //! - per service, one create of its HelmRelease (the naive baseline's HelmRelease, built by the
 //!   same code: [`crate::naive::mutate_helm_release`]); a merge patch of it only when its spec or
 //!   labels differ from what the ServiceSet asks for (a spec change);
-//! - per ServiceSet, one merge patch of its status (`deployed`, every service `Deployed`) once
-//!   every HelmRelease is Ready for its generation, and none while the status already says so.
+//! - per ServiceSet, one merge patch of its status once every HelmRelease is Ready for its
+//!   generation, and none while the status already says so. The status is what kcm's contract asks
+//!   of any adapter (`api-facts.md`): `cluster` (without it kcm's MultiClusterService controller
+//!   skips the ServiceSet), `provider.ready`, the `ServicesInReadyState` condition (the kubectl
+//!   column), `deployed`, and every service `Deployed` with its `version` and `lastDeployedHash`.
 //!
 //! No GETs (everything is read from the stores), no update of an unchanged object, no Events, no
 //! status before the services are Deployed. What it decides is pure ([`decide`]); a memory of the
@@ -68,6 +71,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
 use crate::health::{self, Clients, CompiledRules, Service, Unhealthy};
@@ -160,7 +164,7 @@ pub fn decide(
     }
     let config = provider_config(service_set).unwrap_or_else(|_| ProviderConfig::default());
     let services = naive::services(service_set);
-    let mut ready = true;
+    let (mut ready, mut hashes) = (true, Vec::with_capacity(services.len()));
     for service in &services {
         let Some(wanted) = helm_release(service_set, service, &config) else {
             ready = false;
@@ -173,13 +177,16 @@ pub fn decide(
                 let patch = json!({"metadata": {"labels": wanted.metadata.labels}, "spec": wanted.data["spec"]});
                 writes.push(Write::Update { name, patch });
             }
-            Some(live) => ready &= is_ready(&live),
+            Some(live) => {
+                ready &= is_ready(&live);
+                hashes.push(live.data["status"][DEPLOYED_HASH].clone());
+            }
         }
     }
     if writes.iter().any(|w| matches!(w, Write::Create(_) | Write::Update { .. })) || !ready {
         return writes;
     }
-    let status = deployed_status(&services, now);
+    let status = deployed_status(service_set, &services, &hashes, now);
     let written = &service_set.data["status"];
     if written["deployed"] != true || services_of(written) != services_of(&status) {
         writes.push(Write::Status(json!({"status": status})));
@@ -235,24 +242,50 @@ fn is_ready(release: &DynamicObject) -> bool {
     ready && observed.is_some() && observed == release.metadata.generation
 }
 
-/// The status of a ServiceSet whose services are all Deployed, stamped `now`.
-fn deployed_status(services: &[Value], now: &str) -> Value {
+/// The status of a ServiceSet whose services are all Deployed, stamped `now`: what kcm's contract
+/// asks of any adapter (module doc), each service's `lastDeployedHash` from `hashes` (one per
+/// service, as [`trim_release`] keeps it).
+fn deployed_status(service_set: &DynamicObject, services: &[Value], hashes: &[Value], now: &str) -> Value {
     let entries: Vec<Value> = services
         .iter()
-        .map(|service| {
+        .zip(hashes)
+        .map(|(service, hash)| {
             let (name, template) = (field(service, "name"), field(service, "template"));
             let namespace = Some(field(service, "namespace")).filter(|ns| !ns.is_empty()).unwrap_or(name);
             let version = Some(field(service, "version")).filter(|v| !v.is_empty()).unwrap_or(template);
             json!({"name": name, "namespace": namespace, "template": template, "type": "Helm", "state": "Deployed",
-                   "version": version, "lastStateTransitionTime": now})
+                   "version": version, "lastStateTransitionTime": now, "lastDeployedHash": hash})
         })
         .collect();
-    json!({"deployed": true, "services": entries})
+    let count = format!("{0}/{0}", entries.len());
+    let ready = json!({"type": "ServicesInReadyState", "status": "True", "reason": "Succeeded", "message": count,
+                       "observedGeneration": service_set.metadata.generation, "lastTransitionTime": now});
+    json!({"cluster": cluster_reference(service_set), "provider": {"ready": true}, "conditions": [ready],
+           "deployed": true, "services": entries})
+}
+
+/// `status.cluster`, as kcm's adapter writes it: the ClusterDeployment the ServiceSet serves, or
+/// the management cluster's SveltosCluster for self-management.
+fn cluster_reference(service_set: &DynamicObject) -> Value {
+    if service_set.data["spec"]["provider"]["selfManagement"] == true {
+        return json!({"apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster",
+                      "name": "mgmt", "namespace": "mgmt"});
+    }
+    json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ClusterDeployment",
+           "name": field(&service_set.data["spec"], "cluster"), "namespace": service_set.namespace()})
+}
+
+/// A fingerprint of what Flux says it deployed (its last release), as `lastDeployedHash`: the hex
+/// SHA-256 of the release's `status.history[0]`, or of its spec before it has any.
+fn deployed_hash(release: &DynamicObject) -> String {
+    let history = &release.data["status"]["history"][0];
+    let deployed = if history.is_null() { &release.data["spec"] } else { history };
+    hex::encode(Sha256::digest(deployed.to_string()))
 }
 
 /// A status's services as the floor compares them: what it writes, less the transition times.
 fn services_of(status: &Value) -> Vec<Value> {
-    let keys = ["name", "namespace", "template", "type", "state", "version"];
+    let keys = ["name", "namespace", "template", "type", "state", "version", "lastDeployedHash"];
     let entries = status["services"].as_array().into_iter().flatten();
     entries.map(|entry| keys.iter().map(|key| (key.to_string(), entry[*key].clone())).collect::<Value>()).collect()
 }
@@ -370,14 +403,19 @@ fn trim_service_set(service_set: &mut DynamicObject) {
 }
 
 /// What the floor keeps of a HelmRelease in its store: no managed fields or annotations, and of
-/// its status only `observedGeneration` and the `Ready` condition.
+/// its status only `observedGeneration`, the `Ready` condition and its [`deployed_hash`] (as
+/// [`DEPLOYED_HASH`]).
 fn trim_release(release: &mut DynamicObject) {
+    let hash = deployed_hash(release);
     trim(release, |status| {
         let conditions = status["conditions"].as_array().into_iter().flatten();
         let ready: Vec<&Value> = conditions.filter(|c| c["type"] == "Ready").collect();
-        json!({"observedGeneration": status["observedGeneration"], "conditions": ready})
+        json!({"observedGeneration": status["observedGeneration"], "conditions": ready, DEPLOYED_HASH: hash})
     });
 }
+
+/// Where [`trim_release`] keeps a HelmRelease's [`deployed_hash`] in the floor's store.
+const DEPLOYED_HASH: &str = "deployedHash";
 
 /// Drops the object's managed fields and annotations, and replaces its status, if any, with
 /// `keep` of it.
@@ -616,8 +654,8 @@ mod tests {
     fn service_set(finalizers: &[&str], status: Value) -> DynamicObject {
         serde_json::from_value(json!({
             "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
-            "metadata": {"name": "c1", "namespace": "ns", "uid": "u1", "finalizers": finalizers},
-            "spec": {"provider": {"name": "ksm-flux", "config": {"interval": "5m"}}, "services": [
+            "metadata": {"name": "c1", "namespace": "ns", "uid": "u1", "generation": 1, "finalizers": finalizers},
+            "spec": {"cluster": "c1", "provider": {"name": "ksm-flux", "config": {"interval": "5m"}}, "services": [
                 {"name": "a", "namespace": "a-ns", "template": "t-a", "values": "replicaCount: 2\n"},
                 {"name": "b", "template": "t-b", "version": "1.2.3"},
             ]},
@@ -627,7 +665,7 @@ mod tests {
     }
 
     /// The HelmReleases the floor creates for `set`, with Flux's status (`Some`: Ready for
-    /// `observed`) and generation 1.
+    /// `observed`) and generation 1, as the floor's store keeps them.
     fn releases(set: &DynamicObject, observed: Option<i64>) -> HashMap<String, Arc<DynamicObject>> {
         decide(set, |_| None, NOW)
             .into_iter()
@@ -637,6 +675,7 @@ mod tests {
                     if let Some(observed) = observed {
                         release.data["status"] = FluxState::Ready.helm_release_status(observed);
                     }
+                    trim_release(&mut release);
                     Some((release.name_any(), Arc::new(*release)))
                 }
                 _ => None,
@@ -683,11 +722,18 @@ mod tests {
         assert_eq!(decide(&set, of(&releases(&set, Some(0))), NOW), [], "Ready for an older generation");
         let ready = releases(&set, Some(1));
         let writes = decide(&set, of(&ready), NOW);
-        let expected = json!({"status": {"deployed": true, "services": [
+        let hash = |name: &str| ready[name].data["status"][DEPLOYED_HASH].clone();
+        let expected = json!({"status": {
+            "cluster": {"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ClusterDeployment",
+                        "name": "c1", "namespace": "ns"},
+            "provider": {"ready": true},
+            "conditions": [{"type": "ServicesInReadyState", "status": "True", "reason": "Succeeded",
+                            "message": "2/2", "observedGeneration": 1, "lastTransitionTime": NOW}],
+            "deployed": true, "services": [
             {"name": "a", "namespace": "a-ns", "template": "t-a", "type": "Helm", "state": "Deployed",
-             "version": "t-a", "lastStateTransitionTime": NOW},
+             "version": "t-a", "lastStateTransitionTime": NOW, "lastDeployedHash": hash("c1-a")},
             {"name": "b", "namespace": "b", "template": "t-b", "type": "Helm", "state": "Deployed",
-             "version": "1.2.3", "lastStateTransitionTime": NOW},
+             "version": "1.2.3", "lastStateTransitionTime": NOW, "lastDeployedHash": hash("c1-b")},
         ]}});
         assert_eq!(writes, [Write::Status(expected.clone())]);
 
@@ -697,6 +743,28 @@ mod tests {
         written["provider"] = json!({"ready": true});
         let converged = service_set(&[FINALIZER], written);
         assert_eq!(decide(&converged, of(&ready), "2026-11-28T00:00:00Z"), []);
+    }
+
+    #[test]
+    fn a_release_flux_reports_anew_is_a_new_status() {
+        let mut ready = releases(&service_set(&[FINALIZER], json!({})), Some(1));
+        let Write::Status(written) = decide(&service_set(&[FINALIZER], json!({})), of(&ready), NOW).remove(0) else {
+            panic!("the status")
+        };
+        let converged = service_set(&[FINALIZER], written["status"].clone());
+        assert_eq!(decide(&converged, of(&ready), NOW), []);
+        let hash = &written["status"]["services"][0]["lastDeployedHash"];
+        assert_eq!(hash.as_str().map(str::len), Some(64), "a hex SHA-256: {hash}");
+
+        let mut upgraded = FluxState::Ready.helm_release_status(1);
+        upgraded["history"][0]["chartVersion"] = json!("2.0.0");
+        let release = Arc::make_mut(ready.get_mut("c1-a").expect("c1-a"));
+        release.data["status"] = upgraded;
+        trim_release(release);
+        let writes = decide(&converged, of(&ready), NOW);
+        let [Write::Status(rewritten)] = writes.as_slice() else { panic!("the status again: {writes:?}") };
+        assert_ne!(&rewritten["status"]["services"][0]["lastDeployedHash"], hash);
+        assert_eq!(rewritten["status"]["services"][1], written["status"]["services"][1]);
     }
 
     #[test]
@@ -724,6 +792,7 @@ mod tests {
         assert_eq!(release.data["status"]["conditions"].as_array().map(Vec::len), Some(1));
         assert!(release.data["status"]["history"].is_null());
         assert_eq!((is_ready(&release), &release.data["spec"]), (is_ready(&before), &before.data["spec"]));
+        assert_eq!(release.data["status"][DEPLOYED_HASH], deployed_hash(&before), "the hash of its history is kept");
         let mut set = service_set(&[FINALIZER], json!({"deployed": true, "services": [], "conditions": [{}]}));
         trim_service_set(&mut set);
         assert_eq!(set.data["status"], json!({"deployed": true, "services": []}));
@@ -780,7 +849,8 @@ mod tests {
         assert_eq!(pending.due("c1", decide(&set, |_| None, NOW)), []);
         assert_eq!(pending.0.lock().expect("lock")["c1"].len(), 2);
         // A status decided again at another time is the same write.
-        let status = |now: &str| Write::Status(json!({"status": deployed_status(&naive::services(&set), now)}));
+        let (services, hashes) = (naive::services(&set), [json!("h1"), json!("h2")]);
+        let status = |now: &str| Write::Status(json!({"status": deployed_status(&set, &services, &hashes, now)}));
         pending.made("c1", &status(NOW));
         assert_eq!(pending.due("c1", vec![status("2026-11-28T00:00:00Z")]), []);
         assert_eq!(pending.0.lock().expect("lock")["c1"].len(), 1, "the HelmReleases are forgotten");
