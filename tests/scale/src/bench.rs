@@ -23,7 +23,7 @@
 //!
 //! Run it with `cargo run --release -p ksm-scale --bin ksm-scale-bench -- --help`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -205,6 +205,9 @@ pub struct Measures {
     /// From the adapter's start until the unhealthy share was made healthy, with a health duty
     /// that has one.
     pub healed_after: Option<Duration>,
+    /// ServiceSets whose status said `deployed: false` before it said `true` (as far as a watch
+    /// saw): each took a status write more than one.
+    pub held_back: usize,
 }
 
 /// The mean size of a ServiceSet and of a HelmRelease as the server holds them once converged
@@ -379,7 +382,8 @@ async fn measure(
     let target_before = bench.target_counts().await?;
     let adapter = Adapter::start(contender.command(&bench.kubeconfig, None, health), contender.log(workdir))?;
     let healer = bench.heal_when_the_rest_are_deployed(options, started);
-    let deployed = wait_converged(options.service_sets, timeout, &adapter, started, bench.deployed.clone()).await?;
+    let deployed = wait_converged(options.service_sets, timeout, &adapter, started, bench.statuses.clone()).await?;
+    let held_back = bench.statuses.borrow().held_back;
     let converge = started.elapsed();
     let target_requests = difference(&bench.target_counts().await?, &target_before);
     let healed_after = match healer {
@@ -427,6 +431,7 @@ async fn measure(
         restart,
         target_requests,
         healed_after,
+        held_back,
     })
 }
 
@@ -528,8 +533,8 @@ struct Bench {
     targets: Option<std::sync::Arc<Targets>>,
     client: kube::Client,
     kubeconfig: PathBuf,
-    /// ServiceSets reporting `deployed: true`.
-    deployed: watch::Receiver<usize>,
+    /// What the ServiceSets' statuses said so far.
+    statuses: watch::Receiver<Statuses>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -546,13 +551,13 @@ impl Bench {
             None => None,
         };
         load(&server, targets.as_deref(), options).await?;
-        let (deployed_tx, deployed) = watch::channel(0);
+        let (statuses_tx, statuses) = watch::channel(Statuses::default());
         let tasks =
-            vec![tokio::spawn(play_flux(client.clone())), tokio::spawn(count_deployed(client.clone(), deployed_tx))];
+            vec![tokio::spawn(play_flux(client.clone())), tokio::spawn(follow_statuses(client.clone(), statuses_tx))];
         // Let this process's own list and watch happen before counting.
         tokio::time::sleep(Duration::from_millis(500)).await;
         server.reset_counts();
-        Ok(Self { server, targets, client, kubeconfig, deployed, tasks })
+        Ok(Self { server, targets, client, kubeconfig, statuses, tasks })
     }
 
     /// The target server's requests so far; none without a health duty.
@@ -575,9 +580,9 @@ impl Bench {
         if rest == options.service_sets {
             return None;
         }
-        let mut deployed = self.deployed.clone();
+        let mut statuses = self.statuses.clone();
         Some(tokio::spawn(async move {
-            deployed.wait_for(|done| *done >= rest).await?;
+            statuses.wait_for(|seen| seen.deployed >= rest).await?;
             targets.heal(services).await?;
             Ok(Some(started.elapsed()))
         }))
@@ -668,34 +673,53 @@ async fn wait_converged(
     timeout: Duration,
     adapter: &Adapter,
     started: Instant,
-    mut deployed: watch::Receiver<usize>,
+    mut statuses: watch::Receiver<Statuses>,
 ) -> anyhow::Result<usize> {
     loop {
-        let done = *deployed.borrow();
+        let done = statuses.borrow().deployed;
         if done >= service_sets || started.elapsed() > timeout {
             return Ok(done);
         }
         if let Some(status) = adapter.exited() {
             bail!("the adapter exited ({status}); log: {}", adapter.log.display());
         }
-        let _ = tokio::time::timeout(Duration::from_millis(200), deployed.changed()).await;
+        let _ = tokio::time::timeout(Duration::from_millis(200), statuses.changed()).await;
     }
 }
 
-/// Counts the ServiceSets whose status says `deployed: true`, from a watch.
-async fn count_deployed(client: kube::Client, deployed: watch::Sender<usize>) {
+/// What the ServiceSets' statuses said, as a watch saw them.
+#[derive(Clone, Copy, Debug, Default)]
+struct Statuses {
+    /// ServiceSets whose status says `deployed: true`.
+    deployed: usize,
+    /// ServiceSets whose status said `deployed: false` before it said `true`.
+    held_back: usize,
+}
+
+/// Follows the ServiceSets' statuses through a watch into `statuses`.
+async fn follow_statuses(client: kube::Client, statuses: watch::Sender<Statuses>) {
     let api = Api::<DynamicObject>::namespaced_with(client, NAMESPACE, &Kind::ServiceSet.resource());
-    let mut done = std::collections::HashSet::new();
+    let (mut done, mut held, mut held_back) = (HashSet::new(), HashSet::new(), HashSet::new());
     let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff().applied_objects());
     while let Some(event) = events.next().await {
         let Ok(service_set) = event else { continue };
         let name = service_set.metadata.name.clone().unwrap_or_default();
-        if service_set.data["status"]["deployed"] == true {
-            done.insert(name);
-        } else {
-            done.remove(&name);
+        match service_set.data["status"]["deployed"].as_bool() {
+            Some(true) => {
+                if held.contains(&name) {
+                    held_back.insert(name.clone());
+                }
+                done.insert(name);
+            }
+            Some(false) => {
+                done.remove(&name);
+                held.insert(name);
+            }
+            None => {
+                done.remove(&name);
+            }
         }
-        deployed.send_replace(done.len());
+        statuses.send_replace(Statuses { deployed: done.len(), held_back: held_back.len() });
     }
 }
 
@@ -1189,6 +1213,7 @@ mod tests {
             restart: None,
             target_requests: Requests::new(),
             healed_after: None,
+            held_back: 0,
         };
         let baseline = |kind| Baseline {
             kind,
