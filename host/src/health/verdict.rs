@@ -84,12 +84,28 @@ pub fn checked(service: &ServiceState) -> bool {
     service.state == State::Deployed && service.service_type == ServiceType::Helm
 }
 
-/// Whether `previous` (the status on the API server) has `service` Deployed at its
-/// `lastDeployedHash`: a look again can only confirm that or take it back, while a look at any
-/// other checked service may make it Deployed.
-pub fn deployed_before(service: &ServiceState, previous: Option<&ServiceSetStatus>) -> bool {
-    before(previous, service)
-        .is_some_and(|b| b.state == State::Deployed && b.last_deployed_hash == service.last_deployed_hash)
+/// A look at a checked service, by the verdict the status on the API server holds on it. In the
+/// order their looks go when their namespace is busy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Look {
+    /// At a deployment with no verdict yet (a new one, or a new `lastDeployedHash`).
+    First,
+    /// Again at a deployment held back by unhealthy workloads: it may make it Deployed.
+    HeldBack,
+    /// Again at a verified deployment: it can only confirm that or take it back.
+    Again,
+}
+
+/// Which look a look at `service` is, as `previous` (the status on the API server) has it.
+pub fn look(service: &ServiceState, previous: Option<&ServiceSetStatus>) -> Look {
+    let before = before(previous, service);
+    if !has_verdict(service, before) {
+        Look::First
+    } else if before.is_some_and(|b| b.state == State::Deployed) {
+        Look::Again
+    } else {
+        Look::HeldBack
+    }
 }
 
 /// Whether `before` (`service` as the status on the API server has it) holds a verdict on its
@@ -775,12 +791,13 @@ mod tests {
         let mut still = deployed();
         apply(&mut still, &deferred, Some(&held), Some(1), &at(30));
         assert_eq!(still.services, held.services, "held back by unhealthy workloads: as it was, times and all");
-        assert!(deployed_before(&deployed().services[0], Some(&verified)), "a look again need not wait");
-        assert!(!deployed_before(&deployed().services[0], Some(&held)), "a look may make it Deployed");
+        assert_eq!(look(&deployed().services[0], Some(&verified)), Look::Again, "it can only confirm");
+        assert_eq!(look(&deployed().services[0], Some(&held)), Look::HeldBack, "it may make it Deployed");
+        assert_eq!(look(&deployed().services[0], None), Look::First);
 
         let mut upgraded = deployed();
         upgraded.services[0].last_deployed_hash = Some("h2".into());
-        assert!(!deployed_before(&upgraded.services[0], Some(&verified)));
+        assert_eq!(look(&upgraded.services[0], Some(&verified)), Look::First, "a new hash has no verdict");
         let mut queued = upgraded.clone();
         apply(&mut queued, &deferred, Some(&verified), Some(1), &at(40));
         let service = &queued.services[0];

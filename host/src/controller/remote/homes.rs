@@ -7,7 +7,7 @@
 
 use super::clusters::{Cluster, ClusterError, Clusters, Reads};
 use crate::controller::plugin_kinds::child_kinds::{ChildKinds, Live, Waker};
-use crate::controller::plumbing::slots::Slots;
+use crate::controller::plumbing::slots::{Slot, Slots};
 use crate::controller::plumbing::watches::WatchFailures;
 use crate::k0rdent::{ChildRef, NamespacedName, ServiceSet};
 use crate::plan::route::{RegionAccess, Route};
@@ -15,7 +15,6 @@ use crate::serving::ServingPlugin;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 /// How long a reconcile waits for a region's caches to list the plugin's kinds, and for a
@@ -144,7 +143,7 @@ impl Homes {
     /// region, so that a region that hangs costs only its own ServiceSets' reconciles, never the
     /// others' workers. `Ok(None)` for the management cluster; `Err` naming the region when its
     /// slots are taken (the caller retries shortly, without holding a worker).
-    pub fn admit(&self, route: &Route) -> Result<Option<OwnedSemaphorePermit>, Busy> {
+    pub fn admit(&self, route: &Route) -> Result<Option<Slot>, Busy> {
         let Route::Region(access) = route else { return Ok(None) };
         let slot = self.slots.take(&access.name);
         slot.map(Some).ok_or_else(|| Busy { region: access.name.clone(), per_region: self.slots.per_key() })

@@ -6,14 +6,14 @@
 //! cluster, where a tenant's rules list only in the tenant's namespace.
 
 use crate::conditions::{self, types::HEALTH_RULES};
-use crate::controller::plumbing::slots::Slots;
+use crate::controller::plumbing::slots::{Slots, Turn};
 use crate::controller::remote::clusters::{Cluster, Clusters};
 use crate::controller::remote::listed::Listed;
 use crate::health::is_workload_of;
 use crate::health::look_budget::{LOOK_OBJECTS, Spending, Spent};
 use crate::health::rule_set::{self, GroupKind, Rule, RuleSet, Scope};
 use crate::health::target;
-use crate::health::verdict::{self, Found, Health, Observation};
+use crate::health::verdict::{self, Found, Health, Look, Observation};
 use crate::k0rdent::{ServiceSet, ServiceSetStatus};
 use crate::plan::route::KUBECONFIG_KEY;
 use crate::plugin::call_blocking;
@@ -92,16 +92,16 @@ impl TargetHealth {
         let tenant = target::tenant(service_set, &self.system_namespace).map(str::to_string);
         let rules = Arc::new(call_blocking(move || rule_set::load(&applying, tenant.as_deref(), &cel)).await);
         let generation = service_set.metadata.generation;
-        let (previous, mut waits) = (service_set.status.as_ref(), false);
+        let (previous, mut look) = (service_set.status.as_ref(), Look::Again);
         let mut checked: Vec<(String, String)> = Vec::new();
         for service in status.services.iter().filter(|s| verdict::checked(s)) {
-            waits |= !verdict::deployed_before(service, previous);
+            look = look.min(verdict::look(service, previous));
             checked.push((service.name.clone(), service.namespace.clone()));
         }
         let mut errors = rules.errors.clone();
         errors.extend(rules.unjudged(&checked));
         if !checked.is_empty() && !rules.kinds.is_empty() {
-            let observations = self.look(service_set, home, &rules, &checked, waits).await;
+            let observations = self.look(service_set, home, &rules, &checked, look).await;
             let observations: BTreeMap<_, _> = checked.into_iter().zip(observations).collect();
             let (cel, at) = (self.cel.clone(), now.clone());
             let (services, over_budget) =
@@ -116,21 +116,25 @@ impl TargetHealth {
     /// What each of the `checked` services (name, namespace) of `service_set` looks like on
     /// its target cluster, in one look of at most [`LOOK_WITHIN`] that reads at most its budget
     /// ([`crate::health::look_budget`]): the services not looked at by then are not verified,
-    /// and the look says why. A look that `waits` (one that may make a service Deployed: a new
-    /// deployment, or one held back by its workloads) waits at most [`SLOT_WITHIN`] for one of
-    /// its namespace's slots, and a slot freed goes to a waiting one first; a look again at
-    /// verified deployments takes a free slot or is [`Observation::Deferred`]: under load, the
-    /// looks that may deploy go first.
+    /// and the look says why. When its namespace runs its share of looks, a [`Look::First`] waits
+    /// at most [`SLOT_WITHIN`] for a slot; a [`Look::HeldBack`] waits too, but only while no
+    /// first look does; a [`Look::Again`] takes a free slot. A look without a slot is
+    /// [`Observation::Deferred`]. Under load, new deployments are verified first, then the held
+    /// back ones, and a slot freed goes to a waiting look before one looking again.
     async fn look(
         &self,
         service_set: &ServiceSet,
         home: &Cluster,
         rules: &RuleSet,
         checked: &[(String, String)],
-        waits: bool,
+        look: Look,
     ) -> Vec<Observation> {
         let namespace = service_set.namespace().unwrap_or_default();
-        let slot = if waits { self.looks.wait_for(&namespace, SLOT_WITHIN).await } else { self.looks.take(&namespace) };
+        let slot = match look {
+            Look::First => self.looks.wait_for(&namespace, SLOT_WITHIN, Turn::First).await,
+            Look::HeldBack => self.looks.wait_for(&namespace, SLOT_WITHIN, Turn::After).await,
+            Look::Again => self.looks.take(&namespace),
+        };
         let Some(_slot) = slot else {
             let (per_namespace, looks) =
                 (self.looks.per_key(), if self.looks.per_key() == 1 { "look" } else { "looks" });
@@ -376,7 +380,7 @@ mod tests {
         });
         let (check, service_set, rules) = checking(kube::Client::new(silent, "default"));
         let start = tokio::time::Instant::now();
-        let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked(), true).await;
+        let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked(), Look::First).await;
         assert_eq!(start.elapsed(), LOOK_WITHIN);
         let why = "the management cluster was not read within 30s".to_string();
         assert_eq!(observations, [Observation::Unreadable(why.clone()), Observation::Unreadable(why)]);
@@ -424,7 +428,7 @@ mod tests {
         let (check, service_set, rules) = checking(client);
         let services: Vec<(String, String)> = services.iter().map(|(n, ns)| (n.to_string(), ns.to_string())).collect();
         let started = tokio::time::Instant::now();
-        let observations = check.look(&service_set, &check.clusters.here(), &rules, &services, true).await;
+        let observations = check.look(&service_set, &check.clusters.here(), &rules, &services, Look::First).await;
         let lists = asked.lock().unwrap().iter().filter(|l| l.contains("/deployments?")).cloned().collect();
         (observations, lists, started.elapsed())
     }
@@ -540,23 +544,37 @@ mod tests {
     /// in looks. A namespace runs at most its share of looks at once; the others are deferred,
     /// one that may deploy once it has waited its bound for a slot, and are looked at again soon.
     /// Issue 48: a look again at verified deployments does not wait, so that under load the
-    /// looks that may deploy get the slots.
+    /// looks that may deploy get the slots; and a look again at a held-back deployment waits only
+    /// while no first look does: at 100,000 ServiceSets in one namespace, 1,000 held back and
+    /// polled every 15 s waited in line with the first looks and held the workers they needed.
     #[tokio::test(start_paused = true)]
-    async fn a_namespace_runs_at_most_its_share_of_looks_at_once_and_only_a_look_that_may_deploy_waits() {
+    async fn a_namespace_runs_at_most_its_share_of_looks_at_once_and_first_looks_go_first() {
         let (client, asked) = crate::controller::mock_api::client(|_| None);
         let (check, service_set, rules) = checking(client);
+        let here = check.clusters.here();
         let running = check.looks.take("kcm-system").expect("a free slot");
         let why = "namespace kcm-system runs 1 look at its targets already".to_string();
         let deferred = [Observation::Deferred(why.clone()), Observation::Deferred(why)];
-        for (waits, waited) in [(true, SLOT_WITHIN), (false, Duration::ZERO)] {
+        for (look, waited) in [(Look::First, SLOT_WITHIN), (Look::HeldBack, SLOT_WITHIN), (Look::Again, Duration::ZERO)]
+        {
             let started = tokio::time::Instant::now();
-            let observations = check.look(&service_set, &check.clusters.here(), &rules, &checked(), waits).await;
-            assert_eq!(started.elapsed(), waited, "a look that waits: {waits}");
+            let observations = check.look(&service_set, &here, &rules, &checked(), look).await;
+            assert_eq!(started.elapsed(), waited, "{look:?}");
             assert_eq!(observations, deferred);
         }
+        let (started, services) = (tokio::time::Instant::now(), checked());
+        let held_back = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let observations = check.look(&service_set, &here, &rules, &services, Look::HeldBack).await;
+            (started.elapsed(), observations)
+        };
+        let (first, (gave_way, observations)) =
+            tokio::join!(check.look(&service_set, &here, &rules, &services, Look::First), held_back);
+        assert_eq!(gave_way, Duration::from_millis(100), "a first look waits: a held-back one does not");
+        assert_eq!((first, observations), (deferred.to_vec(), deferred.to_vec()));
         assert!(asked.lock().unwrap().is_empty(), "nothing read");
         drop(running);
-        check.look(&service_set, &check.clusters.here(), &rules, &checked(), false).await;
+        check.look(&service_set, &here, &rules, &checked(), Look::Again).await;
         assert!(!asked.lock().unwrap().is_empty(), "its turn: the look reads");
     }
 }
