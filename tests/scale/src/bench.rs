@@ -205,8 +205,8 @@ pub struct Measures {
     /// From the adapter's start until the unhealthy share was made healthy, with a health duty
     /// that has one.
     pub healed_after: Option<Duration>,
-    /// ServiceSets whose status said `deployed: false` before it said `true` (as far as a watch
-    /// saw): each took a status write more than one.
+    /// How often a ServiceSet's status said `deployed: true` after `false` (as far as a watch
+    /// saw): each time took a status write more than one.
     pub held_back: usize,
 }
 
@@ -692,34 +692,31 @@ async fn wait_converged(
 struct Statuses {
     /// ServiceSets whose status says `deployed: true`.
     deployed: usize,
-    /// ServiceSets whose status said `deployed: false` before it said `true`.
+    /// How often a ServiceSet's status said `deployed: true` after `false`.
     held_back: usize,
 }
 
 /// Follows the ServiceSets' statuses through a watch into `statuses`.
 async fn follow_statuses(client: kube::Client, statuses: watch::Sender<Statuses>) {
     let api = Api::<DynamicObject>::namespaced_with(client, NAMESPACE, &Kind::ServiceSet.resource());
-    let (mut done, mut held, mut held_back) = (HashSet::new(), HashSet::new(), HashSet::new());
+    let (mut done, mut held, mut held_back) = (HashSet::new(), HashSet::new(), 0);
     let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff().applied_objects());
     while let Some(event) = events.next().await {
         let Ok(service_set) = event else { continue };
         let name = service_set.metadata.name.clone().unwrap_or_default();
         match service_set.data["status"]["deployed"].as_bool() {
             Some(true) => {
-                if held.contains(&name) {
-                    held_back.insert(name.clone());
-                }
+                held_back += usize::from(held.remove(&name));
                 done.insert(name);
             }
-            Some(false) => {
+            deployed => {
                 done.remove(&name);
-                held.insert(name);
-            }
-            None => {
-                done.remove(&name);
+                if deployed == Some(false) {
+                    held.insert(name);
+                }
             }
         }
-        statuses.send_replace(Statuses { deployed: done.len(), held_back: held_back.len() });
+        statuses.send_replace(Statuses { deployed: done.len(), held_back });
     }
 }
 

@@ -181,7 +181,8 @@ async fn the_scale_benchmark_runs_with_health_on() {
     if simulated {
         assert!(gets <= 2 * looks, "at most two discovery requests per look: {:?}", ours.target_requests);
     }
-    // The truth meanwhile: a ServiceSet seen held back, then Deployed, took a status write more.
+    // The truth meanwhile: each time a ServiceSet was seen held back, then Deployed, took a status
+    // write more.
     assert!(ours.verb_on("update", "servicesets/status") >= n + ours.held_back, "{:?}", ours.requests);
     // On a real server the rest can be deployed, and the share healed, before an unhealthy one's
     // first look (CI saw it 1.9 s in): that one is Deployed at its first write.
