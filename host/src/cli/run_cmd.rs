@@ -37,8 +37,9 @@ pub struct RunArgs {
     /// sized from this (plus 4 for AdapterPlugin loads).
     #[arg(long, default_value_t = 8)]
     concurrency: u16,
-    /// Seconds after which every ServiceSet is reconciled again even if nothing changed (changes
-    /// are picked up at once through watches; this only bounds drift).
+    /// Seconds within which every settled ServiceSet is reconciled again even if nothing changed,
+    /// spread over them a few at a time, after any change (changes are picked up at once through
+    /// watches; this only bounds drift and re-checks health).
     #[arg(long, default_value_t = 600)]
     resync_seconds: u64,
     /// `manage` mode: seconds between re-evaluations of each SMP (also re-evaluated on change).

@@ -6,7 +6,7 @@ use super::adapter_plugins::load::Loader;
 use super::adapter_plugins::reconcile::PluginContext;
 use super::adapter_plugins::registry::Registry;
 use super::caches::config_maps::ConfigMapWatches;
-use super::caches::management::ManagementCaches;
+use super::caches::management::{Events as WatchEvents, ManagementCaches};
 use super::caches::service_set_cache::CachedServiceSet;
 use super::caches::sources::SourceEvents;
 use super::plugin_kinds::child_kinds::{ChildKinds, Waker};
@@ -14,6 +14,7 @@ use super::plumbing::backoff::Failures;
 use super::plumbing::event_publisher::Events;
 use super::plumbing::liveness::InFlight;
 use super::plumbing::slots::Slots;
+use super::plumbing::sweeps::Sweeps;
 use super::plumbing::watches::WatchFailures;
 use super::providers;
 use super::providers::look::Providers;
@@ -60,7 +61,9 @@ pub(super) struct Assembly {
 
 /// The changes that wake ServiceSets: their own, and those of what they depend on.
 pub(super) struct ServiceSetTriggers {
-    pub own: Changes<CachedServiceSet>,
+    /// Their own watch's events: changes wake them; a complete list starts a pass over all
+    /// (see [`super::plumbing::sweeps`]).
+    pub own: WatchEvents<CachedServiceSet>,
     pub smps: Changes<StateManagementProvider>,
     pub templates: Changes<ServiceTemplate>,
     pub health_rules: Changes<ConfigMap>,
@@ -283,6 +286,7 @@ fn service_set_context(
         metrics: shared.metrics,
         events: shared.events,
         finalizer: finalizer::of(&settings.identity),
+        sweeps: Arc::new(Sweeps::new(2 * usize::from(settings.concurrency))),
         settings,
         homes,
         caches,

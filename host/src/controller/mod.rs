@@ -39,6 +39,7 @@ use anyhow::Context as _;
 use assembly::{Assembly, PluginTriggers, ServiceSetTriggers};
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Client, ResourceExt};
 use plumbing::{leader, liveness};
@@ -111,7 +112,12 @@ fn service_set_controller(
 ) -> impl Future<Output = ()> {
     let service_sets = ctx.caches.service_sets.clone();
     let system_namespace = ctx.settings.system_namespace.clone();
-    let own = triggers.own.predicate_filter(triggers::reconcile_worthy, PredicateConfig::default());
+    let sweeps = ctx.sweeps.clone();
+    let own = triggers.own.filter_map({
+        let (sweeps, mut own) = (sweeps.clone(), triggers::OwnChanges::default());
+        move |event| futures::future::ready(own.wakes(event, &sweeps))
+    });
+    let passes = sweeps.clone().passes(service_sets.clone(), ctx.settings.resync);
     Controller::for_stream(own, service_sets.clone())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
         .watches_stream(errors_reported(triggers.smps), {
@@ -152,10 +158,29 @@ fn service_set_controller(
             let ctx = ctx.clone();
             move |source| futures::stream::iter(triggers::users_of_source(&ctx.caches, &source))
         }))
+        .reconcile_on(passes)
         .shutdown_on_signal()
         .graceful_shutdown_on(stop)
         .run(service_sets::reconcile, service_sets::error_policy, ctx)
-        .for_each(log_error)
+        .for_each(move |result| {
+            if let Some((namespace, name)) = ran(&result) {
+                sweeps.finished(namespace, name);
+            }
+            log_error(result)
+        })
+}
+
+/// The ServiceSet a controller's result is of, as namespace and name.
+fn ran<K: kube::Resource, E, Q>(
+    result: &Result<(ObjectRef<K>, controller::Action), controller::Error<E, Q>>,
+) -> Option<(Option<&str>, &str)> {
+    match result {
+        Ok((object, _)) => Some((object.namespace.as_deref(), &object.name)),
+        Err(controller::Error::ReconcilerFailed(_, object) | controller::Error::ObjectNotFound(object)) => {
+            Some((object.namespace.as_deref(), &object.name))
+        }
+        Err(_) => None,
+    }
 }
 
 /// The AdapterPlugin controller: loads each plugin woken by its change or a poll, a few at a

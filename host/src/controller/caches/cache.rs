@@ -38,8 +38,21 @@ impl Cache<'_> {
     where
         K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     {
+        let (store, events, listed) = self.start_events(on_event);
+        (store, events.touched_objects(), listed)
+    }
+
+    /// [`start`](Self::start), its changes as the watch's events: which were listed, and when
+    /// a list is complete.
+    pub fn start_events<K>(
+        self,
+        on_event: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
+    ) -> (Store<K>, impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static, watch::Receiver<bool>)
+    where
+        K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    {
         let api = Api::<K>::all(self.client.clone());
-        self.start_with(api, (), |object| object.managed_fields_mut().clear(), on_event)
+        self.events_with(api, (), |object| object.managed_fields_mut().clear(), on_event)
     }
 
     /// [`start`](Self::start) for a kind known at run time (`dyntype`, e.g. an
@@ -56,21 +69,32 @@ impl Cache<'_> {
         K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
     {
+        let (store, events, listed) = self.events_with(api, dyntype, trim, on_event);
+        (store, events.touched_objects(), listed)
+    }
+
+    fn events_with<K>(
+        self,
+        api: Api<K>,
+        dyntype: K::DynamicType,
+        trim: impl FnMut(&mut K) + Send + 'static,
+        on_event: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
+    ) -> (Store<K>, impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static, watch::Receiver<bool>)
+    where
+        K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+    {
         let writer = reflector::store::Writer::new(dyntype.clone());
         let reader = writer.as_reader();
         let store = reader.clone();
         let (listed, is_listed) = watch::channel(false);
         let (kind, watch_failures) = (K::kind(&dyntype).into_owned(), self.watch_failures);
-        let events = backed_off(watcher(api, self.config))
-            .modify(trim)
-            .reflect(writer)
-            .inspect(move |event| {
-                observe(&watch_failures, &kind, &listed, event);
-                if let Ok(event) = event {
-                    on_event(&store, event);
-                }
-            })
-            .touched_objects();
+        let events = backed_off(watcher(api, self.config)).modify(trim).reflect(writer).inspect(move |event| {
+            observe(&watch_failures, &kind, &listed, event);
+            if let Ok(event) = event {
+                on_event(&store, event);
+            }
+        });
         (reader, events, is_listed)
     }
 }

@@ -21,12 +21,15 @@ use tokio::sync::watch;
 /// [`WatchFailures`]).
 pub type Cached<K> = (Store<K>, BoxStream<'static, Result<K, watcher::Error>>);
 
+/// A watch's events, errors included.
+pub type Events<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
+
 /// The management cluster's caches, started.
 pub struct ManagementCaches {
     /// Which of their watches fail.
     pub watch_failures: Arc<WatchFailures>,
-    /// The ServiceSets of this host's shard.
-    pub service_sets: Cached<CachedServiceSet>,
+    /// The ServiceSets of this host's shard, and their watch's events.
+    pub service_sets: (Store<CachedServiceSet>, Events<CachedServiceSet>),
     /// Every StateManagementProvider.
     pub smps: Cached<StateManagementProvider>,
     /// Every ServiceTemplate.
@@ -68,7 +71,7 @@ impl ManagementCaches {
         let watch_failures = Arc::new(WatchFailures::default());
         let cache = |config| Cache { client, config, watch_failures: watch_failures.clone() };
         let (service_sets, service_set_events, service_sets_listed) =
-            cache(shard).start::<CachedServiceSet>(on_service_set);
+            cache(shard).start_events::<CachedServiceSet>(on_service_set);
         let (smps, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
         let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
         let (sources, source_events, sources_listed) = Sources::start(client, &watch_failures);

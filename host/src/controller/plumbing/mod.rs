@@ -9,6 +9,7 @@
 //! - [`backoff`]: failed rounds per object, for the retry backoff;
 //! - [`event_publisher`]: Kubernetes Events on transitions, published;
 //! - [`slots`]: at most so many holders per key (a region, a namespace) at once;
+//! - [`sweeps`]: passes over every ServiceSet (after a list, per resync), a few at a time;
 //! - [`status_writer`]: status writes (ServiceSets, AdapterPlugins, SMPs), only when the status
 //!   changed and over the version read;
 //! - `access`: the host's own permissions (SelfSubjectAccessReview).
@@ -20,5 +21,6 @@ pub mod leader;
 pub mod liveness;
 pub mod slots;
 pub mod status_writer;
+pub mod sweeps;
 pub mod watch_retry;
 pub mod watches;

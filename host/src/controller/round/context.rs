@@ -10,6 +10,7 @@ use crate::controller::plugin_kinds::child_kinds::ChildKinds;
 use crate::controller::plumbing::backoff::Failures;
 use crate::controller::plumbing::event_publisher::Events;
 use crate::controller::plumbing::liveness::InFlight;
+use crate::controller::plumbing::sweeps::Sweeps;
 use crate::controller::plumbing::watches::WatchFailures;
 use crate::controller::providers::look::Providers;
 use crate::controller::remote::homes::Homes;
@@ -92,6 +93,8 @@ pub struct Context {
     /// Turns true once the controller is prepared (see `prepare`): every cache holds a complete
     /// list and the claim index holds every served ServiceSet's claims.
     pub prepared: watch::Receiver<bool>,
+    /// The passes over every ServiceSet: after a list, and the resyncs.
+    pub sweeps: Arc<Sweeps>,
 }
 
 impl Context {
@@ -305,6 +308,7 @@ pub(super) mod tests {
             failures: Arc::default(),
             in_flight: Arc::default(),
             prepared,
+            sweeps: Arc::new(crate::controller::plumbing::sweeps::Sweeps::new(8)),
         };
         (ctx, prepared_tx)
     }

@@ -82,6 +82,7 @@ pub async fn reconcile(cached: Arc<CachedServiceSet>, ctx: Arc<Context>) -> Resu
     crate::controller::plumbing::watches::wait_listed(ctx.prepared.clone()).await;
     let started = std::time::Instant::now();
     let key = ObjectRef::from_obj(&*cached);
+    ctx.sweeps.started(key.namespace.as_deref(), &key.name);
     let _running =
         ctx.in_flight.enter(format!("ServiceSet {}/{}", cached.namespace().unwrap_or_default(), cached.name_any()));
     let span = tracing::info_span!("reconcile", serviceset = %key);
@@ -216,17 +217,21 @@ async fn round(service_set: &Arc<ServiceSet>, ctx: &Arc<Context>) -> Result<Acti
                 tracing::warn!("cannot tell whether this host serves it: {why}");
                 return Ok(Action::await_change());
             }
-            Step::End(end) => return ended(end, ctx),
+            Step::End(end) => return ended(end, service_set, ctx),
         }
     }
 }
 
-/// The round's end as the controller's next action.
-fn ended(end: End, ctx: &Context) -> Result<Action, Error> {
+/// The round's end as the controller's next action; a settled one is run again by the next
+/// resync pass ([`crate::controller::plumbing::sweeps`]).
+fn ended(end: End, service_set: &ServiceSet, ctx: &Context) -> Result<Action, Error> {
     let settings = &ctx.settings;
     match end {
         End::AwaitChange => Ok(Action::await_change()),
-        End::Resync => Ok(Action::requeue(settings.resync)),
+        End::Resync => {
+            ctx.sweeps.settled(service_set.metadata.namespace.as_deref(), &service_set.name_any());
+            Ok(Action::await_change())
+        }
         End::HealthPoll => Ok(Action::requeue(settings.health_poll.min(settings.resync))),
         End::Busy => Ok(Action::requeue(BUSY_RETRY)),
         End::Deleting(children) => {

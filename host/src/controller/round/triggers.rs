@@ -4,20 +4,62 @@
 
 use super::context::{Caches, TopologyCaches};
 use crate::controller::caches::service_set_cache::{CachedServiceSet, ServiceSetRef};
+use crate::controller::plumbing::sweeps::{self, Sweeps};
 use crate::k0rdent::{NamespacedName, ServiceTemplate, StateManagementProvider};
 use k8s_openapi::api::core::v1::ConfigMap;
 use ksm_plugin_sdk::sources::{SourceRef, sources_of};
-use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use std::collections::HashMap;
 
-/// What of a ServiceSet calls for a reconcile when it changes: its spec (generation), labels
-/// (the SMP selector), annotations, finalizers and deletion, i.e. its
-/// [fingerprint](CachedServiceSet::fingerprint). Status-only changes, i.e. the host's own status
-/// writes, do not: each used to cost a full round of plugin calls that decided nothing new. The
-/// cache still holds the latest status for the next round.
-pub fn reconcile_worthy(service_set: &CachedServiceSet) -> Option<u64> {
-    Some(service_set.fingerprint())
+/// Of the ServiceSets' own watch events, those that wake one: an object added, or changed in
+/// what calls for a reconcile: its spec (generation), labels (the SMP selector), annotations,
+/// finalizers or deletion, i.e. its [fingerprint](CachedServiceSet::fingerprint). Status-only
+/// changes, i.e. the host's own status writes, do not: each used to cost a full round of plugin
+/// calls that decided nothing new (the cache still holds the latest status for the next round).
+/// A list's objects wake none: a complete list starts a pass over all of them instead, a few
+/// at a time ([`Sweeps`]).
+#[derive(Default)]
+pub struct OwnChanges {
+    /// Each ServiceSet's last fingerprint, by [`sweeps::key`]: 16 bytes each.
+    fingerprints: HashMap<u64, u64>,
+}
+
+impl OwnChanges {
+    /// The ServiceSet `event` wakes, if any.
+    pub fn wakes(
+        &mut self,
+        event: Result<watcher::Event<CachedServiceSet>, watcher::Error>,
+        sweeps: &Sweeps,
+    ) -> Option<Result<CachedServiceSet, watcher::Error>> {
+        let key = |object: &CachedServiceSet| sweeps::key(object.meta().namespace.as_deref(), &object.name_any());
+        match event {
+            Ok(watcher::Event::Apply(object)) => {
+                let changed =
+                    self.fingerprints.insert(key(&object), object.fingerprint()) != Some(object.fingerprint());
+                changed.then_some(Ok(object))
+            }
+            Ok(watcher::Event::Delete(object)) => {
+                self.fingerprints.remove(&key(&object));
+                None // gone from the cache: nothing to run (its claims go with it: the arbiter)
+            }
+            Ok(watcher::Event::Init) => {
+                self.fingerprints = HashMap::new(); // forget the deleted while the watch was away
+                None
+            }
+            Ok(watcher::Event::InitApply(object)) => {
+                self.fingerprints.insert(key(&object), object.fingerprint());
+                None
+            }
+            Ok(watcher::Event::InitDone) => {
+                sweeps.relisted();
+                None
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
 }
 
 /// The ServiceSets whose `spec.provider.name` is `smp`.
@@ -123,6 +165,7 @@ pub fn routed_through(
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
 
     fn service_set_json(patch: impl FnOnce(&mut serde_json::Value)) -> serde_json::Value {
         let mut object = json!({
@@ -140,9 +183,16 @@ mod tests {
     }
 
     #[test]
-    fn only_status_changes_do_not_call_for_a_reconcile() {
-        let base = reconcile_worthy(&service_set(|_| {}));
-        assert_eq!(base, reconcile_worthy(&service_set(|o| o["status"]["deployed"] = json!(true))));
+    fn only_changes_that_matter_wake_a_service_set_and_a_list_wakes_none() {
+        let sweeps = Sweeps::new(1);
+        let mut own = OwnChanges::default();
+        let mut wakes = |event| own.wakes(Ok(event), &sweeps).map(|woken| woken.unwrap().fingerprint());
+        let base = service_set(|_| {});
+        assert_eq!(wakes(watcher::Event::Init), None);
+        assert_eq!(wakes(watcher::Event::InitApply(base.clone())), None, "a list's objects go in a pass");
+        assert_eq!(wakes(watcher::Event::InitDone), None);
+        let status = service_set(|o| o["status"]["deployed"] = json!(true));
+        assert_eq!(wakes(watcher::Event::Apply(status)), None, "the host's own status write");
         for (what, change) in [
             ("spec", json!({"metadata": {"generation": 2}})),
             ("labels", json!({"metadata": {"labels": {"x": "2"}}})),
@@ -155,8 +205,29 @@ mod tests {
                     o["metadata"][key] = value.clone();
                 }
             });
-            assert_ne!(base, reconcile_worthy(&changed), "a change of {what} calls for a reconcile");
+            let fingerprint = changed.fingerprint();
+            assert_eq!(wakes(watcher::Event::Apply(changed.clone())), Some(fingerprint), "a change of {what}");
+            assert_eq!(wakes(watcher::Event::Apply(changed)), None, "{what} again: no change");
+            assert_eq!(wakes(watcher::Event::Apply(base.clone())), Some(base.fingerprint()), "back");
         }
+        assert_eq!(wakes(watcher::Event::Delete(base.clone())), None, "gone from the cache");
+        assert_eq!(wakes(watcher::Event::Apply(base.clone())), Some(base.fingerprint()), "new again");
+        assert_eq!(wakes(watcher::Event::Init), None);
+        assert_eq!(wakes(watcher::Event::InitDone), None, "a re-list forgets what it does not hold");
+        assert_eq!(wakes(watcher::Event::Apply(base.clone())), Some(base.fingerprint()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_complete_list_starts_a_pass_over_all() {
+        let sweeps = Arc::new(Sweeps::new(4));
+        let store = store::<CachedServiceSet>(vec![service_set_json(|_| {})]);
+        let mut passes = Box::pin(sweeps.clone().passes(store, std::time::Duration::from_secs(600)));
+        let mut own = OwnChanges::default();
+        let next = tokio::time::timeout(std::time::Duration::from_secs(1), futures::StreamExt::next(&mut passes));
+        assert!(next.await.is_err(), "no pass before the list is complete");
+        assert!(own.wakes(Ok(watcher::Event::InitDone), &sweeps).is_none());
+        let next = tokio::time::timeout(std::time::Duration::from_secs(1), futures::StreamExt::next(&mut passes));
+        assert_eq!(next.await.unwrap().unwrap().name, "a");
     }
 
     fn store<K>(objects: Vec<serde_json::Value>) -> Store<K>

@@ -146,14 +146,21 @@ async fn a_new_service_set_gets_the_finalizer_then_its_children_then_its_status(
         applies(server, "prod.metrics").await;
     })
     .await;
-    assert_eq!(action.unwrap(), Action::requeue(ctx.settings.resync), "the children come back through the watch");
+    assert_eq!(action.unwrap(), Action::await_change(), "the children come back through the watch");
+    assert!(due_a_resync(&ctx, &served), "and the resync pass runs it again");
     let action = round_against(&served, &ctx, &mut server, async |server| {
         let status = writes_status_once(server).await;
         let provisioning = |name: &str| (name.to_string(), "Provisioning".to_string());
         assert_eq!(states(&status), [provisioning("ingress"), provisioning("metrics")], "{status}");
     })
     .await;
-    assert_eq!(action.unwrap(), Action::requeue(ctx.settings.resync));
+    assert_eq!(action.unwrap(), Action::await_change());
+    assert!(due_a_resync(&ctx, &served));
+}
+
+/// Whether the next resync pass runs `service_set` again (its last round ended settled).
+fn due_a_resync(ctx: &Context, service_set: &ServiceSet) -> bool {
+    ctx.sweeps.is_due(service_set.metadata.namespace.as_deref(), &service_set.name_any())
 }
 
 /// The condition `type_` of `status`.
@@ -318,5 +325,6 @@ async fn a_status_write_that_lost_a_race_is_retried_at_once_and_written_again() 
         put.accept();
     })
     .await;
-    assert_eq!(action.unwrap(), Action::requeue(ctx.settings.resync));
+    assert_eq!(action.unwrap(), Action::await_change());
+    assert!(due_a_resync(&ctx, &latest));
 }
