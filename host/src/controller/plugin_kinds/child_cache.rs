@@ -17,9 +17,25 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A child's reference as the cache keeps it: its kind as the index of its packer, its
+/// namespace and name in one allocation (`namespace/name`: neither may hold a `/`). A
+/// [`ChildRef`] takes five allocations, two of them its kind's strings, on every child.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Key {
+    kind: u16,
+    at: Box<str>,
+}
+
+impl Key {
+    /// Namespace and name.
+    fn parts(&self) -> (&str, &str) {
+        self.at.split_once('/').unwrap_or(("", &self.at))
+    }
+}
+
 /// What the cache keeps of one child, in its ServiceSet's list.
 struct Cached {
-    child: Arc<ChildRef>,
+    child: Arc<Key>,
     /// Its `ksm.k0rdent.mirantis.com/service` label.
     service: Option<Box<str>>,
     /// Whether its deletion has started.
@@ -28,19 +44,26 @@ struct Cached {
     packed: Packed,
 }
 
+/// The packer of one kind, with its apiVersion and kind.
+struct Kind {
+    api_version: String,
+    kind: String,
+    packer: Packer,
+}
+
 /// The cached children of every kind, by ServiceSet, and each child's ServiceSet. A child's
-/// entry lives in its ServiceSet's sorted `Vec` (a ServiceSet has a few children), so the map
-/// over every child holds two pointers per child; the reference and the ServiceSet's name are
-/// each stored once and shared: the cache holds an entry for every child the host serves, so
-/// its own tables, more than the packed texts, set its memory (docs/performance.md).
+/// entry lives in its ServiceSet's `Vec` in reference order (a ServiceSet has a few children),
+/// so the map over every child holds two pointers per child; the key and the ServiceSet's name
+/// are each stored once and shared: the cache holds an entry for every child the host serves,
+/// so its own tables, more than the packed texts, set its memory (docs/performance.md).
 #[derive(Default)]
 pub struct ChildCache {
     /// The ServiceSet of each child.
-    owners: HashMap<Arc<ChildRef>, Arc<NamespacedName>>,
+    owners: HashMap<Arc<Key>, Arc<NamespacedName>>,
     /// Each ServiceSet's children, in reference order.
     by_owner: HashMap<Arc<NamespacedName>, Vec<Cached>>,
-    /// The packer of each kind (a few), with its apiVersion and kind.
-    packers: Vec<(String, String, Packer)>,
+    /// The kinds seen (a few), in the order seen: a [`Key`]'s `kind` is an index here.
+    kinds: Vec<Kind>,
 }
 
 impl ChildCache {
@@ -52,43 +75,53 @@ impl ChildCache {
         let Some(owner) = owner_of(object) else { return changed };
         let Ok(json) = serde_json::to_string(object) else { return changed };
         let with_status = object.data.get("status").is_some_and(|status| !status.is_null());
-        let Ok(packed) = self.packer(&child).pack(&json, with_status) else { return changed };
-        let child = Arc::new(child);
+        let kind = self.kind_or_new(&child);
+        let Ok(packed) = self.kinds[usize::from(kind)].packer.pack(&json, with_status) else { return changed };
+        let key = Arc::new(Key { kind, at: format!("{}/{}", child.namespace, child.name).into() });
         let owner = match self.by_owner.get_key_value(&owner) {
             Some((shared, _)) => shared.clone(),
             None => Arc::new(owner),
         };
         let entry = Cached {
-            child: child.clone(),
+            child: key.clone(),
             service: recorded(object, SERVICE_LABEL).map(|s| s.as_str().into()),
             deleting: object.metadata.deletion_timestamp.is_some(),
             packed,
         };
         let siblings = self.by_owner.entry(owner.clone()).or_default();
-        // `delete` above took out any former entry: the reference is not there.
-        let at = siblings.binary_search_by(|c| c.child.cmp(&child)).unwrap_or_else(|at| at);
+        // `delete` above took out any former entry: the key is not there.
+        let kinds = &self.kinds;
+        let at = siblings.binary_search_by(|c| order(kinds, &c.child, &key)).unwrap_or_else(|at| at);
         siblings.insert(at, entry);
-        self.owners.insert(child, owner.clone());
+        self.owners.insert(key, owner.clone());
         if !changed.contains(&owner) {
             changed.push((*owner).clone());
         }
         changed
     }
 
-    /// The packer of `child`'s kind.
-    fn packer(&mut self, child: &ChildRef) -> &mut Packer {
-        let at = kind_at(&self.packers, child).unwrap_or_else(|| {
-            self.packers.push((child.api_version.clone(), child.kind.clone(), Packer::new()));
-            self.packers.len() - 1
+    /// The index of `child`'s kind, added if new.
+    fn kind_or_new(&mut self, child: &ChildRef) -> u16 {
+        let at = kind_at(&self.kinds, &child.api_version, &child.kind).unwrap_or_else(|| {
+            let (api_version, kind) = (child.api_version.clone(), child.kind.clone());
+            self.kinds.push(Kind { api_version, kind, packer: Packer::new() });
+            self.kinds.len() - 1
         });
-        &mut self.packers[at].2
+        u16::try_from(at).expect("fewer than 65,536 child kinds")
+    }
+
+    /// The key of `child`, if its kind was ever seen.
+    fn key(&self, child: &ChildRef) -> Option<Key> {
+        let kind = u16::try_from(kind_at(&self.kinds, &child.api_version, &child.kind)?).ok()?;
+        Some(Key { kind, at: format!("{}/{}", child.namespace, child.name).into() })
     }
 
     /// Forgets `child`; returns the ServiceSet it belonged to.
     pub fn delete(&mut self, child: &ChildRef) -> Option<NamespacedName> {
-        let owner = self.owners.remove(child)?;
+        let key = self.key(child)?;
+        let owner = self.owners.remove(&key)?;
         if let Some(children) = self.by_owner.get_mut(&owner) {
-            children.retain(|c| *c.child != *child);
+            children.retain(|c| *c.child != key);
             if children.is_empty() {
                 self.by_owner.remove(&owner);
             }
@@ -99,19 +132,33 @@ impl ChildCache {
     /// After a (re)list of kind `api_version`/`kind` that returned `listed`: forgets the
     /// children of that kind the list no longer holds; returns their ServiceSets.
     pub fn keep_listed(&mut self, api_version: &str, kind: &str, listed: &Listed) -> Vec<NamespacedName> {
+        let Some(at) = kind_at(&self.kinds, api_version, kind) else { return Vec::new() };
         let gone: Vec<ChildRef> = self
             .owners
             .keys()
-            .filter(|c| c.api_version == api_version && c.kind == kind && !listed.contains(c))
-            .map(|c| (**c).clone())
+            .filter(|key| usize::from(key.kind) == at)
+            .map(|key| self.child_ref(key))
+            .filter(|child| !listed.contains(child))
             .collect();
         gone.iter().filter_map(|child| self.delete(child)).collect()
+    }
+
+    /// The reference `key` stands for.
+    fn child_ref(&self, key: &Key) -> ChildRef {
+        let Kind { api_version, kind, .. } = &self.kinds[usize::from(key.kind)];
+        let (namespace, name) = key.parts();
+        ChildRef {
+            api_version: api_version.clone(),
+            kind: kind.clone(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 
     /// The children of ServiceSet `owner`, as JSON, in reference order.
     pub fn children_of(&mut self, owner: &NamespacedName) -> Vec<Value> {
         let Some(children) = self.by_owner.get(owner) else { return Vec::new() };
-        let texts = children.iter().filter_map(|cached| unpack(&mut self.packers, cached));
+        let texts = children.iter().filter_map(|cached| unpack(&mut self.kinds, cached));
         texts.filter_map(|text| serde_json::from_slice(&text).ok()).collect()
     }
 
@@ -127,13 +174,14 @@ impl ChildCache {
 
     /// The cached `child`, as JSON.
     pub fn object(&mut self, child: &ChildRef) -> Option<Value> {
-        let cached = find(&self.owners, &self.by_owner, child)?;
-        serde_json::from_slice(&unpack(&mut self.packers, cached)?).ok()
+        let key = self.key(child)?;
+        let cached = find(&self.owners, &self.by_owner, &self.kinds, &key)?;
+        serde_json::from_slice(&unpack(&mut self.kinds, cached)?).ok()
     }
 
     /// The ServiceSet the cached `child` belongs to.
     pub fn owner(&self, child: &ChildRef) -> Option<NamespacedName> {
-        self.owners.get(child).map(|owner| (**owner).clone())
+        self.owners.get(&self.key(child)?).map(|owner| (**owner).clone())
     }
 
     /// The `resourceVersion` of the cached `child` (read from its text, skipping the rest).
@@ -147,35 +195,48 @@ impl ChildCache {
             #[serde(rename = "resourceVersion")]
             resource_version: Option<String>,
         }
-        let cached = find(&self.owners, &self.by_owner, child)?;
-        let text = unpack(&mut self.packers, cached)?;
+        let key = self.key(child)?;
+        let cached = find(&self.owners, &self.by_owner, &self.kinds, &key)?;
+        let text = unpack(&mut self.kinds, cached)?;
         serde_json::from_slice::<Object>(&text).ok()?.metadata.resource_version
     }
 
     /// Whether the cached `child` is being deleted.
     pub fn is_deleting(&self, child: &ChildRef) -> bool {
-        find(&self.owners, &self.by_owner, child).is_some_and(|cached| cached.deleting)
+        let key = self.key(child);
+        key.and_then(|key| find(&self.owners, &self.by_owner, &self.kinds, &key)).is_some_and(|cached| cached.deleting)
     }
 }
 
-/// The entry of `child`, in its ServiceSet's list.
+/// The entry of `key`, in its ServiceSet's list (borrowing only the tables, so that a caller
+/// may unpack it with the kinds' packers).
 fn find<'a>(
-    owners: &HashMap<Arc<ChildRef>, Arc<NamespacedName>>,
+    owners: &HashMap<Arc<Key>, Arc<NamespacedName>>,
     by_owner: &'a HashMap<Arc<NamespacedName>, Vec<Cached>>,
-    child: &ChildRef,
+    kinds: &[Kind],
+    key: &Key,
 ) -> Option<&'a Cached> {
-    let siblings = by_owner.get(&**owners.get(child)?)?;
-    siblings.binary_search_by(|c| (*c.child).cmp(child)).ok().map(|at| &siblings[at])
+    let siblings = by_owner.get(&**owners.get(key)?)?;
+    siblings.binary_search_by(|c| order(kinds, &c.child, key)).ok().map(|at| &siblings[at])
+}
+
+/// Reference order of two keys: apiVersion, kind, namespace, name, as [`ChildRef`] orders.
+fn order(kinds: &[Kind], a: &Key, b: &Key) -> std::cmp::Ordering {
+    let kind = |key: &Key| {
+        let kind = &kinds[usize::from(key.kind)];
+        (kind.api_version.as_str(), kind.kind.as_str())
+    };
+    (kind(a), a.parts()).cmp(&(kind(b), b.parts()))
 }
 
 /// The text of `cached`, unpacked by its kind's packer.
-fn unpack(packers: &mut [(String, String, Packer)], cached: &Cached) -> Option<Vec<u8>> {
-    packers[kind_at(packers, &cached.child)?].2.unpack(&cached.packed).ok()
+fn unpack(kinds: &mut [Kind], cached: &Cached) -> Option<Vec<u8>> {
+    kinds.get_mut(usize::from(cached.child.kind))?.packer.unpack(&cached.packed).ok()
 }
 
-/// Where the packer of `child`'s kind is in `packers`.
-fn kind_at(packers: &[(String, String, Packer)], child: &ChildRef) -> Option<usize> {
-    packers.iter().position(|(api_version, kind, _)| *api_version == child.api_version && *kind == child.kind)
+/// Where the kind `api_version`/`kind` is in `kinds`.
+fn kind_at(kinds: &[Kind], api_version: &str, kind: &str) -> Option<usize> {
+    kinds.iter().position(|k| k.api_version == api_version && k.kind == kind)
 }
 
 /// The ServiceSet a child belongs to, by its labels.
@@ -253,6 +314,34 @@ mod tests {
         assert_eq!(children.len(), 2);
         assert!(children.contains(&kustomization), "{children:?}");
         assert!(children.contains(&serde_json::to_value(&later).unwrap()), "{children:?}");
+    }
+
+    #[test]
+    fn children_come_in_reference_order_whichever_kind_was_seen_first() {
+        let child = |(api_version, kind, namespace, name): (&str, &str, &str, &str)| {
+            let object = json!({"apiVersion": api_version, "kind": kind, "metadata": {
+                "name": name, "namespace": namespace,
+                "labels": {SERVICE_SET_NAMESPACE_LABEL: "team", SERVICE_SET_LABEL: "a", SERVICE_LABEL: "s"},
+            }});
+            (ChildRef::of(&object), serde_json::from_value::<DynamicObject>(object).unwrap())
+        };
+        // "a-b/x" sorts before "a/x" as text, after it as (namespace, name).
+        let refs = [("v2", "Z", "a-b", "x"), ("v1", "K", "a", "y"), ("v2", "A", "a", "z"), ("v1", "K", "a-b", "x")];
+        let mut cache = ChildCache::default();
+        for (child, object) in refs.map(child).into_iter().chain([child(("v1", "K", "a", "x"))]) {
+            cache.apply(child, &object);
+        }
+        let got: Vec<ChildRef> = cache.children_of(&owner("a")).iter().map(ChildRef::of).collect();
+        let mut want: Vec<ChildRef> =
+            refs.map(|r| child(r).0).into_iter().chain([child(("v1", "K", "a", "x")).0]).collect();
+        want.sort();
+        assert_eq!(got, want);
+        for child in &want {
+            assert_eq!(cache.owner(child), Some(owner("a")), "{child}");
+            assert_eq!(cache.object(child).map(|o| ChildRef::of(&o)).as_ref(), Some(child));
+        }
+        let unseen_kind = ChildRef { kind: "Other".into(), ..want[0].clone() };
+        assert_eq!((cache.owner(&unseen_kind), cache.delete(&unseen_kind)), (None, None));
     }
 
     #[test]
