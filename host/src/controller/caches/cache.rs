@@ -38,21 +38,24 @@ impl Cache<'_> {
     where
         K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     {
-        let (store, events, listed) = self.start_events(on_event);
+        let api = Api::<K>::all(self.client.clone());
+        let (store, events, listed) = self.events_with(api, (), |object| object.managed_fields_mut().clear(), on_event);
         (store, events.touched_objects(), listed)
     }
 
-    /// [`start`](Self::start), its changes as the watch's events: which were listed, and when
-    /// a list is complete.
+    /// [`start`](Self::start), each object trimmed by `trim` (after the watch read its
+    /// resourceVersion, before it is kept), its changes as the watch's events: which were
+    /// listed, and when a list is complete.
     pub fn start_events<K>(
         self,
+        trim: impl FnMut(&mut K) + Send + 'static,
         on_event: impl Fn(&Store<K>, &watcher::Event<K>) + Send + 'static,
     ) -> (Store<K>, impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static, watch::Receiver<bool>)
     where
         K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     {
         let api = Api::<K>::all(self.client.clone());
-        self.events_with(api, (), |object| object.managed_fields_mut().clear(), on_event)
+        self.events_with(api, (), trim, on_event)
     }
 
     /// [`start`](Self::start) for a kind known at run time (`dyntype`, e.g. an

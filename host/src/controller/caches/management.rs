@@ -71,7 +71,7 @@ impl ManagementCaches {
         let watch_failures = Arc::new(WatchFailures::default());
         let cache = |config| Cache { client, config, watch_failures: watch_failures.clone() };
         let (service_sets, service_set_events, service_sets_listed) =
-            cache(shard).start_events::<CachedServiceSet>(on_service_set);
+            cache(shard).start_events(CachedServiceSet::trim, on_service_set);
         let (smps, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
         let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
         let (sources, source_events, sources_listed) = Sources::start(client, &watch_failures);

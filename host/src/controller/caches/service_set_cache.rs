@@ -25,15 +25,18 @@ pub type ServiceSetRef = kube::runtime::reflector::ObjectRef<CachedServiceSet>;
 /// One ServiceSet in the cache.
 #[derive(Clone)]
 pub struct CachedServiceSet {
-    /// Name, namespace, uid, resourceVersion, generation, finalizers and deletionTimestamp only:
-    /// labels and annotations are in `packed` (and in `fingerprint`).
+    /// Name, namespace, generation, finalizers (the metrics count the host's) and
+    /// deletionTimestamp only, and resourceVersion until [`trim`](Self::trim): the rest is in
+    /// `packed` (labels and annotations also in `fingerprint`).
     metadata: ObjectMeta,
     /// `spec.provider.name`.
     provider: Box<str>,
     /// `spec.cluster`.
     cluster: Box<str>,
-    /// The templates its services name.
-    templates: Box<[Box<str>]>,
+    /// A hash of each template its services name: what a template's change wakes (a rare
+    /// collision wakes one more ServiceSet, which then finds nothing to do), in 8 bytes, not a
+    /// string each.
+    templates: Box<[u64]>,
     /// A hash of what of the object is not spec content or status (see [`Self::fingerprint`]).
     fingerprint: u64,
     /// `status.deployed`, and whether a service is `Failed`.
@@ -59,7 +62,6 @@ impl CachedServiceSet {
             metadata: ObjectMeta {
                 name: meta.name.clone(),
                 namespace: meta.namespace.clone(),
-                uid: meta.uid.clone(),
                 resource_version: meta.resource_version.clone(),
                 generation: meta.generation,
                 finalizers: meta.finalizers.clone(),
@@ -68,12 +70,19 @@ impl CachedServiceSet {
             },
             provider: service_set.spec.provider.name.as_str().into(),
             cluster: service_set.spec.cluster.as_str().into(),
-            templates: service_set.spec.services.iter().map(|s| s.template.as_str().into()).collect(),
+            templates: service_set.spec.services.iter().map(|s| template_hash(&s.template)).collect(),
             fingerprint: hasher.finish(),
             deployed: status.is_some_and(|s| s.deployed),
             failed: status.is_some_and(|s| s.services.iter().any(|s| s.state == State::Failed)),
             packed,
         })
+    }
+
+    /// Drops the resourceVersion, which only the watch reads (to resume from it) before the
+    /// cache keeps the object: the store's key would hold it a second time, and a reconcile
+    /// reads its unpacked ServiceSet's.
+    pub fn trim(&mut self) {
+        self.metadata.resource_version = None;
     }
 
     /// The whole ServiceSet, as it was packed.
@@ -92,9 +101,9 @@ impl CachedServiceSet {
         &self.cluster
     }
 
-    /// Whether one of its services uses the template `name`.
+    /// Whether one of its services uses the template `name` (or one whose name hashes alike).
     pub fn uses_template(&self, name: &str) -> bool {
-        self.templates.iter().any(|t| **t == *name)
+        self.templates.contains(&template_hash(name))
     }
 
     /// A hash of its generation (so of its spec), labels, annotations, finalizers and deletion:
@@ -155,6 +164,13 @@ impl Resource for CachedServiceSet {
     }
 }
 
+/// The hash of a template's name, the same in every process (SipHash with fixed keys).
+fn template_hash(name: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    name.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// The process's ServiceSet packer: its dictionaries are the first ServiceSets packed without
 /// a status and with one.
 static PACKER: Mutex<Packer> = Mutex::new(Packer::new());
@@ -167,6 +183,7 @@ fn lock() -> std::sync::MutexGuard<'static, Packer> {
 mod tests {
     use super::*;
     use kube::ResourceExt;
+    use kube::runtime::reflector::ObjectRef;
     use serde_json::json;
 
     fn service_set(name: &str, patch: impl FnOnce(&mut serde_json::Value)) -> serde_json::Value {
@@ -214,7 +231,12 @@ mod tests {
                 "{name}: nothing else lost, labels and config included"
             );
             assert_eq!((cached.name_any(), cached.namespace()), (name.to_string(), Some("team".into())));
-            assert_eq!((cached.uid(), cached.resource_version()), (Some(format!("uid-{name}")), Some("17".into())));
+            assert_eq!(cached.resource_version().as_deref(), Some("17"), "for the watch to resume from");
+            let mut cached = cached;
+            cached.trim();
+            assert_eq!(ObjectRef::from_obj(&cached).extra.resource_version, None, "not kept twice in the store");
+            assert_eq!(ObjectRef::from_obj(&cached).extra.uid, None);
+            assert_eq!(cached.meta().generation, Some(2));
             assert_eq!(cached.finalizers(), ["ksm.k0rdent.mirantis.com/finalizer"]);
             assert!(cached.labels().is_empty() && cached.annotations().is_empty(), "kept packed only");
             assert_eq!(cached.provider(), "ksm-flux");
