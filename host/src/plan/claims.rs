@@ -7,6 +7,7 @@
 use crate::k0rdent::{NamespacedName, ServiceSet};
 use k8s_openapi::jiff::Timestamp;
 use ksm_plugin_sdk::contract::Claim;
+use std::borrow::Borrow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -175,14 +176,46 @@ fn winner(holders: &[Holder]) -> &Holder {
     holders.iter().min_by(|a, b| a.rank().cmp(&b.rank())).expect("a recorded claim has a holder")
 }
 
+/// A ServiceSet as the key of its claims: its contender, shared with its holders, so that its
+/// name is stored once however many claims it holds.
+#[derive(Debug)]
+struct Claimant(Arc<Contender>);
+
+impl Borrow<NamespacedName> for Claimant {
+    fn borrow(&self) -> &NamespacedName {
+        &self.0.key
+    }
+}
+
+impl PartialEq for Claimant {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+
+impl Eq for Claimant {}
+
+impl Ord for Claimant {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.key.cmp(&other.0.key)
+    }
+}
+
+impl PartialOrd for Claimant {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// Every claim of the ServiceSets the host serves, and who holds it. Each claim is stored once
-/// and shared by both maps (the index holds a few claims per ServiceSet, for every ServiceSet).
-/// A claim has one holder but in a conflict, and a ServiceSet a few claims: small sorted `Vec`s
-/// rather than sets, which take a B-tree node each.
+/// and shared by both maps, and each ServiceSet's contender by its claims (the index holds a
+/// few claims per ServiceSet, for every ServiceSet). A claim has one holder but in a conflict,
+/// and a ServiceSet a few claims: small sorted `Vec`s rather than sets, which take a B-tree
+/// node each.
 #[derive(Debug, Default)]
 pub struct ClaimIndex {
     holders: BTreeMap<Arc<StoredClaim>, Vec<Holder>>,
-    claimed: BTreeMap<NamespacedName, Vec<Arc<StoredClaim>>>,
+    claimed: BTreeMap<Claimant, Vec<Arc<StoredClaim>>>,
 }
 
 impl ClaimIndex {
@@ -201,7 +234,7 @@ impl ClaimIndex {
                 };
                 let holder = Holder { contender: shared.clone(), service: service.as_str().into() };
                 self.holders.entry(claim.clone()).or_insert_with(|| Vec::with_capacity(1)).push(holder);
-                let claimed = self.claimed.entry(contender.key.clone()).or_default();
+                let claimed = self.claimed.entry(Claimant(shared.clone())).or_default();
                 if let Err(at) = claimed.binary_search(&claim) {
                     claimed.insert(at, claim.clone());
                 }
