@@ -27,6 +27,11 @@ struct Key {
 }
 
 impl Key {
+    /// The key of `child`, whose kind is the `kind`th.
+    fn of(kind: u16, child: &ChildRef) -> Self {
+        Self { kind, at: format!("{}/{}", child.namespace, child.name).into() }
+    }
+
     /// Namespace and name.
     fn parts(&self) -> (&str, &str) {
         self.at.split_once('/').unwrap_or(("", &self.at))
@@ -77,7 +82,7 @@ impl ChildCache {
         let with_status = object.data.get("status").is_some_and(|status| !status.is_null());
         let kind = self.kind_or_new(&child);
         let Ok(packed) = self.kinds[usize::from(kind)].packer.pack(&json, with_status) else { return changed };
-        let key = Arc::new(Key { kind, at: format!("{}/{}", child.namespace, child.name).into() });
+        let key = Arc::new(Key::of(kind, &child));
         let owner = match self.by_owner.get_key_value(&owner) {
             Some((shared, _)) => shared.clone(),
             None => Arc::new(owner),
@@ -113,15 +118,19 @@ impl ChildCache {
     /// The key of `child`, if its kind was ever seen.
     fn key(&self, child: &ChildRef) -> Option<Key> {
         let kind = u16::try_from(kind_at(&self.kinds, &child.api_version, &child.kind)?).ok()?;
-        Some(Key { kind, at: format!("{}/{}", child.namespace, child.name).into() })
+        Some(Key::of(kind, child))
     }
 
     /// Forgets `child`; returns the ServiceSet it belonged to.
     pub fn delete(&mut self, child: &ChildRef) -> Option<NamespacedName> {
-        let key = self.key(child)?;
-        let owner = self.owners.remove(&key)?;
+        self.remove(&self.key(child)?)
+    }
+
+    /// Forgets the child keyed `key`; returns the ServiceSet it belonged to.
+    fn remove(&mut self, key: &Key) -> Option<NamespacedName> {
+        let owner = self.owners.remove(key)?;
         if let Some(children) = self.by_owner.get_mut(&owner) {
-            children.retain(|c| *c.child != key);
+            children.retain(|c| *c.child != *key);
             if children.is_empty() {
                 self.by_owner.remove(&owner);
             }
@@ -133,14 +142,13 @@ impl ChildCache {
     /// children of that kind the list no longer holds; returns their ServiceSets.
     pub fn keep_listed(&mut self, api_version: &str, kind: &str, listed: &Listed) -> Vec<NamespacedName> {
         let Some(at) = kind_at(&self.kinds, api_version, kind) else { return Vec::new() };
-        let gone: Vec<ChildRef> = self
+        let gone: Vec<Arc<Key>> = self
             .owners
             .keys()
-            .filter(|key| usize::from(key.kind) == at)
-            .map(|key| self.child_ref(key))
-            .filter(|child| !listed.contains(child))
+            .filter(|key| usize::from(key.kind) == at && !listed.contains(&self.child_ref(key)))
+            .cloned()
             .collect();
-        gone.iter().filter_map(|child| self.delete(child)).collect()
+        gone.iter().filter_map(|key| self.remove(key)).collect()
     }
 
     /// The reference `key` stands for.
