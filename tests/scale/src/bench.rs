@@ -385,7 +385,7 @@ async fn measure(
     let deployed = wait_converged(options.service_sets, timeout, &adapter, started, bench.statuses.clone()).await?;
     let held_back = bench.statuses.borrow().held_back;
     let converge = started.elapsed();
-    let target_requests = difference(&bench.target_counts().await?, &target_before);
+    let target_requests = difference(&bench.settled_target_counts().await?, &target_before);
     let healed_after = match healer {
         Some(healer) if healer.is_finished() => healer.await??,
         Some(healer) => {
@@ -566,6 +566,25 @@ impl Bench {
             Some(targets) => targets.counts().await,
             None => Ok(Requests::new()),
         }
+    }
+
+    /// The targets' counts once no request has come for a while (at most a few seconds): the
+    /// last ServiceSet's status can land while another's look is half-way through its lists,
+    /// and a look is counted whole or not at all.
+    async fn settled_target_counts(&self) -> anyhow::Result<Requests> {
+        let mut counts = self.target_counts().await?;
+        if self.targets.is_none() {
+            return Ok(counts);
+        }
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = self.target_counts().await?;
+            if now == counts {
+                break;
+            }
+            counts = now;
+        }
+        Ok(counts)
     }
 
     /// With a health duty that has an unhealthy share: a task that makes it healthy once every
