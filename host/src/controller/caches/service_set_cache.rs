@@ -22,21 +22,24 @@ use std::sync::Mutex;
 /// A reference to a cached ServiceSet: what the controller queues and wakes.
 pub type ServiceSetRef = kube::runtime::reflector::ObjectRef<CachedServiceSet>;
 
-/// One ServiceSet in the cache.
+/// One ServiceSet in the cache. The store keeps each in an `Arc` of its own: 432 bytes make it
+/// a 448-byte allocation, not a 512-byte one (kube's `Resource` trait makes it hold an
+/// `ObjectMeta` of 360), so strings and hashes share allocations.
 #[derive(Clone)]
 pub struct CachedServiceSet {
-    /// Name, namespace, generation, finalizers (the metrics count the host's) and
-    /// deletionTimestamp only, and resourceVersion until [`trim`](Self::trim): the rest is in
-    /// `packed` (labels and annotations also in `fingerprint`).
+    /// Name, namespace, generation and deletionTimestamp only, and resourceVersion until
+    /// [`trim`](Self::trim): the rest is in `packed` (labels, annotations and finalizers also
+    /// in `fingerprint`, finalizers in `hashes`).
     metadata: ObjectMeta,
-    /// `spec.provider.name`.
-    provider: Box<str>,
-    /// `spec.cluster`.
-    cluster: Box<str>,
-    /// A hash of each template its services name: what a template's change wakes (a rare
-    /// collision wakes one more ServiceSet, which then finds nothing to do), in 8 bytes, not a
-    /// string each.
-    templates: Box<[u64]>,
+    /// `spec.provider.name`, then `spec.cluster`, which starts at `cluster_at`.
+    names: Box<str>,
+    cluster_at: u32,
+    /// A hash of each template its services name, then of each finalizer: what a template's
+    /// change wakes (a rare collision wakes one more ServiceSet, which then finds nothing to
+    /// do) and what the metrics count (the host's finalizer), in 8 bytes, not a string each.
+    /// The first `templates` are the templates'.
+    hashes: Box<[u64]>,
+    templates: u16,
     /// A hash of what of the object is not spec content or status (see [`Self::fingerprint`]).
     fingerprint: u64,
     /// `status.deployed`, and whether a service is `Failed`.
@@ -58,19 +61,24 @@ impl CachedServiceSet {
         let mut hasher = DefaultHasher::new();
         (meta.generation, &meta.labels, &meta.annotations, &meta.finalizers).hash(&mut hasher);
         meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut hasher);
+        let spec = &service_set.spec;
+        let templates = spec.services.iter().map(|s| &s.template);
+        let finalizers = meta.finalizers.iter().flatten();
+        let hashes: Box<[u64]> = templates.chain(finalizers).map(|text| text_hash(text)).collect();
+        let invalid = |field: &str| std::io::Error::other(format!("{field} too long to cache"));
         Ok(Self {
             metadata: ObjectMeta {
                 name: meta.name.clone(),
                 namespace: meta.namespace.clone(),
                 resource_version: meta.resource_version.clone(),
                 generation: meta.generation,
-                finalizers: meta.finalizers.clone(),
                 deletion_timestamp: meta.deletion_timestamp.clone(),
                 ..ObjectMeta::default()
             },
-            provider: service_set.spec.provider.name.as_str().into(),
-            cluster: service_set.spec.cluster.as_str().into(),
-            templates: service_set.spec.services.iter().map(|s| template_hash(&s.template)).collect(),
+            names: format!("{}{}", spec.provider.name, spec.cluster).into(),
+            cluster_at: u32::try_from(spec.provider.name.len()).map_err(|_| invalid("spec.provider.name"))?,
+            templates: u16::try_from(spec.services.len()).map_err(|_| invalid("spec.services"))?,
+            hashes,
             fingerprint: hasher.finish(),
             deployed: status.is_some_and(|s| s.deployed),
             failed: status.is_some_and(|s| s.services.iter().any(|s| s.state == State::Failed)),
@@ -93,17 +101,22 @@ impl CachedServiceSet {
 
     /// `spec.provider.name`.
     pub fn provider(&self) -> &str {
-        &self.provider
+        &self.names[..self.cluster_at as usize]
     }
 
     /// `spec.cluster`: the ClusterDeployment's name; empty for self-management.
     pub fn cluster(&self) -> &str {
-        &self.cluster
+        &self.names[self.cluster_at as usize..]
     }
 
     /// Whether one of its services uses the template `name` (or one whose name hashes alike).
     pub fn uses_template(&self, name: &str) -> bool {
-        self.templates.contains(&template_hash(name))
+        self.hashes[..usize::from(self.templates)].contains(&text_hash(name))
+    }
+
+    /// Whether it carries the finalizer `name` (or one whose name hashes alike).
+    pub fn has_finalizer(&self, name: &str) -> bool {
+        self.hashes[usize::from(self.templates)..].contains(&text_hash(name))
     }
 
     /// A hash of its generation (so of its spec), labels, annotations, finalizers and deletion:
@@ -131,7 +144,10 @@ impl<'de> Deserialize<'de> for CachedServiceSet {
 
 impl std::fmt::Debug for CachedServiceSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CachedServiceSet").field("metadata", &self.metadata).field("provider", &self.provider).finish()
+        f.debug_struct("CachedServiceSet")
+            .field("metadata", &self.metadata)
+            .field("provider", &self.provider())
+            .finish()
     }
 }
 
@@ -164,8 +180,9 @@ impl Resource for CachedServiceSet {
     }
 }
 
-/// The hash of a template's name, the same in every process (SipHash with fixed keys).
-fn template_hash(name: &str) -> u64 {
+/// The hash of a template's or finalizer's name, the same in every process (SipHash with fixed
+/// keys).
+fn text_hash(name: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
     name.hash(&mut hasher);
     hasher.finish()
@@ -237,7 +254,10 @@ mod tests {
             assert_eq!(ObjectRef::from_obj(&cached).extra.resource_version, None, "not kept twice in the store");
             assert_eq!(ObjectRef::from_obj(&cached).extra.uid, None);
             assert_eq!(cached.meta().generation, Some(2));
-            assert_eq!(cached.finalizers(), ["ksm.k0rdent.mirantis.com/finalizer"]);
+            assert!(cached.finalizers().is_empty(), "kept as hashes");
+            assert!(cached.has_finalizer("ksm.k0rdent.mirantis.com/finalizer") && !cached.has_finalizer("ksm"));
+            assert_eq!(std::mem::size_of::<std::sync::Arc<CachedServiceSet>>(), 8);
+            assert!(16 + std::mem::size_of::<CachedServiceSet>() <= 448, "an Arc of it fits jemalloc's 448-byte class");
             assert!(cached.labels().is_empty() && cached.annotations().is_empty(), "kept packed only");
             assert_eq!(cached.provider(), "ksm-flux");
             assert_eq!(cached.cluster(), typed.spec.cluster);

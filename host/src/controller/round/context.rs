@@ -113,9 +113,7 @@ impl Context {
     /// The served ServiceSets (those carrying the host's finalizer) by state, for metrics.
     pub fn service_set_states(&self) -> [(&'static str, i64); 3] {
         let (mut deployed, mut failed, mut progressing) = (0, 0, 0);
-        for service_set in
-            self.caches.service_sets.state().iter().filter(|ss| super::finalizer::has(ss.as_ref(), &self.finalizer))
-        {
+        for service_set in self.caches.service_sets.state().iter().filter(|ss| ss.has_finalizer(&self.finalizer)) {
             if service_set.deployed() {
                 deployed += 1;
             } else if service_set.failed() {
