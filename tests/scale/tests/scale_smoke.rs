@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ksm_scale::bench::{ApiServer, Baseline, BaselineKind, CSV_HEADER, HealthDuty, Options, Report, run};
+use ksm_scale::bench::{ApiServer, Baseline, BaselineKind, CSV_HEADER, HealthDuty, Options, Report, Requests, run};
 use ksm_scale::naive::DEFAULT_CONCURRENCY;
 use ksm_test_harness::adapter::{binary, run_command};
 use ksm_test_harness::{Backend, envtest};
@@ -162,22 +162,19 @@ async fn the_scale_benchmark_runs_with_health_on() {
     let duty = HealthDuty { poll: Duration::from_secs(1), unhealthy_percent: 10 };
     let report = run_at(apiserver, n, Some(duty)).await;
     let (ours, unhealthy) = (&report.ours, duty.unhealthy(n));
-    let fewest = 16; // 3 namespaces × 5 namespaced kinds, and PersistentVolumes once
-    let lists = |m: &ksm_scale::bench::Measures| -> usize {
-        m.target_requests.iter().filter(|((verb, _), _)| verb == "list").map(|(_, n)| n).sum()
-    };
     let gets: usize = ours.target_requests.iter().filter(|((verb, _), _)| verb == "get").map(|(_, n)| n).sum();
     assert!(ours.healed_after.is_some(), "the rest were deployed before the unhealthy share");
     assert_eq!(ours.steady_writes, 0, "nothing written once converged and healthy");
-    // A look per ServiceSet, and the unhealthy share's again until healed (a poll a second).
-    let looks = lists(ours) / fewest;
     // A real target's counts include kube-controller-manager's own lists.
     let simulated = Backend::selected() == Backend::Simulator;
+    let Looks { looks, namespaces } = Looks::counted(&ours.target_requests);
     if simulated {
-        assert_eq!(lists(ours) % fewest, 0, "each look lists each kind once per namespace: {:?}", ours.target_requests);
+        assert_eq!(Looks::whole(&ours.target_requests), Ok(()), "{:?}", ours.target_requests);
     }
-    assert!(looks >= n + unhealthy, "each unhealthy ServiceSet looked at again: {:?}", ours.target_requests);
-    assert!(looks <= n + 10 * unhealthy, "{looks} looks: {:?}", ours.target_requests);
+    // A full look per ServiceSet, and the unhealthy share's again until healed (a poll a second);
+    // at most a look per service turning Deployed, and ten polls of the unhealthy share.
+    assert!(namespaces >= 3 * (n + unhealthy), "each unhealthy ServiceSet looked at again: {:?}", ours.target_requests);
+    assert!(looks <= 3 * n + 10 * unhealthy, "{looks} looks: {:?}", ours.target_requests);
     if simulated {
         assert!(gets <= 2 * looks, "at most two discovery requests per look: {:?}", ours.target_requests);
     }
@@ -194,19 +191,77 @@ async fn the_scale_benchmark_runs_with_health_on() {
     let naive = report.baseline(BaselineKind::Naive).expect("the baseline ran");
     for (name, baseline) in [("floor", floor), ("naive", naive)] {
         assert!(baseline.converged, "{name} converged: {} of {n} deployed", baseline.deployed);
-        assert!(lists(baseline) >= fewest * n, "{name} looked at every target: {:?}", baseline.target_requests);
     }
+    // The floor looks once every HelmRelease is Ready: at all three namespaces.
+    let counted = Looks::counted(&floor.target_requests);
+    assert!(counted.looks >= n && counted.namespaces >= 3 * n, "the floor looked at every target: {counted:?}");
     if simulated {
-        assert_eq!(
-            lists(floor) % fewest,
-            0,
-            "the floor's looks list each kind once per namespace: {:?}",
-            floor.target_requests
-        );
+        assert_eq!(Looks::whole(&floor.target_requests), Ok(()), "{:?}", floor.target_requests);
+        assert_eq!(counted.namespaces, 3 * counted.looks, "the floor's looks are full: {:?}", floor.target_requests);
     }
-    assert!(
-        lists(naive) >= 4 * 3 * 5 * n,
-        "kcm's way: a list per label per kind per service: {:?}",
-        naive.target_requests
-    );
+    let lists: usize = naive.target_requests.iter().filter(|((verb, _), _)| verb == "list").map(|(_, n)| n).sum();
+    assert!(lists >= 4 * 3 * 5 * n, "kcm's way: a list per label per kind per service: {:?}", naive.target_requests);
+}
+
+/// The namespaced kinds the chart's rules name, listed once per namespace a look looks at.
+const NAMESPACED: [&str; 5] = ["daemonsets", "deployments", "persistentvolumeclaims", "pods", "statefulsets"];
+
+/// What a look-per-namespace adapter's lists at a target add up to. A look lists
+/// PersistentVolumes (cluster-scoped) once and each [`NAMESPACED`] kind once per namespace of the
+/// services it checks: those Deployed, of which a ServiceSet has one or two while its
+/// HelmReleases turn Ready one by one, so a look may list one namespace or three.
+#[derive(Debug, PartialEq)]
+struct Looks {
+    /// The looks: lists of PersistentVolumes.
+    looks: usize,
+    /// The namespaces looked at in all: the fewest lists of a namespaced kind.
+    namespaces: usize,
+}
+
+impl Looks {
+    fn lists(requests: &Requests, kind: &str) -> usize {
+        requests.get(&("list".to_string(), kind.to_string())).copied().unwrap_or(0)
+    }
+
+    fn counted(requests: &Requests) -> Self {
+        let namespaces = NAMESPACED.iter().map(|kind| Self::lists(requests, kind)).min().unwrap_or(0);
+        Looks { looks: Self::lists(requests, "persistentvolumes"), namespaces }
+    }
+
+    /// Why `requests` are not whole looks (as only the adapters' lists are, on the simulator): a
+    /// kind listed more often than another, or a look at no namespace or at more than three.
+    fn whole(requests: &Requests) -> Result<(), String> {
+        let Looks { looks, namespaces } = Self::counted(requests);
+        if let Some(kind) = NAMESPACED.iter().find(|kind| Self::lists(requests, kind) != namespaces) {
+            return Err(format!("{kind} listed {} times, another kind {namespaces}", Self::lists(requests, kind)));
+        }
+        let listed = requests
+            .keys()
+            .find(|(verb, kind)| verb == "list" && kind != "persistentvolumes" && !NAMESPACED.contains(&kind.as_str()));
+        if let Some((_, kind)) = listed {
+            return Err(format!("{kind} listed, which no rule names"));
+        }
+        if namespaces < looks || namespaces > 3 * looks {
+            return Err(format!("{looks} looks listed each namespaced kind {namespaces} times, not 1 to 3 times each"));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_look_lists_each_kind_once_per_namespace_it_checks() {
+    let requests = |namespaced: [usize; 5], volumes: usize| -> Requests {
+        let kinds = NAMESPACED.iter().zip(namespaced).chain([(&"persistentvolumes", volumes)]);
+        kinds.map(|(kind, n)| (("list".to_string(), kind.to_string()), n)).collect()
+    };
+    // Two CI runs: a look or two at one namespace, while one HelmRelease of three was Ready.
+    for (namespaced, looks) in [(221, 75), (184, 62)] {
+        let counted = requests([namespaced; 5], looks);
+        assert_eq!(Looks::whole(&counted), Ok(()));
+        assert_eq!(Looks::counted(&counted), Looks { looks, namespaces: namespaced });
+    }
+    let cut = requests([225, 225, 224, 224, 224], 76);
+    assert_eq!(Looks::whole(&cut), Err("daemonsets listed 225 times, another kind 224".to_string()));
+    assert!(Looks::whole(&requests([10; 5], 2)).is_err(), "five namespaces in two looks");
+    assert!(Looks::whole(&requests([10; 5], 11)).is_err(), "a look at no namespace");
 }
