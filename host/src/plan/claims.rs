@@ -7,8 +7,10 @@
 use crate::k0rdent::{NamespacedName, ServiceSet};
 use k8s_openapi::jiff::Timestamp;
 use ksm_plugin_sdk::contract::Claim;
+use sha2::{Digest, Sha256};
 use std::borrow::Borrow;
 use std::cmp::Reverse;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
@@ -101,7 +103,6 @@ pub fn arbitrate(
         if !losses.contains_key(&*winner.service) && has_objects(&loser.contender.key, &loser.service) {
             let key = &loser.contender.key;
             waiting.entry(winner.service.to_string()).or_insert_with(|| {
-                let claim = claim.to_claim();
                 format!("waiting for {key} service {:?} to remove its objects for {claim}", loser.service)
             });
         }
@@ -116,53 +117,6 @@ struct Holder {
     service: Box<str>,
 }
 
-/// A claim as the index keeps it: its four strings in one allocation (the index holds a few
-/// claims per ServiceSet, for every ServiceSet: a [`Claim`] takes five), ordered as [`Claim`].
-#[derive(Debug, PartialEq, Eq)]
-struct StoredClaim {
-    /// target, kind, namespace and name, one after the other.
-    text: Box<str>,
-    /// Where the first three end in `text`.
-    ends: [u32; 3],
-}
-
-impl StoredClaim {
-    fn new(claim: &Claim) -> Self {
-        let mut text =
-            String::with_capacity(claim.target.len() + claim.kind.len() + claim.namespace.len() + claim.name.len());
-        let mut ends = [0; 3];
-        for (at, part) in [&claim.target, &claim.kind, &claim.namespace].into_iter().enumerate() {
-            text.push_str(part);
-            ends[at] = u32::try_from(text.len()).expect("a claim's strings fit in 4 GiB");
-        }
-        text.push_str(&claim.name);
-        Self { text: text.into(), ends }
-    }
-
-    /// target, kind, namespace, name.
-    fn parts(&self) -> [&str; 4] {
-        let [a, b, c] = self.ends.map(|end| end as usize);
-        [&self.text[..a], &self.text[a..b], &self.text[b..c], &self.text[c..]]
-    }
-
-    fn to_claim(&self) -> Claim {
-        let [target, kind, namespace, name] = self.parts().map(str::to_string);
-        Claim { target, kind, namespace, name }
-    }
-}
-
-impl Ord for StoredClaim {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.parts().cmp(&other.parts())
-    }
-}
-
-impl PartialOrd for StoredClaim {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 impl Holder {
     /// Smaller wins.
     fn rank(&self) -> impl Ord + '_ {
@@ -171,9 +125,80 @@ impl Holder {
     }
 }
 
-/// The holder that wins a claim: the lowest [`Holder::rank`].
-fn winner(holders: &[Holder]) -> &Holder {
-    holders.iter().min_by(|a, b| a.rank().cmp(&b.rank())).expect("a recorded claim has a holder")
+/// A claim as the index keys it: the first 128 bits of the SHA-256 of its four strings, each
+/// after its length. The index holds a few claims per ServiceSet, for every ServiceSet, and
+/// needs a claim's text only to name it in a conflict. The strings come from plugins and from
+/// what ServiceSet editors write, so the digest is one no one can make two claims share (a
+/// collision takes ~2^64 tries), not a hash one could steer into another tenant's claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ClaimDigest([u8; 16]);
+
+impl ClaimDigest {
+    fn of(claim: &Claim) -> Self {
+        let mut hasher = Sha256::new();
+        for part in [&claim.target, &claim.kind, &claim.namespace, &claim.name] {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        let digest = hasher.finalize();
+        Self(digest[..16].try_into().expect("SHA-256 has 32 bytes"))
+    }
+}
+
+/// Who holds one claim. Nearly every claim has one holder: only a contested one keeps its text,
+/// for the conflict's messages, and goes back to none when the contest ends.
+#[derive(Debug)]
+enum Holding {
+    One(Holder),
+    Contested(Box<Contest>),
+}
+
+#[derive(Debug)]
+struct Contest {
+    claim: Claim,
+    holders: Vec<Holder>,
+}
+
+impl Holding {
+    fn holders(&self) -> &[Holder] {
+        match self {
+            Holding::One(holder) => std::slice::from_ref(holder),
+            Holding::Contested(contest) => &contest.holders,
+        }
+    }
+
+    /// The claim and the holder that wins it (the lowest [`Holder::rank`]), when contested.
+    fn contest(&self) -> Option<(&Claim, &Holder)> {
+        let Holding::Contested(contest) = self else { return None };
+        let winner = contest.holders.iter().min_by(|a, b| a.rank().cmp(&b.rank()));
+        Some((&contest.claim, winner.expect("a contest has holders")))
+    }
+
+    /// Adds `holder` of `claim`.
+    fn add(&mut self, claim: &Claim, holder: Holder) {
+        match self {
+            Holding::Contested(contest) => contest.holders.push(holder),
+            Holding::One(first) => {
+                let holders = vec![first.clone(), holder];
+                *self = Holding::Contested(Box::new(Contest { claim: claim.clone(), holders }));
+            }
+        }
+    }
+
+    /// Removes `key`'s holders: `None` when none is left.
+    fn without(self, key: &NamespacedName) -> Option<Self> {
+        match self {
+            Holding::One(holder) => (holder.contender.key != *key).then_some(Holding::One(holder)),
+            Holding::Contested(mut contest) => {
+                contest.holders.retain(|h| h.contender.key != *key);
+                match contest.holders.len() {
+                    0 => None,
+                    1 => contest.holders.pop().map(Holding::One),
+                    _ => Some(Holding::Contested(contest)),
+                }
+            }
+        }
+    }
 }
 
 /// A ServiceSet as the key of its claims: its contender, shared with its holders, so that its
@@ -207,15 +232,13 @@ impl PartialOrd for Claimant {
     }
 }
 
-/// Every claim of the ServiceSets the host serves, and who holds it. Each claim is stored once
-/// and shared by both maps, and each ServiceSet's contender by its claims (the index holds a
-/// few claims per ServiceSet, for every ServiceSet). A claim has one holder but in a conflict,
-/// and a ServiceSet a few claims: small sorted `Vec`s rather than sets, which take a B-tree
-/// node each.
+/// Every claim of the ServiceSets the host serves, and who holds it, by the claim's digest; each
+/// ServiceSet's contender shared by its claims. A ServiceSet has a few claims: small sorted
+/// `Vec`s rather than sets, which take a B-tree node each.
 #[derive(Debug, Default)]
 pub struct ClaimIndex {
-    holders: BTreeMap<Arc<StoredClaim>, Vec<Holder>>,
-    claimed: BTreeMap<Claimant, Vec<Arc<StoredClaim>>>,
+    holders: BTreeMap<ClaimDigest, Holding>,
+    claimed: BTreeMap<Claimant, Vec<ClaimDigest>>,
 }
 
 impl ClaimIndex {
@@ -223,43 +246,49 @@ impl ClaimIndex {
     /// it claimed before. Returns the other ServiceSets contending for any claim it held or
     /// holds: their outcome may have changed.
     pub fn record(&mut self, contender: &Contender, claims: &[ServiceClaims]) -> BTreeSet<NamespacedName> {
-        let mut touched = self.forget(&contender.key);
+        let mut others = self.forget(&contender.key);
         let shared = Arc::new(contender.clone());
+        let mut claimed = Vec::new();
         for ServiceClaims { service, claims: service_claims } in claims {
             for claim in service_claims {
-                let claim = StoredClaim::new(claim);
-                let claim = match self.holders.get_key_value(&claim) {
-                    Some((stored, _)) => stored.clone(),
-                    None => Arc::new(claim),
-                };
+                let digest = ClaimDigest::of(claim);
                 let holder = Holder { contender: shared.clone(), service: service.as_str().into() };
-                self.holders.entry(claim.clone()).or_insert_with(|| Vec::with_capacity(1)).push(holder);
-                let claimed = self.claimed.entry(Claimant(shared.clone())).or_default();
-                if let Err(at) = claimed.binary_search(&claim) {
-                    claimed.insert(at, claim.clone());
+                match self.holders.entry(digest) {
+                    Entry::Vacant(vacant) => {
+                        vacant.insert(Holding::One(holder));
+                    }
+                    Entry::Occupied(mut held) => {
+                        others.extend(held.get().holders().iter().map(|h| h.contender.key.clone()));
+                        held.get_mut().add(claim, holder);
+                    }
                 }
-                touched.insert(claim);
+                if let Err(at) = claimed.binary_search(&digest) {
+                    claimed.insert(at, digest);
+                }
             }
         }
-        self.contenders_of(&touched, &contender.key)
+        if !claimed.is_empty() {
+            claimed.shrink_to_fit();
+            self.claimed.insert(Claimant(shared), claimed);
+        }
+        others.remove(&contender.key);
+        others
     }
 
     /// Forgets a ServiceSet's claims (it is gone or no longer served). Returns the ServiceSets
     /// that contended for them.
     pub fn release(&mut self, key: &NamespacedName) -> BTreeSet<NamespacedName> {
-        let released = self.forget(key);
-        self.contenders_of(&released, key)
+        self.forget(key)
     }
 
-    /// The services of ServiceSet `key` that lose a claim, each with the first claim it loses.
+    /// The services of ServiceSet `key` that lose a claim, each with one it loses (the same one
+    /// each time: the first by digest).
     pub fn losses(&self, key: &NamespacedName) -> BTreeMap<String, Loss> {
         let mut losses = BTreeMap::new();
-        for claim in self.claimed.get(key).into_iter().flatten() {
-            let holders = &self.holders[claim];
-            let winner = winner(holders);
+        for (claim, holders, winner) in self.contests_of(key) {
             for loser in holders.iter().filter(|h| h.contender.key == *key && h.rank() != winner.rank()) {
                 losses.entry(loser.service.to_string()).or_insert_with(|| Loss {
-                    claim: claim.to_claim(),
+                    claim: claim.clone(),
                     winner: Contender::clone(&winner.contender),
                     winner_service: winner.service.to_string(),
                 });
@@ -269,41 +298,31 @@ impl ClaimIndex {
     }
 
     /// For each claim a service of `key` wins, the other ServiceSets' holders it beats.
-    fn beaten(&self, key: &NamespacedName) -> Vec<(&StoredClaim, &Holder, &Holder)> {
+    fn beaten(&self, key: &NamespacedName) -> Vec<(&Claim, &Holder, &Holder)> {
         let mut beaten = Vec::new();
-        for claim in self.claimed.get(key).into_iter().flatten() {
-            let holders = &self.holders[claim];
-            let winner = winner(holders);
+        for (claim, holders, winner) in self.contests_of(key) {
             if winner.contender.key == *key {
-                beaten.extend(holders.iter().filter(|h| h.contender.key != *key).map(|h| (&**claim, winner, h)));
+                beaten.extend(holders.iter().filter(|h| h.contender.key != *key).map(|h| (claim, winner, h)));
             }
         }
         beaten
     }
 
-    /// Removes every claim of `key`; returns those claims.
-    fn forget(&mut self, key: &NamespacedName) -> BTreeSet<Arc<StoredClaim>> {
-        let claims: BTreeSet<_> = self.claimed.remove(key).unwrap_or_default().into_iter().collect();
-        for claim in &claims {
-            if let Some(holders) = self.holders.get_mut(claim) {
-                holders.retain(|h| h.contender.key != *key);
-                if holders.is_empty() {
-                    self.holders.remove(claim);
-                }
-            }
-        }
-        claims
+    /// The contested claims of `key`, each with its holders and winner.
+    fn contests_of(&self, key: &NamespacedName) -> impl Iterator<Item = (&Claim, &[Holder], &Holder)> {
+        let holdings = self.claimed.get(key).into_iter().flatten().map(|digest| &self.holders[digest]);
+        holdings.filter_map(|holding| holding.contest().map(|(claim, winner)| (claim, holding.holders(), winner)))
     }
 
-    /// The ServiceSets other than `except` holding any of `claims`.
-    fn contenders_of(&self, claims: &BTreeSet<Arc<StoredClaim>>, except: &NamespacedName) -> BTreeSet<NamespacedName> {
-        claims
-            .iter()
-            .filter_map(|claim| self.holders.get(claim))
-            .flatten()
-            .map(|h| h.contender.key.clone())
-            .filter(|k| k != except)
-            .collect()
+    /// Removes every claim of `key`; returns the other ServiceSets that held any of them.
+    fn forget(&mut self, key: &NamespacedName) -> BTreeSet<NamespacedName> {
+        let mut others = BTreeSet::new();
+        for digest in self.claimed.remove(key).unwrap_or_default() {
+            let Some(left) = self.holders.remove(&digest).and_then(|holding| holding.without(key)) else { continue };
+            others.extend(left.holders().iter().map(|h| h.contender.key.clone()));
+            self.holders.insert(digest, left);
+        }
+        others
     }
 }
 
@@ -449,30 +468,36 @@ mod tests {
         assert_eq!(losers(&index, &["a", "b"]), ["a"]);
     }
 
-    /// The index keeps a claim's strings in one text: the parts must come back whole and
-    /// order as the claims do, even where two claims' texts are the same run of characters.
+    /// The index keys a claim by its digest: claims whose strings run the same characters
+    /// together are told apart, and only a contest keeps the claim's text, until it ends.
     #[test]
-    fn a_stored_claim_round_trips_and_orders_as_the_claim() {
+    fn claims_are_told_apart_by_digest_and_only_a_contest_keeps_the_text() {
         let claim = |parts: [&str; 4]| {
             let [target, kind, namespace, name] = parts.map(String::from);
             Claim { target, kind, namespace, name }
         };
-        let mut claims = vec![
+        let apart = [
             claim(["ab", "c", "ns", "r"]),
             claim(["a", "bc", "ns", "r"]),
             claim(["a", "b", "cns", "r"]),
             claim(["", "", "", ""]),
             claim(["management", "helm-release", "ns", "r"]),
-            claim(["management", "helm-release", "ns", "r\u{e9}sum\u{e9}"]),
             claim(["management", "helm-release", "n", "sr"]),
         ];
-        for c in &claims {
-            assert_eq!(StoredClaim::new(c).to_claim(), *c);
-        }
-        let mut stored: Vec<_> = claims.iter().map(StoredClaim::new).collect();
-        claims.sort();
-        stored.sort();
-        assert_eq!(stored.iter().map(StoredClaim::to_claim).collect::<Vec<_>>(), claims);
+        let digests: BTreeSet<_> = apart.iter().map(ClaimDigest::of).collect();
+        assert_eq!(digests.len(), apart.len());
+
+        let mut index = ClaimIndex::default();
+        let (a, b) = (contender("a", 100, 1), contender("b", 100, 2));
+        index.record(&a, &claims("x", release("r")));
+        let text_kept = |index: &ClaimIndex| index.holders.values().any(|h| matches!(h, Holding::Contested(_)));
+        assert!(!text_kept(&index), "uncontested: no text");
+        index.record(&b, &claims("x", release("r")));
+        assert!(text_kept(&index));
+        assert_eq!(index.losses(&b.key)["x"].claim, release("r"), "the contest names the claim");
+        index.release(&a.key);
+        assert!(!text_kept(&index) && index.losses(&b.key).is_empty(), "the contest over: no text");
+        assert_eq!(index.holders.len(), 1);
     }
 
     #[test]
