@@ -486,6 +486,7 @@ mod tests {
         ];
         let digests: BTreeSet<_> = apart.iter().map(ClaimDigest::of).collect();
         assert_eq!(digests.len(), apart.len());
+        assert!(std::mem::size_of::<Holding>() <= std::mem::size_of::<Holder>(), "one holder inline, no more");
 
         let mut index = ClaimIndex::default();
         let (a, b) = (contender("a", 100, 1), contender("b", 100, 2));
