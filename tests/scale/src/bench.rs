@@ -852,7 +852,12 @@ impl Measures {
 
     /// Requests of one verb during convergence.
     pub fn verb(&self, verb: &str) -> usize {
-        self.requests.iter().filter(|((v, _), _)| v == verb).map(|(_, n)| n).sum()
+        of_verb(&self.requests, verb)
+    }
+
+    /// Requests of one verb to the target clusters during convergence.
+    pub fn target_verb(&self, verb: &str) -> usize {
+        of_verb(&self.target_requests, verb)
     }
 
     /// Requests of one verb on one resource (`servicesets/status`) during convergence.
@@ -865,6 +870,11 @@ impl Measures {
         let index = ((self.latencies.len() as f64 - 1.0) * q).round() as usize;
         self.latencies.get(index).copied().unwrap_or_default()
     }
+}
+
+/// The requests in `requests` of one verb, on any resource.
+fn of_verb(requests: &Requests, verb: &str) -> usize {
+    requests.iter().filter(|((v, _), _)| v == verb).map(|(_, n)| n).sum()
 }
 
 /// One row of the table: the measure, ksm-adapter's cell, then per baseline its cell and the
@@ -1023,9 +1033,7 @@ impl Report {
             rows.push(self.row(&format!("    {verb} {resource}"), |m| count(m) as f64, unconverged, |m| per(count(m))));
         }
         let fewest = n * targets::fewest_lists(o.services) as f64;
-        let lists = |m: &Measures| {
-            m.target_requests.iter().filter(|((verb, _), _)| verb == "list").map(|(_, n)| n).sum::<usize>() as f64
-        };
+        let lists = |m: &Measures| m.target_verb("list") as f64;
         let measure = "target: lists per ServiceSet / the fewest one look makes";
         rows.push(self.row(measure, lists, unconverged, |m| format!("{:.2}", lists(m) / fewest)));
         rows

@@ -162,7 +162,7 @@ async fn the_scale_benchmark_runs_with_health_on() {
     let duty = HealthDuty { poll: Duration::from_secs(1), unhealthy_percent: 10 };
     let report = run_at(apiserver, n, Some(duty)).await;
     let (ours, unhealthy) = (&report.ours, duty.unhealthy(n));
-    let gets: usize = ours.target_requests.iter().filter(|((verb, _), _)| verb == "get").map(|(_, n)| n).sum();
+    let gets = ours.target_verb("get");
     assert!(ours.healed_after.is_some(), "the rest were deployed before the unhealthy share");
     assert_eq!(ours.steady_writes, 0, "nothing written once converged and healthy");
     // A real target's counts include kube-controller-manager's own lists.
@@ -199,7 +199,7 @@ async fn the_scale_benchmark_runs_with_health_on() {
         assert_eq!(Looks::whole(&floor.target_requests), Ok(()), "{:?}", floor.target_requests);
         assert_eq!(counted.namespaces, 3 * counted.looks, "the floor's looks are full: {:?}", floor.target_requests);
     }
-    let lists: usize = naive.target_requests.iter().filter(|((verb, _), _)| verb == "list").map(|(_, n)| n).sum();
+    let lists = naive.target_verb("list");
     assert!(lists >= 4 * 3 * 5 * n, "kcm's way: a list per label per kind per service: {:?}", naive.target_requests);
 }
 
