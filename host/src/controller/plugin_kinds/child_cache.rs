@@ -10,7 +10,7 @@ use super::listed::Listed;
 use crate::k0rdent::ChildRef;
 use crate::k0rdent::NamespacedName;
 use crate::packed::{Packed, Packer};
-use crate::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL};
+use crate::plan::children::{SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, service_of};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde_json::Value;
@@ -38,11 +38,10 @@ impl Key {
     }
 }
 
-/// What the cache keeps of one child, in its ServiceSet's list.
+/// What the cache keeps of one child, in its ServiceSet's list: 40 bytes. Its service is read
+/// from its text, only when a contested claim asks ([`ChildCache::any`]).
 struct Cached {
     child: Arc<Key>,
-    /// Its `ksm.k0rdent.mirantis.com/service` label.
-    service: Option<Box<str>>,
     /// Whether its deletion has started.
     deleting: bool,
     /// The whole object, managedFields left out, as packed JSON.
@@ -87,12 +86,7 @@ impl ChildCache {
             Some((shared, _)) => shared.clone(),
             None => Arc::new(owner),
         };
-        let entry = Cached {
-            child: key.clone(),
-            service: recorded(object, SERVICE_LABEL).map(|s| s.as_str().into()),
-            deleting: object.metadata.deletion_timestamp.is_some(),
-            packed,
-        };
+        let entry = Cached { child: key.clone(), deleting: object.metadata.deletion_timestamp.is_some(), packed };
         let siblings = self.by_owner.entry(owner.clone()).or_default();
         // `delete` above took out any former entry: the key is not there.
         let kinds = &self.kinds;
@@ -175,9 +169,12 @@ impl ChildCache {
         self.by_owner.get(owner).is_some_and(|children| !children.is_empty())
     }
 
-    /// Whether service `service` of ServiceSet `owner` has any cached child.
-    pub fn any(&self, owner: &NamespacedName, service: &str) -> bool {
-        self.by_owner.get(owner).into_iter().flatten().any(|cached| cached.service.as_deref() == Some(service))
+    /// Whether service `service` of ServiceSet `owner` has any cached child (unpacking its
+    /// children: only a contested claim asks).
+    pub fn any(&mut self, owner: &NamespacedName, service: &str) -> bool {
+        let Some(children) = self.by_owner.get(owner) else { return false };
+        let texts = children.iter().filter_map(|cached| unpack(&mut self.kinds, cached));
+        texts.filter_map(|text| serde_json::from_slice::<Value>(&text).ok()).any(|o| service_of(&o) == Some(service))
     }
 
     /// The cached `child`, as JSON.
@@ -264,6 +261,7 @@ fn recorded<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::children::SERVICE_LABEL;
     use serde_json::json;
 
     fn release(name: &str, owner: &str, service: &str) -> (ChildRef, DynamicObject) {
@@ -389,5 +387,18 @@ mod tests {
         let (child, mut object) = release("r", &crate::plan::children::label_value(&long), "s");
         object.annotations_mut().insert(SERVICE_SET_LABEL.into(), long.clone());
         assert_eq!(ChildCache::default().apply(child, &object), vec![owner(&long)]);
+    }
+
+    #[test]
+    fn a_child_s_service_is_read_from_its_text_its_annotation_first() {
+        let mut cache = ChildCache::default();
+        let long = "s".repeat(80);
+        let (child, mut object) = release("r", "a", &crate::plan::children::label_value(&long));
+        object.annotations_mut().insert(SERVICE_LABEL.into(), long.clone());
+        cache.apply(child, &object);
+        assert!(cache.any(&owner("a"), &long), "the whole name, from the annotation");
+        assert!(!cache.any(&owner("a"), &crate::plan::children::label_value(&long)));
+        assert!(!cache.any(&owner("b"), &long));
+        assert!(std::mem::size_of::<Cached>() <= 40, "an entry takes 40 bytes in its ServiceSet's list");
     }
 }
