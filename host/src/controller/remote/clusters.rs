@@ -238,9 +238,7 @@ pub struct Clusters {
     reads: Reads,
     allowed: Arc<Allowed>,
     pool: Mutex<HashMap<SecretAt, Pooled>>,
-    /// The latest read of each kubeconfig Secret, for [`SECRET_FRESH`]: its resourceVersion, or
-    /// why it could not be used (missing, unreadable).
-    read: Mutex<HashMap<SecretAt, (Instant, SecretRead)>>,
+    read: Mutex<SecretReads>,
     here: Arc<Cluster>,
 }
 
@@ -248,7 +246,36 @@ pub struct Clusters {
 type SecretAt = (String, NamespacedName);
 
 /// What a read of a kubeconfig Secret said: its resourceVersion, or why it cannot be used.
-type SecretRead = Result<String, SecretUnusable>;
+type SecretRead = Result<String, Box<SecretUnusable>>;
+
+/// The latest read of each kubeconfig Secret, for [`SECRET_FRESH`]. The stale ones are dropped
+/// every quarter of that, not at every read: a look reads a Secret, and going over every read
+/// of the last [`SECRET_FRESH`] at each would cost a step per read, and a clock read each.
+#[derive(Default)]
+struct SecretReads {
+    by_secret: HashMap<SecretAt, (Instant, SecretRead)>,
+    next_prune: Option<Instant>,
+}
+
+impl SecretReads {
+    /// What the latest read of `secret` said, if it was less than [`SECRET_FRESH`] ago.
+    fn fresh(&self, secret: &SecretAt) -> Option<SecretRead> {
+        let (at, outcome) = self.by_secret.get(secret)?;
+        (at.elapsed() < SECRET_FRESH).then(|| outcome.clone())
+    }
+
+    /// Remembers what a read of `secret` said now; when due, drops the stale reads and the
+    /// room a burst of reads left.
+    fn remember(&mut self, secret: &SecretAt, outcome: SecretRead) {
+        let now = Instant::now();
+        if self.next_prune.is_none_or(|due| now >= due) {
+            self.by_secret.retain(|_, (at, _)| now.duration_since(*at) < SECRET_FRESH);
+            self.by_secret.shrink_to(2 * self.by_secret.len());
+            self.next_prune = Some(now + SECRET_FRESH / 4);
+        }
+        self.by_secret.insert(secret.clone(), (now, outcome));
+    }
+}
 
 struct Pooled {
     resource_version: String,
@@ -293,13 +320,16 @@ impl Clusters {
                     return Ok(cluster);
                 }
             }
-            Some(Err(why)) => return Err(why.into()),
+            Some(Err(why)) => return Err((*why).into()),
             None => {}
         }
         let found = self.read_secret(on, secret).await;
         self.remember(
             &at,
-            found.as_ref().map(|s| s.metadata.resource_version.clone().unwrap_or_default()).map_err(Clone::clone),
+            found
+                .as_ref()
+                .map(|s| s.metadata.resource_version.clone().unwrap_or_default())
+                .map_err(|e| Box::new(e.clone())),
         );
         let found = found?;
         let version = found.metadata.resource_version.clone().unwrap_or_default();
@@ -331,16 +361,12 @@ impl Clusters {
 
     /// What the latest read of `secret` said, if it was read less than [`SECRET_FRESH`] ago.
     fn fresh(&self, secret: &SecretAt) -> Option<SecretRead> {
-        let read = self.read.lock().unwrap_or_else(|e| e.into_inner());
-        let (at, outcome) = read.get(secret)?;
-        (at.elapsed() < SECRET_FRESH).then(|| outcome.clone())
+        self.read.lock().unwrap_or_else(|e| e.into_inner()).fresh(secret)
     }
 
-    /// Remembers what a read of `secret` said, forgetting reads older than [`SECRET_FRESH`].
+    /// Remembers what a read of `secret` said.
     fn remember(&self, secret: &SecretAt, outcome: SecretRead) {
-        let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
-        read.retain(|_, (at, _)| at.elapsed() < SECRET_FRESH);
-        read.insert(secret.clone(), (Instant::now(), outcome));
+        self.read.lock().unwrap_or_else(|e| e.into_inner()).remember(secret, outcome);
     }
 
     /// The pooled cluster of `secret` if made from its version `version`.
@@ -784,6 +810,29 @@ mod tests {
         let again = clusters.of(&clusters.here(), &at, "value").await.unwrap();
         assert!(Arc::ptr_eq(&first, &again));
         assert_eq!(reads(), 2, "found once it appeared, then not read again while fresh");
+    }
+
+    /// Stale reads are dropped a quarter of [`SECRET_FRESH`] apart, not at every read.
+    #[tokio::test(start_paused = true)]
+    async fn stale_secret_reads_are_dropped_when_due() {
+        let mut reads = SecretReads::default();
+        let at = |name: &str| (String::new(), NamespacedName::new("team", name));
+        let second = Duration::from_secs(1);
+        reads.remember(&at("a"), Ok("1".into()));
+        tokio::time::advance(SECRET_FRESH).await;
+        assert!(reads.fresh(&at("a")).is_none());
+        reads.remember(&at("b"), Ok("2".into()));
+        assert_eq!(reads.by_secret.len(), 1, "a went: {:?}", reads.by_secret.keys());
+        tokio::time::advance(SECRET_FRESH - second).await;
+        reads.remember(&at("c"), Ok("3".into()));
+        tokio::time::advance(2 * second).await;
+        reads.remember(&at("d"), Ok("4".into()));
+        assert!(reads.fresh(&at("b")).is_none(), "stale, so never served");
+        assert_eq!(reads.by_secret.len(), 3, "b is held until the next prune is due: {:?}", reads.by_secret.keys());
+        tokio::time::advance(SECRET_FRESH / 4).await;
+        reads.remember(&at("e"), Ok("5".into()));
+        assert_eq!(reads.by_secret.len(), 3, "b went: {:?}", reads.by_secret.keys());
+        assert_eq!(reads.fresh(&at("c")).and_then(Result::ok).as_deref(), Some("3"));
     }
 
     #[tokio::test(start_paused = true)]
