@@ -3,9 +3,10 @@
 //! logged, never retried, and never fails a reconcile.
 //!
 //! Written as kube's `Recorder` writes them: an `events.k8s.io/v1` Event, patched into a series
-//! when it repeats within six minutes. Unlike the `Recorder`, the cache keeps a hash, a name, a
-//! count and a time per Event (not the whole Event), and drops expired entries once a
-//! minute (not with a scan of the whole cache on every publish).
+//! when it repeats within six minutes. Unlike the `Recorder`, the cache keeps a hash, a count
+//! and two times per Event (not the whole Event, nor its name, which the regarding object and
+//! its creation time make), and drops expired entries once a minute (not with a scan of the
+//! whole cache on every publish).
 
 use crate::plan::events::Note;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -67,17 +68,17 @@ impl Events {
         let key = event_key(regarding, action, note.warning, &note.reason, &message);
         let now = Timestamp::now();
         let decision = self.cache().decide(key, now);
-        if let Decision::Series { name, count } = decision {
+        if let Decision::Series { created, count } = decision {
             let series = EventSeries { count, last_observed_time: MicroTime(now) };
             let patch = Patch::Merge(serde_json::json!({ "series": series }));
-            match api.patch(&name, &PatchParams::default(), &patch).await {
+            match api.patch(&event_name(&self.reporter, regarding, created), &PatchParams::default(), &patch).await {
                 Err(kube::Error::Api(status)) if status.is_not_found() => {}
                 result => return result.map(drop),
             }
         }
         let event = new_event(&self.reporter, regarding, action, note, message, now);
         api.create(&PostParams::default(), &event).await?;
-        self.cache().created(key, event.metadata.name.unwrap_or_default().into(), now);
+        self.cache().created(key, now);
         Ok(())
     }
 
@@ -95,7 +96,7 @@ struct Reporter {
     instance: String,
 }
 
-/// A new Event, with the fields kube's `Recorder` sets; named `{regarding name}.{now in ns, hex}`.
+/// A new Event, with the fields kube's `Recorder` sets, created `now`.
 fn new_event(
     reporter: &Reporter,
     regarding: &ObjectReference,
@@ -104,10 +105,9 @@ fn new_event(
     message: String,
     now: Timestamp,
 ) -> Event {
-    let name = regarding.name.as_ref().unwrap_or(&reporter.controller);
     Event {
         metadata: ObjectMeta {
-            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+            name: Some(event_name(reporter, regarding, now)),
             namespace: regarding.namespace.clone(),
             ..ObjectMeta::default()
         },
@@ -123,6 +123,13 @@ fn new_event(
     }
 }
 
+/// The name of the Event about `regarding` created at `created`, as kube's `Recorder` names
+/// it: `{regarding name}.{created in ns, hex}`.
+fn event_name(reporter: &Reporter, regarding: &ObjectReference, created: Timestamp) -> String {
+    let name = regarding.name.as_ref().unwrap_or(&reporter.controller);
+    format!("{name}.{:x}", created.as_nanosecond())
+}
+
 /// The identity of an Event for series: its type, action, reason, note and regarding object
 /// (uid, kind, namespace, name), hashed. A collision (~2⁻⁶⁴ a pair) patches the wrong series.
 fn event_key(regarding: &ObjectReference, action: &str, warning: bool, reason: &str, message: &str) -> u64 {
@@ -136,8 +143,8 @@ fn event_key(regarding: &ObjectReference, action: &str, warning: bool, reason: &
 /// object's).
 #[derive(Debug)]
 struct Published {
-    /// Its `metadata.name`.
-    name: Box<str>,
+    /// When it was created, which names it ([`event_name`]).
+    created: Timestamp,
     /// Its `series.count`: 1 until it repeats.
     count: i32,
     /// When it was last observed: created, or patched into its series.
@@ -149,8 +156,8 @@ struct Published {
 enum Decision {
     /// Create a new Event.
     Create,
-    /// Merge-patch Event `name` with `series.count` = `count`.
-    Series { name: Box<str>, count: i32 },
+    /// Merge-patch the Event created at `created` with `series.count` = `count`.
+    Series { created: Timestamp, count: i32 },
 }
 
 /// The Events published recently, by [`event_key`]: whether the next one is new or a repeat.
@@ -174,15 +181,15 @@ impl SeriesCache {
             Some(p) if p.last + SERIES_TTL > now => {
                 p.count += 1;
                 p.last = now;
-                Decision::Series { name: p.name.clone(), count: p.count }
+                Decision::Series { created: p.created, count: p.count }
             }
             _ => Decision::Create,
         }
     }
 
-    /// Event `key` was created as `name` at `now`.
-    fn created(&mut self, key: u64, name: Box<str>, now: Timestamp) {
-        self.published.insert(key, Published { name, count: 1, last: now });
+    /// Event `key` was created at `now`.
+    fn created(&mut self, key: u64, now: Timestamp) {
+        self.published.insert(key, Published { created: now, count: 1, last: now });
     }
 }
 
@@ -220,32 +227,32 @@ mod tests {
         Timestamp::UNIX_EPOCH + SignedDuration::from_hours(1000) + SignedDuration::from_mins(minutes)
     }
 
-    /// A cache that created Event `name` for `key` at `minutes`.
-    fn cache_with(key: u64, name: &str, minutes: i64) -> SeriesCache {
+    /// A cache that created an Event for `key` at `minutes`.
+    fn cache_with(key: u64, minutes: i64) -> SeriesCache {
         let mut cache = SeriesCache::default();
         assert_eq!(cache.decide(key, at(minutes)), Decision::Create);
-        cache.created(key, name.into(), at(minutes));
+        cache.created(key, at(minutes));
         cache
     }
 
-    /// A series decision for Event `name`.
-    fn series(name: &str, count: i32) -> Decision {
-        Decision::Series { name: name.into(), count }
+    /// A series decision for the Event created at `minutes`.
+    fn series(minutes: i64, count: i32) -> Decision {
+        Decision::Series { created: at(minutes), count }
     }
 
     #[test]
     fn a_repeat_within_the_ttl_is_a_series_counted_from_two() {
         let key = web_key("Deployed", "all 2 services deployed");
-        let mut cache = cache_with(key, "web.1", 0);
-        assert_eq!(cache.decide(key, at(5)), series("web.1", 2));
+        let mut cache = cache_with(key, 0);
+        assert_eq!(cache.decide(key, at(5)), series(0, 2));
         // The TTL runs from the last observation, not the creation.
-        assert_eq!(cache.decide(key, at(10)), series("web.1", 3));
+        assert_eq!(cache.decide(key, at(10)), series(0, 3));
     }
 
     #[test]
     fn another_note_reason_type_or_object_is_another_event() {
         let key = web_key("Deployed", "all 2 services deployed");
-        let mut cache = cache_with(key, "web.1", 0);
+        let mut cache = cache_with(key, 0);
         let mut other = web();
         other.uid = Some("uid-2".into());
         for different in [
@@ -263,20 +270,20 @@ mod tests {
     #[test]
     fn a_repeat_after_the_ttl_is_a_new_event() {
         let key = web_key("Deployed", "all 2 services deployed");
-        let mut cache = cache_with(key, "web.1", 0);
+        let mut cache = cache_with(key, 0);
         assert_eq!(cache.decide(key, at(6)), Decision::Create);
-        cache.created(key, "web.2".into(), at(6));
-        assert_eq!(cache.decide(key, at(7)), series("web.2", 2));
+        cache.created(key, at(6));
+        assert_eq!(cache.decide(key, at(7)), series(6, 2));
     }
 
     #[test]
     fn expired_entries_are_pruned_at_most_once_a_minute() {
         let (old, recent) = (web_key("Deployed", "old"), web_key("Deployed", "recent"));
         let seconds = |s: i64| at(0) + SignedDuration::from_secs(s);
-        let mut cache = cache_with(old, "web.1", 0);
+        let mut cache = cache_with(old, 0);
         // A prune at 5:45 keeps `old`, which expires at 6:00; the next prune is due at 6:45.
         assert_eq!(cache.decide(recent, seconds(345)), Decision::Create);
-        cache.created(recent, "web.2".into(), seconds(345));
+        cache.created(recent, seconds(345));
         assert_eq!(cache.decide(old, seconds(390)), Decision::Create, "expired, though not pruned yet");
         assert_eq!(cache.published.len(), 2);
         cache.decide(web_key("Deployed", "probe"), seconds(405));
@@ -290,6 +297,8 @@ mod tests {
         let event = new_event(&reporter, &web(), "Reconcile", &note, "refused".into(), at(0));
         let nanos = at(0).as_nanosecond();
         assert_eq!(event.metadata.name.as_deref(), Some(format!("web.{nanos:x}").as_str()));
+        let nameless = ObjectReference { name: None, ..web() };
+        assert_eq!(event_name(&reporter, &nameless, at(0)), format!("ksm-adapter.{nanos:x}"), "a series patches it");
         assert_eq!(event.metadata.namespace.as_deref(), Some("team"));
         assert_eq!(event.action.as_deref(), Some("Reconcile"));
         assert_eq!(event.reason.as_deref(), Some("ServiceFailed"));
