@@ -91,6 +91,8 @@ impl ChildCache {
         // `delete` above took out any former entry: the key is not there.
         let kinds = &self.kinds;
         let at = siblings.binary_search_by(|c| order(kinds, &c.child, &key)).unwrap_or_else(|at| at);
+        // Room for this one only: a ServiceSet's few children, not a doubling's slack.
+        siblings.reserve_exact(1);
         siblings.insert(at, entry);
         self.owners.insert(key, owner.clone());
         if !changed.contains(&owner) {
@@ -299,6 +301,8 @@ mod tests {
         cache.apply(d.clone(), &object_d);
         assert_eq!(cache.resource_version(&d).as_deref(), Some("42"));
         assert_eq!(cache.resource_version(&b), None, "stored without one");
+        cache.apply(d.clone(), &object_d);
+        assert_eq!(cache.by_owner[&owner("a")].capacity(), 3, "no room beyond its children, updates included");
     }
 
     #[test]
