@@ -10,7 +10,7 @@ use super::listed::Listed;
 use crate::k0rdent::ChildRef;
 use crate::k0rdent::NamespacedName;
 use crate::packed::{Packed, Packer};
-use crate::plan::children::{SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL, service_of};
+use crate::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde_json::Value;
@@ -176,7 +176,8 @@ impl ChildCache {
     pub fn any(&mut self, owner: &NamespacedName, service: &str) -> bool {
         let Some(children) = self.by_owner.get(owner) else { return false };
         let texts = children.iter().filter_map(|cached| unpack(&mut self.kinds, cached));
-        texts.filter_map(|text| serde_json::from_slice::<Value>(&text).ok()).any(|o| service_of(&o) == Some(service))
+        let mut objects = texts.filter_map(|text| serde_json::from_slice::<Value>(&text).ok());
+        objects.any(|o| crate::plan::children::recorded(&o, SERVICE_LABEL) == Some(service))
     }
 
     /// The cached `child`, as JSON.
@@ -263,7 +264,6 @@ fn recorded<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::children::SERVICE_LABEL;
     use serde_json::json;
 
     fn release(name: &str, owner: &str, service: &str) -> (ChildRef, DynamicObject) {
