@@ -174,10 +174,7 @@ impl ChildCache {
     /// Whether service `service` of ServiceSet `owner` has any cached child (unpacking its
     /// children: only a contested claim asks).
     pub fn any(&mut self, owner: &NamespacedName, service: &str) -> bool {
-        let Some(children) = self.by_owner.get(owner) else { return false };
-        let texts = children.iter().filter_map(|cached| unpack(&mut self.kinds, cached));
-        let mut objects = texts.filter_map(|text| serde_json::from_slice::<Value>(&text).ok());
-        objects.any(|o| crate::plan::children::recorded(&o, SERVICE_LABEL) == Some(service))
+        self.children_of(owner).iter().any(|o| crate::plan::children::recorded(o, SERVICE_LABEL) == Some(service))
     }
 
     /// The cached `child`, as JSON.
