@@ -5,8 +5,10 @@
 //! Written as kube's `Recorder` writes them: an `events.k8s.io/v1` Event, patched into a series
 //! when it repeats within six minutes. Unlike the `Recorder`, the cache keeps a hash, a count
 //! and two times per Event (not the whole Event, nor its name, which the regarding object and
-//! its creation time make), and drops expired entries once a minute (not with a scan of the
-//! whole cache on every publish).
+//! its creation time make), drops expired entries once a minute (not with a scan of the whole
+//! cache on every publish), and keeps at most [`SERIES_MAX`] of them, as client-go's Event
+//! correlator: a host deploying 100,000 ServiceSets within six minutes would otherwise keep an
+//! entry for each.
 
 use crate::plan::events::Note;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -24,6 +26,10 @@ const SERIES_TTL: SignedDuration = SignedDuration::from_mins(6);
 
 /// How often, at the most, the cache drops the entries past [`SERIES_TTL`].
 const PRUNE_EVERY: SignedDuration = SignedDuration::from_mins(1);
+
+/// The most Events the cache keeps (client-go's `maxLruCacheEntries`, in
+/// `tools/record/events_cache.go`): a repeat of one it no longer keeps is a new Event.
+const SERIES_MAX: usize = 4096;
 
 /// Publishes Events as this host.
 pub struct Events {
@@ -189,7 +195,23 @@ impl SeriesCache {
 
     /// Event `key` was created at `now`.
     fn created(&mut self, key: u64, now: Timestamp) {
+        if self.published.len() >= SERIES_MAX && !self.published.contains_key(&key) {
+            self.make_room(now);
+        }
         self.published.insert(key, Published { created: now, count: 1, last: now });
+    }
+
+    /// Drops the expired entries, then, if the cache is still full, the half observed least
+    /// recently: every kept entry was observed after every dropped one, and a full cache is
+    /// halved once per [`SERIES_MAX`] / 2 new Events, not scanned on each.
+    fn make_room(&mut self, now: Timestamp) {
+        self.published.retain(|_, p| p.last + SERIES_TTL > now);
+        if self.published.len() >= SERIES_MAX {
+            let mut lasts: Vec<Timestamp> = self.published.values().map(|p| p.last).collect();
+            let middle = lasts.len() / 2;
+            let (_, &mut median, _) = lasts.select_nth_unstable(middle);
+            self.published.retain(|_, p| p.last > median);
+        }
     }
 }
 
@@ -288,6 +310,28 @@ mod tests {
         assert_eq!(cache.published.len(), 2);
         cache.decide(web_key("Deployed", "probe"), seconds(405));
         assert_eq!(cache.published.keys().collect::<Vec<_>>(), [&recent]);
+    }
+
+    /// Deploying many ServiceSets within six minutes, the cache kept an entry for each one's
+    /// Deployed Event: 4.1 of 95.0 MB live at 30,000 × 3 (a heap profile of `c560177`).
+    #[test]
+    fn a_full_cache_keeps_the_half_observed_last() {
+        let seconds = |s: usize| at(0) + SignedDuration::from_secs(i64::try_from(s).unwrap());
+        let key = |i: usize| web_key("Deployed", &format!("{i}"));
+        let mut cache = SeriesCache::default();
+        for i in 0..SERIES_MAX {
+            assert_eq!(cache.decide(key(i), seconds(i / 100)), Decision::Create);
+            cache.created(key(i), seconds(i / 100));
+        }
+        // The first one repeats: observed last now, it stays when the cache is halved.
+        let last = SERIES_MAX / 100;
+        assert_eq!(cache.decide(key(0), seconds(last)), series(0, 2));
+        cache.created(key(SERIES_MAX), seconds(last));
+        assert!(cache.published.len() <= SERIES_MAX / 2 + 1, "{} kept", cache.published.len());
+        assert_eq!(cache.decide(key(1), seconds(last)), Decision::Create, "dropped: observed first");
+        for kept in [0, SERIES_MAX - 1, SERIES_MAX] {
+            assert!(matches!(cache.decide(key(kept), seconds(last)), Decision::Series { .. }), "{kept} kept");
+        }
     }
 
     #[test]
