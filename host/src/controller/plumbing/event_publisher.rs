@@ -157,6 +157,13 @@ struct Published {
     last: Timestamp,
 }
 
+impl Published {
+    /// Whether a repeat at `now` still joins its series: last observed within [`SERIES_TTL`].
+    fn live(&self, now: Timestamp) -> bool {
+        self.last + SERIES_TTL > now
+    }
+}
+
 /// How to publish one Event.
 #[derive(Debug, PartialEq, Eq)]
 enum Decision {
@@ -180,11 +187,11 @@ impl SeriesCache {
     /// (counted and observed now), else a new Event. Prunes at most once per [`PRUNE_EVERY`].
     fn decide(&mut self, key: u64, now: Timestamp) -> Decision {
         if now >= self.next_prune {
-            self.published.retain(|_, p| p.last + SERIES_TTL > now);
+            self.drop_expired(now);
             self.next_prune = now + PRUNE_EVERY;
         }
         match self.published.get_mut(&key) {
-            Some(p) if p.last + SERIES_TTL > now => {
+            Some(p) if p.live(now) => {
                 p.count += 1;
                 p.last = now;
                 Decision::Series { created: p.created, count: p.count }
@@ -205,13 +212,18 @@ impl SeriesCache {
     /// recently: every kept entry was observed after every dropped one, and a full cache is
     /// halved once per [`SERIES_MAX`] / 2 new Events, not scanned on each.
     fn make_room(&mut self, now: Timestamp) {
-        self.published.retain(|_, p| p.last + SERIES_TTL > now);
+        self.drop_expired(now);
         if self.published.len() >= SERIES_MAX {
             let mut lasts: Vec<Timestamp> = self.published.values().map(|p| p.last).collect();
             let middle = lasts.len() / 2;
             let (_, &mut median, _) = lasts.select_nth_unstable(middle);
             self.published.retain(|_, p| p.last > median);
         }
+    }
+
+    /// Drops the entries past [`SERIES_TTL`].
+    fn drop_expired(&mut self, now: Timestamp) {
+        self.published.retain(|_, p| p.live(now));
     }
 }
 
