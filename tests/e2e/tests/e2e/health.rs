@@ -62,9 +62,12 @@ async fn a_service_is_provisioning_while_its_workload_on_the_target_cluster_is_u
     t.wait_converged("web").await;
     t.set_flux("web", "ingress-nginx", FluxState::Ready).await;
     let ss = t
-        .wait_service_set("web", "ingress-nginx Provisioning, held by its Deployment", |ss| {
+        .wait_service_set("web", "ingress-nginx Provisioning, held by its Deployment's replicas", |ss| {
+            // On envtest a first look may come before the target's deployment controller has
+            // observed the Deployment ("generation 1 not observed yet"); the next look sees it.
             service_state(ss, "ingress-nginx") == Some("Provisioning")
-                && service_condition(ss, "ingress-nginx", "ServiceHealthDeployment").is_some()
+                && service_condition(ss, "ingress-nginx", "ServiceHealthDeployment")
+                    .is_some_and(|c| c["message"].as_str().is_some_and(|m| m.contains("replicas ready")))
         })
         .await;
     let health = service_condition(&ss, "ingress-nginx", "ServiceHealthDeployment").unwrap();
