@@ -7,7 +7,8 @@ use super::adapter_plugins::reconcile::PluginContext;
 use super::adapter_plugins::registry::Registry;
 use super::caches::config_maps::ConfigMapWatches;
 use super::caches::management::{Events as WatchEvents, ManagementCaches};
-use super::caches::service_set_cache::CachedServiceSet;
+use super::caches::service_set_cache::WatchedServiceSet;
+use super::caches::service_set_store::ServiceSets;
 use super::caches::sources::SourceEvents;
 use super::plugin_kinds::child_kinds::{ChildKinds, Waker};
 use super::plumbing::backoff::Failures;
@@ -63,7 +64,7 @@ pub(super) struct Assembly {
 pub(super) struct ServiceSetTriggers {
     /// Their own watch's events: changes wake them; a complete list starts a pass over all
     /// (see [`super::plumbing::sweeps`]).
-    pub own: WatchEvents<CachedServiceSet>,
+    pub own: WatchEvents<WatchedServiceSet>,
     pub smps: Changes<StateManagementProvider>,
     pub templates: Changes<ServiceTemplate>,
     pub health_rules: Changes<ConfigMap>,
@@ -72,7 +73,7 @@ pub(super) struct ServiceSetTriggers {
     pub regions: Changes<Region>,
     pub sources: SourceEvents,
     /// ServiceSets named directly: a child's change (settled), a claim released.
-    pub woken: UnboundedReceiver<ObjectRef<CachedServiceSet>>,
+    pub woken: UnboundedReceiver<NamespacedName>,
 }
 
 /// The changes that wake AdapterPlugins.
@@ -197,9 +198,9 @@ struct Shared {
 /// What the caches' event hooks keep, for the contexts and tasks built after them.
 struct Kept {
     /// The ServiceSets' arbiter (a deleted ServiceSet gives up its claims) and retry counts.
-    service_sets: (Arc<Arbiter>, Arc<Failures<CachedServiceSet>>),
+    service_sets: (Arc<Arbiter>, Arc<Failures<NamespacedName>>),
     /// The AdapterPlugins' retry counts.
-    plugin_failures: Arc<Failures<AdapterPlugin>>,
+    plugin_failures: Arc<Failures<ObjectRef<AdapterPlugin>>>,
     /// The names of the AdapterPlugins deleted.
     deleted_plugins: UnboundedReceiver<String>,
 }
@@ -209,7 +210,7 @@ struct Kept {
 fn start_caches(
     client: &Client,
     settings: &Settings,
-    wake: UnboundedSender<ObjectRef<CachedServiceSet>>,
+    wake: UnboundedSender<NamespacedName>,
 ) -> (ManagementCaches, Kept) {
     let arbiter = Arc::new(Arbiter::new(wake));
     let released = arbiter.clone();
@@ -221,12 +222,15 @@ fn start_caches(
     let caches = ManagementCaches::start(
         client,
         settings.shard_selector.as_deref(),
-        move |store, event| {
+        move |store, event| match event {
             // A ServiceSet gone by any path gives up its claims.
-            if let watcher::Event::Delete(service_set) = event {
-                released.release(&NamespacedName::of(service_set));
+            watcher::Event::Delete(service_set) => {
+                let key = service_set.cached().key();
+                released.release(&key);
+                forgotten.succeeded(&key);
             }
-            forgotten.forget_gone(store, event);
+            watcher::Event::InitDone => forgotten.forget_uncached(|key| store.get(key).is_some()),
+            _ => {}
         },
         move |store, event| {
             if let watcher::Event::Delete(plugin) = event {
@@ -244,12 +248,9 @@ fn plugin_context(
     settings: &Settings,
     (runtime, limits): (Runtime, Limits),
     shared: &Shared,
-    (service_sets, adapter_plugins): (&Store<CachedServiceSet>, &Store<AdapterPlugin>),
-    (wake_service_sets, wake_plugins): (
-        UnboundedSender<ObjectRef<CachedServiceSet>>,
-        UnboundedSender<ObjectRef<AdapterPlugin>>,
-    ),
-    failures: Arc<Failures<AdapterPlugin>>,
+    (service_sets, adapter_plugins): (&ServiceSets, &Store<AdapterPlugin>),
+    (wake_service_sets, wake_plugins): (UnboundedSender<NamespacedName>, UnboundedSender<ObjectRef<AdapterPlugin>>),
+    failures: Arc<Failures<ObjectRef<AdapterPlugin>>>,
 ) -> Arc<PluginContext> {
     let watched = (shared.children.clone(), shared.watch_failures.clone());
     Arc::new(PluginContext {
@@ -277,7 +278,7 @@ fn service_set_context(
     shared: Shared,
     caches: Caches,
     (target_health, homes): (TargetHealth, Homes),
-    (arbiter, failures): (Arc<Arbiter>, Arc<Failures<CachedServiceSet>>),
+    (arbiter, failures): (Arc<Arbiter>, Arc<Failures<NamespacedName>>),
 ) -> Arc<Context> {
     Arc::new(Context {
         client: client.clone(),

@@ -37,12 +37,14 @@ use crate::runtime::Runtime;
 use adapter_plugins::reconcile::PluginContext;
 use anyhow::Context as _;
 use assembly::{Assembly, PluginTriggers, ServiceSetTriggers};
+use caches::service_set_cache::logged;
 use futures::future::{BoxFuture, Shared};
+use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Client, ResourceExt};
-use plumbing::{leader, liveness};
+use plumbing::queue::Action;
+use plumbing::{leader, liveness, runner};
 use round::context::Context;
 use round::triggers::Through;
 use round::{service_sets, triggers};
@@ -104,7 +106,8 @@ pub async fn run(
 }
 
 /// The ServiceSet controller: a round per ServiceSet woken by its own change or one of what it
-/// depends on ([`triggers`]), `settings.concurrency` at a time, until `stop`.
+/// depends on ([`triggers`]), `settings.concurrency` at a time, until `stop` (see
+/// [`runner`](plumbing::runner)).
 fn service_set_controller(
     ctx: Arc<Context>,
     triggers: ServiceSetTriggers,
@@ -112,75 +115,73 @@ fn service_set_controller(
 ) -> impl Future<Output = ()> {
     let service_sets = ctx.caches.service_sets.clone();
     let system_namespace = ctx.settings.system_namespace.clone();
-    let sweeps = ctx.sweeps.clone();
     let own = triggers.own.filter_map({
-        let (sweeps, mut own) = (sweeps.clone(), triggers::OwnChanges::default());
+        let (sweeps, mut own) = (ctx.sweeps.clone(), triggers::OwnChanges::default());
         move |event| futures::future::ready(own.wakes(event, &sweeps))
     });
-    let passes = sweeps.clone().passes(service_sets.clone(), ctx.settings.resync);
-    Controller::for_stream(own, service_sets.clone())
-        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
-        .watches_stream(errors_reported(triggers.smps), {
+    let routed = |ctx: &Arc<Context>| {
+        let ctx = ctx.clone();
+        move |through| triggers::routed_through(&ctx.caches.service_sets, &ctx.caches.topology, &through)
+    };
+    let (by_cd, by_credential, by_region) = (routed(&ctx), routed(&ctx), routed(&ctx));
+    let wakes = futures::stream::select_all([
+        own.boxed(),
+        users(triggers.smps, {
             let service_sets = service_sets.clone();
-            move |smp| triggers::users_of_provider(&service_sets, &smp)
-        })
-        .watches_stream(errors_reported(triggers.templates), {
+            move |smp| triggers::users_of_provider(&service_sets, smp)
+        }),
+        users(triggers.templates, {
             let service_sets = service_sets.clone();
-            move |template| triggers::users_of_template(&service_sets, &template)
-        })
-        .watches_stream(errors_reported(triggers.health_rules), {
+            move |template| triggers::users_of_template(&service_sets, template)
+        }),
+        users(triggers.health_rules, {
             let service_sets = service_sets.clone();
-            move |rules| triggers::users_of_health_rules(&service_sets, &rules, &system_namespace)
-        })
-        .watches_stream(routing(triggers.cluster_deployments), {
-            let (service_sets, ctx) = (service_sets.clone(), ctx.clone());
-            move |cd| {
-                let cd = NamespacedName::of(&cd);
-                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::ClusterDeployment(cd))
-            }
-        })
-        .watches_stream(routing(triggers.credentials), {
-            let (service_sets, ctx) = (service_sets.clone(), ctx.clone());
-            move |credential| {
-                let credential = NamespacedName::of(&credential);
-                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::Credential(credential))
-            }
-        })
-        .watches_stream(routing(triggers.regions), {
+            move |rules| triggers::users_of_health_rules(&service_sets, rules, &system_namespace)
+        }),
+        users(routing(triggers.cluster_deployments), move |cd| {
+            by_cd(Through::ClusterDeployment(NamespacedName::of(cd)))
+        }),
+        users(routing(triggers.credentials), move |c| by_credential(Through::Credential(NamespacedName::of(c)))),
+        users(routing(triggers.regions), move |region| by_region(Through::Region(region.name_any()))),
+        // Sources are of several kinds: their users are woken directly, not as one kind's.
+        users(routing(triggers.sources), {
             let ctx = ctx.clone();
-            move |region| {
-                triggers::routed_through(&service_sets, &ctx.caches.topology, &Through::Region(region.name_any()))
-            }
-        })
-        .reconcile_on(triggers.woken)
-        .reconcile_on(routing(triggers.sources).filter_map(|source| futures::future::ready(source.ok())).flat_map({
-            // Sources are of several kinds: their users are woken directly, not as one kind's.
-            let ctx = ctx.clone();
-            move |source| futures::stream::iter(triggers::users_of_source(&ctx.caches, &source))
-        }))
-        .reconcile_on(passes)
-        .shutdown_on_signal()
-        .graceful_shutdown_on(stop)
-        .run(service_sets::reconcile, service_sets::error_policy, ctx)
-        .for_each(move |result| {
-            if let Some((namespace, name)) = ran(&result) {
-                sweeps.finished(namespace, name);
-            }
-            log_error(result)
-        })
+            move |source| triggers::users_of_source(&ctx.caches, source)
+        }),
+        triggers.woken.boxed(),
+        ctx.sweeps.clone().passes(service_sets, ctx.settings.resync).boxed(),
+    ]);
+    let concurrency = ctx.settings.concurrency;
+    runner::run(wakes, concurrency, stop, move |key| {
+        let ctx = ctx.clone();
+        async move {
+            let then = match ctx.caches.service_sets.get(&key) {
+                Some(cached) => match service_sets::reconcile(cached.clone(), ctx.clone()).await {
+                    Ok(then) => then,
+                    Err(error) => service_sets::error_policy(&cached, &error, &ctx),
+                },
+                None => {
+                    tracing::debug!(serviceset = logged(&key), "{NOT_CACHED}");
+                    Action::await_change()
+                }
+            };
+            ctx.sweeps.finished(&key.namespace, &key.name);
+            then
+        }
+    })
 }
 
-/// The ServiceSet a controller's result is of, as namespace and name.
-fn ran<K: kube::Resource, E, Q>(
-    result: &Result<(ObjectRef<K>, controller::Action), controller::Error<E, Q>>,
-) -> Option<(Option<&str>, &str)> {
-    match result {
-        Ok((object, _)) => Some((object.namespace.as_deref(), &object.name)),
-        Err(controller::Error::ReconcilerFailed(_, object) | controller::Error::ObjectNotFound(object)) => {
-            Some((object.namespace.as_deref(), &object.name))
-        }
-        Err(_) => None,
-    }
+/// The ServiceSets each of `changes` wakes: `users_of` the object changed. A failed watch
+/// wakes none: its cache reports it ([`WatchFailures`](plumbing::watches::WatchFailures): the
+/// log and `/readyz`) and retries.
+fn users<K: Send + 'static>(
+    changes: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    users_of: impl Fn(&K) -> Vec<NamespacedName> + Send + 'static,
+) -> BoxStream<'static, NamespacedName> {
+    changes
+        .filter_map(|changed| futures::future::ready(changed.ok()))
+        .flat_map(move |changed| futures::stream::iter(users_of(&changed)))
+        .boxed()
 }
 
 /// The AdapterPlugin controller: loads each plugin woken by its change or a poll, a few at a
@@ -251,40 +252,28 @@ async fn serve_metrics(
     Ok(())
 }
 
-/// A cache's changes as a trigger of the ServiceSet controller, without its errors: the cache
-/// reports them ([`WatchFailures`](plumbing::watches::WatchFailures): the log and `/readyz`), and
-/// handed to the controller they would back off every trigger at once, the ServiceSets' own
-/// watch included (kube-runtime applies one backoff to all its triggers). A kind whose CRD is
-/// missing (no Region before kcm 1.12) would then hold every ServiceSet's cache back.
-fn errors_reported<K: Send + 'static>(
-    events: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
-    events.filter(|event| futures::future::ready(event.is_ok()))
-}
-
 /// The changes of a routing object (ClusterDeployment, Credential, Region) that may move
 /// children: spec changes only (a ClusterDeployment's status changes often).
 fn routing<K: kube::Resource + Send + 'static>(
     events: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
-    errors_reported(events).predicate_filter(kube::runtime::predicates::generation, PredicateConfig::default())
+    events.predicate_filter(kube::runtime::predicates::generation, PredicateConfig::default())
 }
 
-/// Logs what a controller's stream reports besides the failed reconciles (which its
-/// `error_policy` logs), e.g. a wake-up for an object gone meanwhile; a line about an object names
-/// it in the field `serviceset` or `adapterplugin`.
+/// What a round woken for an object the cache does not hold logs.
+const NOT_CACHED: &str = "woken for an object the cache does not hold (gone meanwhile, or not this host's)";
+
+/// Logs what the AdapterPlugin controller's stream reports besides the failed reconciles (which
+/// its `error_policy` logs), e.g. a wake-up for an object gone meanwhile, in the field
+/// `adapterplugin`.
 async fn log_error<T, E: std::error::Error + 'static, Q: std::error::Error + 'static>(
     result: Result<T, controller::Error<E, Q>>,
 ) {
-    const NOT_CACHED: &str = "woken for an object the cache does not hold (gone meanwhile, or not this host's)";
     match result {
-        // Its error_policy logged it, with the ServiceSet's or AdapterPlugin's field (an
-        // AdapterPlugin whose spec did not load says why in its status).
+        // Its error_policy logged it (an AdapterPlugin whose spec did not load says why in its
+        // status).
         Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
-        Err(controller::Error::ObjectNotFound(object)) => match object.dyntype.kind.as_str() {
-            "ServiceSet" => tracing::debug!(serviceset = %object, "{NOT_CACHED}"),
-            _ => tracing::debug!(adapterplugin = %object.name, "{NOT_CACHED}"),
-        },
+        Err(controller::Error::ObjectNotFound(object)) => tracing::debug!(adapterplugin = %object.name, "{NOT_CACHED}"),
         Err(e) => tracing::debug!("{e}"),
     }
 }

@@ -8,7 +8,7 @@ use super::registry::{Loaded, Registry};
 use super::verify::{Trust, required, trust, verify_with};
 use crate::adapter_plugin::{AdapterPlugin, PullPolicy};
 use crate::controller::caches::config_maps::ConfigMapWatches;
-use crate::controller::caches::service_set_cache::CachedServiceSet;
+use crate::controller::caches::service_set_store::ServiceSets;
 use crate::controller::plugin_kinds::child_kinds::Waker;
 use crate::controller::plumbing::backoff::Failures;
 use crate::controller::plumbing::event_publisher::Events;
@@ -22,7 +22,7 @@ use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -40,7 +40,7 @@ pub struct PluginContext {
     /// Compiles and validates.
     pub loader: Loader,
     /// Every ServiceSet, to wake those a change affects.
-    pub service_sets: Store<CachedServiceSet>,
+    pub service_sets: ServiceSets,
     /// Wakes a ServiceSet's reconcile.
     pub wake_service_sets: Waker,
     /// Wakes an AdapterPlugin's reconcile.
@@ -52,7 +52,7 @@ pub struct PluginContext {
     /// The process's metrics.
     pub metrics: Arc<Metrics>,
     /// Consecutive failed loads per AdapterPlugin, for the retry backoff.
-    pub failures: Arc<Failures<AdapterPlugin>>,
+    pub failures: Arc<Failures<ObjectRef<AdapterPlugin>>>,
     /// The reconciles running now, for `/healthz`.
     pub in_flight: Arc<InFlight>,
     /// How often an OCI plugin with `pullPolicy: Always` checks whether its tag moved.
@@ -186,10 +186,8 @@ impl PluginContext {
     /// Wakes the ServiceSets of `providers`, and the other AdapterPlugins naming any of them
     /// (whether a provider is contested shows in their status).
     fn wake(&self, name: &str, providers: &BTreeSet<String>) {
-        for service_set in self.service_sets.state() {
-            if providers.contains(service_set.provider()) {
-                let _ = self.wake_service_sets.unbounded_send(ObjectRef::from_obj(&*service_set));
-            }
+        for service_set in self.service_sets.keys_where(|ss| providers.contains(ss.provider())) {
+            let _ = self.wake_service_sets.unbounded_send(service_set);
         }
         for other in self.registry.specs() {
             if other.name_any() != name && other.spec.providers.iter().any(|p| providers.contains(p)) {
@@ -300,7 +298,7 @@ mod tests {
                 (children, watch_failures),
                 metrics.clone(),
             ),
-            service_sets: reflector::store().0,
+            service_sets: ServiceSets::default(),
             wake_service_sets,
             config_maps: ConfigMapWatches::new(client.clone(), plugins, wake_plugins.clone()),
             wake_plugins,

@@ -3,7 +3,8 @@
 //! be polled), and the flags that turn true once the caches hold complete lists.
 
 use super::cache::{Cache, all};
-use super::service_set_cache::CachedServiceSet;
+use super::service_set_cache::WatchedServiceSet;
+use super::service_set_store::ServiceSets;
 use super::sources::{SourceEvents, Sources};
 use crate::adapter_plugin::AdapterPlugin;
 use crate::controller::plumbing::watches::WatchFailures;
@@ -29,7 +30,7 @@ pub struct ManagementCaches {
     /// Which of their watches fail.
     pub watch_failures: Arc<WatchFailures>,
     /// The ServiceSets of this host's shard, and their watch's events.
-    pub service_sets: (Store<CachedServiceSet>, Events<CachedServiceSet>),
+    pub service_sets: (ServiceSets, Events<WatchedServiceSet>),
     /// Every StateManagementProvider.
     pub smps: Cached<StateManagementProvider>,
     /// Every ServiceTemplate.
@@ -60,7 +61,7 @@ impl ManagementCaches {
     pub fn start(
         client: &Client,
         shard_selector: Option<&str>,
-        on_service_set: impl Fn(&Store<CachedServiceSet>, &watcher::Event<CachedServiceSet>) + Send + 'static,
+        on_service_set: impl Fn(&ServiceSets, &watcher::Event<WatchedServiceSet>) + Send + 'static,
         on_adapter_plugin: impl Fn(&Store<AdapterPlugin>, &watcher::Event<AdapterPlugin>) + Send + 'static,
     ) -> Self {
         // A shard sees only its ServiceSets: everything keyed by ServiceSet follows from that.
@@ -70,8 +71,7 @@ impl ManagementCaches {
         };
         let watch_failures = Arc::new(WatchFailures::default());
         let cache = |config| Cache { client, config, watch_failures: watch_failures.clone() };
-        let (service_sets, service_set_events, service_sets_listed) =
-            cache(shard).start_events(CachedServiceSet::trim, on_service_set);
+        let (service_sets, service_set_events, service_sets_listed) = cache(shard).start_service_sets(on_service_set);
         let (smps, provider_events, providers_listed) = cache(all()).start::<StateManagementProvider>(|_, _| {});
         let (templates, template_events, templates_listed) = cache(all()).start::<ServiceTemplate>(|_, _| {});
         let (sources, source_events, sources_listed) = Sources::start(client, &watch_failures);

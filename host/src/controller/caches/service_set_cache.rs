@@ -5,11 +5,13 @@
 //! one-label map, each an allocation of its own: far more memory than its packed text
 //! (docs/performance.md); a reconcile unpacks its own ServiceSet once.
 //!
-//! The watch decodes straight into [`CachedServiceSet`] (its `Deserialize` packs), so no typed
-//! copy outlives the event. The packer is the process's one: the dictionaries must be those a
-//! text was packed with, and every ServiceSet watch of the process shares the cache's type.
+//! The watch decodes straight into a [`WatchedServiceSet`] (its `Deserialize` packs), so no
+//! typed copy outlives the event; the store keeps only its [`CachedServiceSet`], which holds no
+//! `ObjectMeta` (360 bytes inline, nearly all empty, that kube's `Resource` trait asks of the
+//! watch's type). The packer is the process's one: the dictionaries must be those a text was
+//! packed with.
 
-use crate::k0rdent::{ServiceSet, State};
+use crate::k0rdent::{NamespacedName, ServiceSet, State};
 use crate::packed::{Packed, Packer};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -19,20 +21,12 @@ use std::borrow::Cow;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 
-/// A reference to a cached ServiceSet: what the controller queues and wakes.
-pub type ServiceSetRef = kube::runtime::reflector::ObjectRef<CachedServiceSet>;
-
-/// One ServiceSet in the cache. The store keeps each in an `Arc` of its own: 432 bytes make it
-/// a 448-byte allocation, not a 512-byte one (kube's `Resource` trait makes it hold an
-/// `ObjectMeta` of 360), so strings and hashes share allocations.
-#[derive(Clone)]
+/// One ServiceSet in the cache: 80 bytes, names and hashes sharing an allocation each.
 pub struct CachedServiceSet {
-    /// Name, namespace, generation and deletionTimestamp only, and resourceVersion until
-    /// [`trim`](Self::trim): the rest is in `packed` (labels, annotations and finalizers also
-    /// in `fingerprint`, finalizers in `hashes`).
-    metadata: ObjectMeta,
-    /// `spec.provider.name`, then `spec.cluster`, which starts at `cluster_at`.
+    /// `namespace/name` (neither may hold a `/`), then `spec.provider.name` from `provider_at`,
+    /// then `spec.cluster` from `cluster_at`.
     names: Box<str>,
+    provider_at: u32,
     cluster_at: u32,
     /// A hash of each template its services name, then of each finalizer: what a template's
     /// change wakes (a rare collision wakes one more ServiceSet, which then finds nothing to
@@ -42,6 +36,8 @@ pub struct CachedServiceSet {
     templates: u16,
     /// A hash of what of the object is not spec content or status (see [`Self::fingerprint`]).
     fingerprint: u64,
+    /// Whether its deletion has started.
+    deleting: bool,
     /// `status.deployed`, and whether a service is `Failed`.
     deployed: bool,
     failed: bool,
@@ -51,7 +47,7 @@ pub struct CachedServiceSet {
 
 impl CachedServiceSet {
     /// `service_set`, packed without its managedFields (the host never reads them, and they
-    /// can outweigh the rest); fails only if zstd does.
+    /// can outweigh the rest); fails only if zstd does or a name is too long to index.
     pub fn pack(mut service_set: ServiceSet) -> std::io::Result<Self> {
         service_set.metadata.managed_fields = None;
         let text = serde_json::to_string(&service_set)?;
@@ -66,31 +62,22 @@ impl CachedServiceSet {
         let finalizers = meta.finalizers.iter().flatten();
         let hashes: Box<[u64]> = templates.chain(finalizers).map(|text| text_hash(text)).collect();
         let invalid = |field: &str| std::io::Error::other(format!("{field} too long to cache"));
+        let at = |text: &str, field| u32::try_from(text.len()).map_err(|_| invalid(field));
+        let key = NamespacedName::of(&service_set).to_string();
+        let provider_at = at(&key, "metadata.name")?;
+        let names = format!("{key}{}{}", spec.provider.name, spec.cluster);
         Ok(Self {
-            metadata: ObjectMeta {
-                name: meta.name.clone(),
-                namespace: meta.namespace.clone(),
-                resource_version: meta.resource_version.clone(),
-                generation: meta.generation,
-                deletion_timestamp: meta.deletion_timestamp.clone(),
-                ..ObjectMeta::default()
-            },
-            names: format!("{}{}", spec.provider.name, spec.cluster).into(),
-            cluster_at: u32::try_from(spec.provider.name.len()).map_err(|_| invalid("spec.provider.name"))?,
+            cluster_at: at(&names[..names.len() - spec.cluster.len()], "spec.provider.name")?,
+            names: names.into(),
+            provider_at,
             templates: u16::try_from(spec.services.len()).map_err(|_| invalid("spec.services"))?,
             hashes,
             fingerprint: hasher.finish(),
+            deleting: meta.deletion_timestamp.is_some(),
             deployed: status.is_some_and(|s| s.deployed),
             failed: status.is_some_and(|s| s.services.iter().any(|s| s.state == State::Failed)),
             packed,
         })
-    }
-
-    /// Drops the resourceVersion, which only the watch reads (to resume from it) before the
-    /// cache keeps the object: the store's key would hold it a second time, and a reconcile
-    /// reads its unpacked ServiceSet's.
-    pub fn trim(&mut self) {
-        self.metadata.resource_version = None;
     }
 
     /// The whole ServiceSet, as it was packed.
@@ -99,14 +86,44 @@ impl CachedServiceSet {
         Ok(serde_json::from_slice(&text)?)
     }
 
+    /// `namespace/name`: what the store keys it by.
+    pub fn at(&self) -> &str {
+        &self.names[..self.provider_at as usize]
+    }
+
+    /// Its namespace.
+    pub fn namespace(&self) -> &str {
+        self.at().split_once('/').map_or("", |(namespace, _)| namespace)
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        self.at().split_once('/').map_or(self.at(), |(_, name)| name)
+    }
+
+    /// Its namespace and name.
+    pub fn key(&self) -> NamespacedName {
+        NamespacedName::new(self.namespace(), self.name())
+    }
+
+    /// How the logs name it (see [`logged`]).
+    pub fn logged(&self) -> String {
+        logged(&self.key())
+    }
+
     /// `spec.provider.name`.
     pub fn provider(&self) -> &str {
-        &self.names[..self.cluster_at as usize]
+        &self.names[self.provider_at as usize..self.cluster_at as usize]
     }
 
     /// `spec.cluster`: the ClusterDeployment's name; empty for self-management.
     pub fn cluster(&self) -> &str {
         &self.names[self.cluster_at as usize..]
+    }
+
+    /// Whether its deletion has started.
+    pub fn deleting(&self) -> bool {
+        self.deleting
     }
 
     /// Whether one of its services uses the template `name` (or one whose name hashes alike).
@@ -136,22 +153,50 @@ impl CachedServiceSet {
     }
 }
 
-impl<'de> Deserialize<'de> for CachedServiceSet {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Self::pack(ServiceSet::deserialize(deserializer)?).map_err(serde::de::Error::custom)
-    }
-}
-
 impl std::fmt::Debug for CachedServiceSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CachedServiceSet")
-            .field("metadata", &self.metadata)
-            .field("provider", &self.provider())
-            .finish()
+        f.debug_struct("CachedServiceSet").field("at", &self.at()).field("provider", &self.provider()).finish()
     }
 }
 
-impl Resource for CachedServiceSet {
+/// How the logs name the ServiceSet `key` (the field `serviceset`, docs/operations.md), as
+/// kube-runtime names objects: `ServiceSet.v1beta1.k0rdent.mirantis.com/<name>.<namespace>`.
+pub fn logged(key: &NamespacedName) -> String {
+    kube::runtime::reflector::ObjectRef::<ServiceSet>::new(&key.name).within(&key.namespace).to_string()
+}
+
+/// A ServiceSet as its watch decodes it: the [`CachedServiceSet`] the store keeps, and the
+/// metadata the watch reads (its resourceVersion, to resume from) until then.
+#[derive(Clone, Debug)]
+pub struct WatchedServiceSet {
+    /// Name, namespace and resourceVersion only.
+    metadata: ObjectMeta,
+    cached: std::sync::Arc<CachedServiceSet>,
+}
+
+impl WatchedServiceSet {
+    /// What the store keeps of it.
+    pub fn cached(&self) -> &std::sync::Arc<CachedServiceSet> {
+        &self.cached
+    }
+}
+
+impl<'de> Deserialize<'de> for WatchedServiceSet {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let service_set = ServiceSet::deserialize(deserializer)?;
+        let meta = &service_set.metadata;
+        let metadata = ObjectMeta {
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            resource_version: meta.resource_version.clone(),
+            ..ObjectMeta::default()
+        };
+        let cached = CachedServiceSet::pack(service_set).map_err(serde::de::Error::custom)?;
+        Ok(Self { metadata, cached: cached.into() })
+    }
+}
+
+impl Resource for WatchedServiceSet {
     type DynamicType = ();
     type Scope = NamespaceResourceScope;
 
@@ -200,7 +245,6 @@ fn lock() -> std::sync::MutexGuard<'static, Packer> {
 mod tests {
     use super::*;
     use kube::ResourceExt;
-    use kube::runtime::reflector::ObjectRef;
     use serde_json::json;
 
     fn service_set(name: &str, patch: impl FnOnce(&mut serde_json::Value)) -> serde_json::Value {
@@ -238,7 +282,10 @@ mod tests {
         };
         for (name, object) in [("a", service_set("a", |_| {})), ("b", service_set("b", self_managed_without_status))] {
             let mut typed: ServiceSet = serde_json::from_value(object.clone()).unwrap();
-            let cached: CachedServiceSet = serde_json::from_value(object).unwrap();
+            let watched: WatchedServiceSet = serde_json::from_value(object).unwrap();
+            assert_eq!(watched.resource_version().as_deref(), Some("17"), "for the watch to resume from");
+            assert_eq!((watched.name_any(), watched.namespace()), (name.to_string(), Some("team".into())));
+            let cached = watched.cached();
             let unpacked = cached.unpack().unwrap();
             assert_eq!(unpacked.metadata.managed_fields, None, "{name}: managedFields are not kept");
             typed.metadata.managed_fields = None;
@@ -247,22 +294,28 @@ mod tests {
                 serde_json::to_value(&typed).unwrap(),
                 "{name}: nothing else lost, labels and config included"
             );
-            assert_eq!((cached.name_any(), cached.namespace()), (name.to_string(), Some("team".into())));
-            assert_eq!(cached.resource_version().as_deref(), Some("17"), "for the watch to resume from");
-            let mut cached = cached;
-            cached.trim();
-            assert_eq!(ObjectRef::from_obj(&cached).extra.resource_version, None, "not kept twice in the store");
-            assert_eq!(ObjectRef::from_obj(&cached).extra.uid, None);
-            assert_eq!(cached.meta().generation, Some(2));
-            assert!(cached.finalizers().is_empty(), "kept as hashes");
+            assert_eq!((cached.at(), cached.namespace(), cached.name()), (&*format!("team/{name}"), "team", name));
+            assert_eq!(cached.key(), NamespacedName::new("team", name));
             assert!(cached.has_finalizer("ksm.k0rdent.mirantis.com/finalizer") && !cached.has_finalizer("ksm"));
-            assert!(16 + std::mem::size_of::<CachedServiceSet>() <= 448, "an Arc of it fits jemalloc's 448-byte class");
-            assert!(cached.labels().is_empty() && cached.annotations().is_empty(), "kept packed only");
+            assert!(16 + std::mem::size_of::<CachedServiceSet>() <= 96, "an Arc of it fits jemalloc's 96-byte class");
             assert_eq!(cached.provider(), "ksm-flux");
             assert_eq!(cached.cluster(), typed.spec.cluster);
             assert!(cached.uses_template("dns-1-0-0") && !cached.uses_template("dns"));
-            assert!(!cached.deployed());
+            assert!(!cached.deployed() && !cached.deleting());
             assert_eq!(cached.failed(), name == "a", "a Failed service in its status");
         }
+    }
+
+    #[test]
+    fn a_deletion_and_every_field_but_status_change_the_fingerprint() {
+        let cached = |patch: fn(&mut serde_json::Value)| {
+            serde_json::from_value::<WatchedServiceSet>(service_set("a", patch)).unwrap().cached().clone()
+        };
+        let first = cached(|_| {});
+        let deleting = cached(|o| o["metadata"]["deletionTimestamp"] = json!("2026-11-26T11:00:00Z"));
+        assert!(deleting.deleting() && !first.deleting());
+        assert_ne!(deleting.fingerprint(), first.fingerprint());
+        assert_ne!(cached(|o| o["metadata"]["generation"] = json!(3)).fingerprint(), first.fingerprint());
+        assert_eq!(cached(|o| o["status"]["deployed"] = json!(true)).fingerprint(), first.fingerprint());
     }
 }

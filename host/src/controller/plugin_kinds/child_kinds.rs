@@ -5,7 +5,6 @@
 use super::child_cache::ChildCache;
 use super::listed::Listed;
 use super::read_cache::ReadCache;
-use crate::controller::caches::service_set_cache::ServiceSetRef;
 use crate::controller::plumbing::watch_retry::backed_off;
 use crate::controller::plumbing::watches::WatchFailures;
 use crate::k0rdent::ChildRef;
@@ -19,7 +18,6 @@ use futures::channel::mpsc::UnboundedSender;
 use ksm_plugin_sdk::contract::ObjectKind;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -74,7 +72,7 @@ impl Drop for ChildKinds {
 }
 
 /// The channel that wakes a ServiceSet's reconcile.
-pub type Waker = UnboundedSender<ServiceSetRef>;
+pub type Waker = UnboundedSender<NamespacedName>;
 /// Answers of recent applies, with when they came.
 type Applied = Arc<Mutex<HashMap<ChildRef, (Instant, Value)>>>;
 
@@ -219,8 +217,8 @@ impl ChildKinds {
                     owners.iter().filter_map(|owner| cache.owner(owner)).collect()
                 }
             };
-            for NamespacedName { namespace, name } in changed {
-                let _ = wake.unbounded_send(ObjectRef::new(&name).within(&namespace));
+            for key in changed {
+                let _ = wake.unbounded_send(key);
             }
             futures::future::ready(())
         }));

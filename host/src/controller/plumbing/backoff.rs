@@ -6,41 +6,37 @@ use crate::retry;
 use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Failed rounds by object.
-pub struct Failures<K: Lookup<DynamicType = ()>>(Mutex<HashMap<ObjectRef<K>, u32>>);
+/// Failed rounds by object, keyed by `Q`.
+pub struct Failures<Q>(Mutex<HashMap<Q, u32>>);
 
-impl<K: Lookup<DynamicType = ()>> Default for Failures<K> {
+impl<Q> Default for Failures<Q> {
     fn default() -> Self {
         Self(Mutex::default())
     }
 }
 
-impl<K: Lookup<DynamicType = ()> + Clone> Failures<K> {
+impl<Q: Clone + Eq + Hash> Failures<Q> {
     /// Counts a failed round of `key`; returns how many in a row and how long to wait before
     /// the next.
-    pub fn failed(&self, key: &ObjectRef<K>) -> (u32, Duration) {
+    pub fn failed(&self, key: &Q) -> (u32, Duration) {
         let mut map = self.lock();
         let count = map.entry(key.clone()).or_insert(0);
         *count += 1;
         (*count, retry::ROUNDS.after(*count))
     }
 
-    /// Forgets `key`'s failures after a round that succeeded.
-    pub fn succeeded(&self, key: &ObjectRef<K>) {
+    /// Forgets `key`'s failures after a round that succeeded, or once it is gone.
+    pub fn succeeded(&self, key: &Q) {
         self.lock().remove(key);
     }
 
-    /// Forgets objects that are gone: the one a `Delete` event names, and after a relist
-    /// (which reports no deletions) those no longer in `store`, which already holds the list.
-    pub fn forget_gone(&self, store: &Store<K>, event: &watcher::Event<K>) {
-        match event {
-            watcher::Event::Delete(object) => self.succeeded(&ObjectRef::from_obj(object)),
-            watcher::Event::InitDone => self.lock().retain(|key, _| store.get(key).is_some()),
-            _ => {}
-        }
+    /// Forgets the objects no longer `cached`: after a relist, which reports no deletions.
+    pub fn forget_uncached(&self, cached: impl Fn(&Q) -> bool) {
+        self.lock().retain(|key, _| cached(key));
     }
 
     /// Objects with failures on record.
@@ -49,8 +45,20 @@ impl<K: Lookup<DynamicType = ()> + Clone> Failures<K> {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<K>, u32>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Q, u32>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<K: Lookup<DynamicType = ()> + Clone> Failures<ObjectRef<K>> {
+    /// Forgets objects that are gone: the one a `Delete` event names, and after a relist
+    /// (which reports no deletions) those no longer in `store`, which already holds the list.
+    pub fn forget_gone(&self, store: &Store<K>, event: &watcher::Event<K>) {
+        match event {
+            watcher::Event::Delete(object) => self.succeeded(&ObjectRef::from_obj(object)),
+            watcher::Event::InitDone => self.forget_uncached(|key| store.get(key).is_some()),
+            _ => {}
+        }
     }
 }
 
@@ -72,7 +80,7 @@ mod tests {
     #[test]
     fn entries_of_deleted_service_sets_leave_the_map() {
         let (store, mut writer) = reflector::store();
-        let failures = Failures::<ServiceSet>::default();
+        let failures = Failures::<ObjectRef<ServiceSet>>::default();
         let [a, b, c] = ["a", "b", "c"].map(service_set);
         for ss in [&a, &b, &c] {
             writer.apply_watcher_event(&watcher::Event::Apply(ss.clone()));

@@ -9,6 +9,8 @@
 //! - [`backoff`]: failed rounds per object, for the retry backoff;
 //! - [`event_publisher`]: Kubernetes Events on transitions, published;
 //! - [`slots`]: at most so many holders per key (a region, a namespace) at once;
+//! - [`queue`] and [`runner`]: the ServiceSet controller's queue (when each round is due) and
+//!   the loop that runs its rounds;
 //! - [`sweeps`]: passes over every ServiceSet (after a list, per resync), a few at a time;
 //! - [`status_writer`]: status writes (ServiceSets, AdapterPlugins, SMPs), only when the status
 //!   changed and over the version read;
@@ -19,6 +21,8 @@ pub mod backoff;
 pub mod event_publisher;
 pub mod leader;
 pub mod liveness;
+pub mod queue;
+pub mod runner;
 pub mod slots;
 pub mod status_writer;
 pub mod sweeps;

@@ -3,13 +3,14 @@
 //! resync period over those whose last round ended settled, spread over the period.
 //!
 //! Fed at once, as kube-runtime feeds a list's objects and per-object requeues, a start-up's or
-//! a resync's 100,000 wait in its scheduler, whose tables keep that size for good, and a change
-//! waits behind every one due before it (docs/performance.md). Fed this way a pass holds at most
-//! `seats` of them there at a time, and a change waits behind no more.
+//! a resync's 100,000 would wait in the controller's [queue](super::queue), and a change behind
+//! every one due before it (docs/performance.md). Fed this way a pass holds at most `seats` of
+//! them there at a time, and a change waits behind no more.
 
+use crate::controller::caches::service_set_cache::CachedServiceSet;
+use crate::controller::caches::service_set_store::ServiceSets;
+use crate::k0rdent::NamespacedName;
 use futures::Stream;
-use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,15 +35,14 @@ pub struct Sweeps {
 
 /// An object in the tables: a hash of its namespace and name (a collision costs at most an
 /// extra or a skipped resync).
-pub fn key(namespace: Option<&str>, name: &str) -> u64 {
+pub fn key(namespace: &str, name: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
     (namespace, name).hash(&mut hasher);
     hasher.finish()
 }
 
-fn key_of<K: Resource>(object: &K) -> u64 {
-    let meta = object.meta();
-    key(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or_default())
+fn key_of(object: &CachedServiceSet) -> u64 {
+    key(object.namespace(), object.name())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -67,18 +67,18 @@ impl Sweeps {
 
     /// Its round started: no resync pass runs it until a round ends settled (a failure has its
     /// own backoff, a wait its own requeue, a change its own wake).
-    pub fn started(&self, namespace: Option<&str>, name: &str) {
+    pub fn started(&self, namespace: &str, name: &str) {
         lock(&self.due).remove(&key(namespace, name));
     }
 
     /// Its round ended settled: the next resync pass runs it again.
-    pub fn settled(&self, namespace: Option<&str>, name: &str) {
+    pub fn settled(&self, namespace: &str, name: &str) {
         lock(&self.due).insert(key(namespace, name));
     }
 
     /// Whether the next resync pass runs it.
     #[cfg(test)]
-    pub fn is_due(&self, namespace: Option<&str>, name: &str) -> bool {
+    pub fn is_due(&self, namespace: &str, name: &str) -> bool {
         lock(&self.due).contains(&key(namespace, name))
     }
 
@@ -88,7 +88,7 @@ impl Sweeps {
     }
 
     /// The controller ran it, or found it gone: its seat, if it held one, is free.
-    pub fn finished(&self, namespace: Option<&str>, name: &str) {
+    pub fn finished(&self, namespace: &str, name: &str) {
         lock(&self.held).remove(&key(namespace, name));
     }
 
@@ -105,10 +105,7 @@ impl Sweeps {
 
     /// The ServiceSets of `store` to run, pass after pass (see the module's doc), the first once
     /// the store is first listed; resync passes every `period`.
-    pub fn passes<K>(self: Arc<Self>, store: Store<K>, period: Duration) -> impl Stream<Item = ObjectRef<K>> + Send
-    where
-        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
-    {
+    pub fn passes(self: Arc<Self>, store: ServiceSets, period: Duration) -> impl Stream<Item = NamespacedName> + Send {
         let passing = Passing { sweeps: self, store, period, pass: VecDeque::new(), next_resync: None };
         futures::stream::unfold(passing, |mut passing| async move {
             let object = passing.next().await;
@@ -118,20 +115,20 @@ impl Sweeps {
 }
 
 /// A pass under way: each object, when it is due.
-type Pass<K> = VecDeque<(Arc<K>, Instant)>;
+type Pass = VecDeque<(Arc<CachedServiceSet>, Instant)>;
 
-struct Passing<K: Resource<DynamicType = ()> + 'static> {
+struct Passing {
     sweeps: Arc<Sweeps>,
-    store: Store<K>,
+    store: ServiceSets,
     period: Duration,
-    pass: Pass<K>,
+    pass: Pass,
     /// When the next resync pass starts: `None` until the store is first listed.
     next_resync: Option<Instant>,
 }
 
-impl<K: Resource<DynamicType = ()> + Clone + 'static> Passing<K> {
+impl Passing {
     /// The next object to run, once it is due and has a seat.
-    async fn next(&mut self) -> ObjectRef<K> {
+    async fn next(&mut self) -> NamespacedName {
         loop {
             let Some((object, at)) = self.pass.front().cloned() else {
                 let next_resync = self.next_resync;
@@ -152,7 +149,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Passing<K> {
             let sweeps = self.sweeps.clone();
             let seated = async move {
                 sleep_until(at).await;
-                sweeps.seat(key_of(&*object)).await;
+                sweeps.seat(key_of(&object)).await;
                 object
             };
             let seated = tokio::select! {
@@ -163,7 +160,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Passing<K> {
             match seated {
                 Some(object) => {
                     self.pass.pop_front();
-                    return ObjectRef::from_obj(&*object);
+                    return object.key();
                 }
                 None => self.start(false),
             }
@@ -178,9 +175,9 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Passing<K> {
         let mut objects = self.store.state();
         if resync {
             let mut due = lock(&self.sweeps.due);
-            objects.retain(|object| due.contains(&key_of(&**object)));
+            objects.retain(|object| due.contains(&key_of(object)));
             // Forget the deleted, which no round will start again.
-            *due = objects.iter().map(|object| key_of(&**object)).collect();
+            *due = objects.iter().map(|object| key_of(object)).collect();
         }
         let count = objects.len();
         let at = |index| if resync { paced(now, self.period, index, count) } else { now };
@@ -192,22 +189,20 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Passing<K> {
 mod tests {
     use super::*;
     use futures::StreamExt;
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::runtime::reflector::store::Writer;
-    use kube::runtime::watcher;
 
-    fn store(names: &[&str]) -> Store<ConfigMap> {
-        let mut writer = Writer::default();
-        for name in names {
-            let mut object = ConfigMap::default();
-            object.metadata.name = Some((*name).into());
-            object.metadata.namespace = Some("ns".into());
-            writer.apply_watcher_event(&watcher::Event::Apply(object));
-        }
-        writer.as_reader()
+    fn store(names: &[&str]) -> ServiceSets {
+        let service_set = |name: &&str| {
+            let object = serde_json::json!({
+                "apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": "ServiceSet",
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"provider": {"name": "ksm-flux"}},
+            });
+            CachedServiceSet::pack(serde_json::from_value(object).unwrap()).unwrap()
+        };
+        names.iter().map(service_set).collect()
     }
 
-    fn names(refs: &[ObjectRef<ConfigMap>]) -> Vec<String> {
+    fn names(refs: &[NamespacedName]) -> Vec<String> {
         let mut names: Vec<String> = refs.iter().map(|r| r.name.clone()).collect();
         names.sort();
         names
@@ -215,9 +210,9 @@ mod tests {
 
     /// Takes what the stream yields within `within` (of paused time).
     async fn yielded(
-        stream: &mut (impl Stream<Item = ObjectRef<ConfigMap>> + Unpin),
+        stream: &mut (impl Stream<Item = NamespacedName> + Unpin),
         within: Duration,
-    ) -> Vec<ObjectRef<ConfigMap>> {
+    ) -> Vec<NamespacedName> {
         let mut out = vec![];
         let deadline = Instant::now() + within;
         while let Ok(Some(object)) = tokio::time::timeout_at(deadline, stream.next()).await {
@@ -234,11 +229,11 @@ mod tests {
         sweeps.relisted();
         let first = yielded(&mut passes, Duration::from_secs(1)).await;
         assert_eq!(first.len(), 2, "two seats: {first:?}");
-        sweeps.finished(first[0].namespace.as_deref(), &first[0].name);
+        sweeps.finished(&first[0].namespace, &first[0].name);
         let third = yielded(&mut passes, Duration::from_secs(1)).await;
         assert_eq!(third.len(), 1, "one seat freed: {third:?}");
         for object in first.iter().skip(1).chain(&third) {
-            sweeps.finished(object.namespace.as_deref(), &object.name);
+            sweeps.finished(&object.namespace, &object.name);
         }
         let rest = yielded(&mut passes, Duration::from_secs(1)).await;
         let all: Vec<_> = first.into_iter().chain(third).chain(rest).collect();
@@ -252,21 +247,21 @@ mod tests {
         let mut passes = Box::pin(sweeps.clone().passes(store(&["a", "b", "c", "d"]), period));
         sweeps.relisted();
         for object in yielded(&mut passes, Duration::from_secs(1)).await {
-            sweeps.finished(object.namespace.as_deref(), &object.name);
+            sweeps.finished(&object.namespace, &object.name);
         }
         for name in ["a", "b", "c"] {
-            sweeps.started(Some("ns"), name);
-            sweeps.settled(Some("ns"), name);
+            sweeps.started("ns", name);
+            sweeps.settled("ns", name);
         }
-        sweeps.started(Some("ns"), "c"); // a round of c under way: it has not settled again
-        sweeps.settled(Some("ns"), "gone"); // deleted meanwhile
+        sweeps.started("ns", "c"); // a round of c under way: it has not settled again
+        sweeps.settled("ns", "gone"); // deleted meanwhile
         assert!(yielded(&mut passes, period - Duration::from_secs(2)).await.is_empty(), "none before the period");
         let started = Instant::now();
         let mut times = vec![];
         let mut resynced = vec![];
         while let Ok(Some(object)) = tokio::time::timeout(period, passes.next()).await {
             times.push(started.elapsed());
-            sweeps.finished(object.namespace.as_deref(), &object.name);
+            sweeps.finished(&object.namespace, &object.name);
             resynced.push(object);
             if resynced.len() == 2 {
                 break;
@@ -285,13 +280,13 @@ mod tests {
         let mut passes = Box::pin(sweeps.clone().passes(store(&["a", "b", "c"]), period));
         sweeps.relisted();
         for object in yielded(&mut passes, Duration::from_secs(1)).await {
-            sweeps.settled(object.namespace.as_deref(), &object.name);
-            sweeps.finished(object.namespace.as_deref(), &object.name);
+            sweeps.settled(&object.namespace, &object.name);
+            sweeps.finished(&object.namespace, &object.name);
         }
         let resync = yielded(&mut passes, period + Duration::from_secs(250)).await;
         assert_eq!(resync.len(), 2, "two of three, 250 s into a pass of 600: {resync:?}");
         for object in &resync {
-            sweeps.finished(object.namespace.as_deref(), &object.name);
+            sweeps.finished(&object.namespace, &object.name);
         }
         sweeps.relisted();
         let all = yielded(&mut passes, Duration::from_secs(1)).await;

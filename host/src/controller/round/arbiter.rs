@@ -6,7 +6,6 @@ use crate::controller::plugin_kinds::child_kinds::Waker;
 use crate::k0rdent::NamespacedName;
 use crate::k0rdent::ServiceSet;
 use crate::plan::claims::{Arbitration, ClaimIndex, Contender, ServiceClaims, arbitrate};
-use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
@@ -54,8 +53,8 @@ impl Arbiter {
     }
 
     fn wake_all(&self, keys: BTreeSet<NamespacedName>) {
-        for NamespacedName { namespace, name } in keys {
-            let _ = self.wake.unbounded_send(ObjectRef::new(&name).within(&namespace));
+        for key in keys {
+            let _ = self.wake.unbounded_send(key);
         }
     }
 }

@@ -4,7 +4,7 @@
 use super::arbiter::Arbiter;
 use super::target_health::TargetHealth;
 use crate::controller::adapter_plugins::registry::{Registry, Unserved};
-use crate::controller::caches::service_set_cache::CachedServiceSet;
+use crate::controller::caches::service_set_store::ServiceSets;
 use crate::controller::caches::sources::Sources;
 use crate::controller::plugin_kinds::child_kinds::ChildKinds;
 use crate::controller::plumbing::backoff::Failures;
@@ -34,7 +34,7 @@ use tokio::sync::watch;
 /// The caches a ServiceSet reconcile reads.
 pub struct Caches {
     /// Every ServiceSet.
-    pub service_sets: Store<CachedServiceSet>,
+    pub service_sets: ServiceSets,
     /// Every StateManagementProvider.
     pub smps: Store<StateManagementProvider>,
     /// Every ServiceTemplate.
@@ -85,7 +85,7 @@ pub struct Context {
     /// Translations kept from earlier rounds (see [`crate::plan::memo`]).
     pub translations: TranslationMemo,
     /// Consecutive failed reconciles per ServiceSet, for the retry backoff.
-    pub failures: Arc<Failures<CachedServiceSet>>,
+    pub failures: Arc<Failures<NamespacedName>>,
     /// The reconciles running now, for `/healthz`.
     pub in_flight: Arc<InFlight>,
     /// This installation's finalizer on the ServiceSets it serves.
@@ -190,6 +190,7 @@ impl Context {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::controller::caches::service_set_cache::CachedServiceSet;
     use crate::controller::mock_api;
     use crate::controller::remote::clusters::Reads;
     use crate::controller::settings::{DefaultPlugin, Mode};
@@ -274,9 +275,7 @@ pub(super) mod tests {
             providers: Arc::new(Providers::new(client.clone(), Mode::Observe, registry.clone())),
             events: Arc::new(Events::new(client.clone(), "ksm-adapter")),
             caches: Caches {
-                service_sets: store(
-                    cached.service_sets.into_iter().map(|s| CachedServiceSet::pack(s).unwrap()).collect(),
-                ),
+                service_sets: cached.service_sets.into_iter().map(|s| CachedServiceSet::pack(s).unwrap()).collect(),
                 smps: providers,
                 templates: store(cached.templates),
                 children: children.clone(),

@@ -10,7 +10,7 @@ use crate::controller::settings::PLUGIN_LOADS;
 use crate::plan::translate::{TranslatedService, translate};
 use crate::plugin::call_blocking;
 use futures::StreamExt;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::watch;
@@ -45,13 +45,8 @@ pub async fn prepare(
     // Each ServiceSet is unpacked only while its batch translates it: all of them unpacked at
     // once, in proportion to the ServiceSets served, set the adapter's peak RSS
     // (docs/performance.md).
-    let listed: Vec<Arc<CachedServiceSet>> = ctx
-        .caches
-        .service_sets
-        .state()
-        .into_iter()
-        .filter(|cached| cached.meta().deletion_timestamp.is_none())
-        .collect();
+    let listed: Vec<Arc<CachedServiceSet>> =
+        ctx.caches.service_sets.state().into_iter().filter(|cached| !cached.deleting()).collect();
     // Translating is CPU-bound and the claims are the same in any order: one batch per core.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let batch = listed.len().div_ceil(cores.min(usize::from(ctx.settings.concurrency)).max(1)).max(1);

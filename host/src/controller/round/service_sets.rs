@@ -6,6 +6,7 @@ use super::context::Context;
 use super::finalizer;
 use crate::controller::caches::service_set_cache::CachedServiceSet;
 use crate::controller::plugin_kinds::child_kinds::ChildKinds;
+use crate::controller::plumbing::queue::Action;
 use crate::controller::plumbing::status_writer::{self, OnConflict, Written};
 use crate::controller::remote::homes::{Home, RegionError};
 use crate::k0rdent::ChildRef;
@@ -24,7 +25,6 @@ use crate::plugin::{CallError, call_blocking};
 use crate::serving::ServingPlugin;
 use crate::tenancy::Tenancy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
@@ -81,11 +81,9 @@ impl MetricLabel for Error {
 pub async fn reconcile(cached: Arc<CachedServiceSet>, ctx: Arc<Context>) -> Result<Action, Error> {
     crate::controller::plumbing::watches::wait_listed(ctx.prepared.clone()).await;
     let started = std::time::Instant::now();
-    let key = ObjectRef::from_obj(&*cached);
-    ctx.sweeps.started(key.namespace.as_deref(), &key.name);
-    let _running =
-        ctx.in_flight.enter(format!("ServiceSet {}/{}", cached.namespace().unwrap_or_default(), cached.name_any()));
-    let span = tracing::info_span!("reconcile", serviceset = %key);
+    ctx.sweeps.started(cached.namespace(), cached.name());
+    let _running = ctx.in_flight.enter(format!("ServiceSet {}", cached.at()));
+    let span = tracing::info_span!("reconcile", serviceset = cached.logged());
     let round = async {
         let service_set = Arc::new(cached.unpack().map_err(Error::Uncached)?);
         round(&service_set, &ctx).await
@@ -93,17 +91,17 @@ pub async fn reconcile(cached: Arc<CachedServiceSet>, ctx: Arc<Context>) -> Resu
     let result = tracing::Instrument::instrument(round, span).await;
     ctx.metrics.reconciled("ServiceSet", started, result.as_ref().map(|_| ()).map_err(Error::metric_label));
     if result.is_ok() {
-        ctx.failures.succeeded(&key);
+        ctx.failures.succeeded(&cached.key());
     }
     result
 }
 
 /// How long to wait before retrying a ServiceSet whose round failed: a lost race is retried
 /// at once on the latest version; anything else backs off exponentially per ServiceSet.
-pub fn error_policy(service_set: Arc<CachedServiceSet>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = ObjectRef::from_obj(&*service_set);
+pub fn error_policy(service_set: &CachedServiceSet, error: &Error, ctx: &Context) -> Action {
+    let key = service_set.key();
     if let Error::Stale(e) = error {
-        tracing::debug!(serviceset = %key, "{e}; retrying");
+        tracing::debug!(serviceset = service_set.logged(), "{e}; retrying");
         return Action::requeue(CONFLICT_RETRY);
     }
     let (failures, delay) = ctx.failures.failed(&key);
@@ -111,7 +109,7 @@ pub fn error_policy(service_set: Arc<CachedServiceSet>, error: &Error, ctx: Arc<
         Error::Plugin(e) => Some(e.plugin.as_str()),
         _ => None,
     };
-    tracing::warn!(serviceset = %key, plugin, retry_in = ?delay, failures, "{error}");
+    tracing::warn!(serviceset = service_set.logged(), plugin, retry_in = ?delay, failures, "{error}");
     Action::requeue(delay)
 }
 
@@ -229,7 +227,7 @@ fn ended(end: End, service_set: &ServiceSet, ctx: &Context) -> Result<Action, Er
     match end {
         End::AwaitChange => Ok(Action::await_change()),
         End::Resync => {
-            ctx.sweeps.settled(service_set.metadata.namespace.as_deref(), &service_set.name_any());
+            ctx.sweeps.settled(&service_set.namespace().unwrap_or_default(), &service_set.name_any());
             Ok(Action::await_change())
         }
         End::HealthPoll => Ok(Action::requeue(settings.health_poll.min(settings.resync))),

@@ -3,15 +3,16 @@
 //! ClusterDeployment, their Credential, its Region).
 
 use super::context::{Caches, TopologyCaches};
-use crate::controller::caches::service_set_cache::{CachedServiceSet, ServiceSetRef};
+use crate::controller::caches::service_set_cache::{CachedServiceSet, WatchedServiceSet};
+use crate::controller::caches::service_set_store::ServiceSets;
 use crate::controller::plumbing::sweeps::{self, Sweeps};
 use crate::k0rdent::{NamespacedName, ServiceTemplate, StateManagementProvider};
 use k8s_openapi::api::core::v1::ConfigMap;
 use ksm_plugin_sdk::sources::{SourceRef, sources_of};
+use kube::ResourceExt;
 use kube::api::DynamicObject;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
 use std::collections::HashMap;
 
 /// Of the ServiceSets' own watch events, those that wake one: an object added, or changed in
@@ -28,21 +29,22 @@ pub struct OwnChanges {
 }
 
 impl OwnChanges {
-    /// The ServiceSet `event` wakes, if any.
+    /// The ServiceSet `event` wakes, if any (a failed watch wakes none: it is reported, and
+    /// retried, by the cache).
     pub fn wakes(
         &mut self,
-        event: Result<watcher::Event<CachedServiceSet>, watcher::Error>,
+        event: Result<watcher::Event<WatchedServiceSet>, watcher::Error>,
         sweeps: &Sweeps,
-    ) -> Option<Result<CachedServiceSet, watcher::Error>> {
-        let key = |object: &CachedServiceSet| sweeps::key(object.meta().namespace.as_deref(), &object.name_any());
+    ) -> Option<NamespacedName> {
+        let key = |object: &CachedServiceSet| sweeps::key(object.namespace(), object.name());
         match event {
             Ok(watcher::Event::Apply(object)) => {
-                let changed =
-                    self.fingerprints.insert(key(&object), object.fingerprint()) != Some(object.fingerprint());
-                changed.then_some(Ok(object))
+                let object = object.cached();
+                let changed = self.fingerprints.insert(key(object), object.fingerprint()) != Some(object.fingerprint());
+                changed.then(|| object.key())
             }
             Ok(watcher::Event::Delete(object)) => {
-                self.fingerprints.remove(&key(&object));
+                self.fingerprints.remove(&key(object.cached()));
                 None // gone from the cache: nothing to run (its claims go with it: the arbiter)
             }
             Ok(watcher::Event::Init) => {
@@ -50,56 +52,46 @@ impl OwnChanges {
                 None
             }
             Ok(watcher::Event::InitApply(object)) => {
-                self.fingerprints.insert(key(&object), object.fingerprint());
+                self.fingerprints.insert(key(object.cached()), object.cached().fingerprint());
                 None
             }
             Ok(watcher::Event::InitDone) => {
                 sweeps.relisted();
                 None
             }
-            Err(e) => Some(Err(e)),
+            Err(_) => None,
         }
     }
 }
 
 /// The ServiceSets whose `spec.provider.name` is `smp`.
-pub fn users_of_provider(service_sets: &Store<CachedServiceSet>, smp: &StateManagementProvider) -> Vec<ServiceSetRef> {
+pub fn users_of_provider(service_sets: &ServiceSets, smp: &StateManagementProvider) -> Vec<NamespacedName> {
     let name = smp.name_any();
-    service_sets.state().iter().filter(|ss| ss.provider() == name).map(|ss| ObjectRef::from_obj(&**ss)).collect()
+    service_sets.keys_where(|ss| ss.provider() == name)
 }
 
 /// The ServiceSets in the template's namespace that use it.
-pub fn users_of_template(service_sets: &Store<CachedServiceSet>, template: &ServiceTemplate) -> Vec<ServiceSetRef> {
-    let (name, namespace) = (template.name_any(), template.namespace());
-    service_sets
-        .state()
-        .iter()
-        .filter(|ss| ss.namespace() == namespace && ss.uses_template(&name))
-        .map(|ss| ObjectRef::from_obj(&**ss))
-        .collect()
+pub fn users_of_template(service_sets: &ServiceSets, template: &ServiceTemplate) -> Vec<NamespacedName> {
+    let (name, namespace) = (template.name_any(), template.namespace().unwrap_or_default());
+    service_sets.keys_where(|ss| ss.namespace() == namespace && ss.uses_template(&name))
 }
 
 /// The ServiceSets a health-rule ConfigMap may apply to: every one for a ConfigMap in the
 /// system namespace, else those in its namespace (which rules apply is decided in the round).
 pub fn users_of_health_rules(
-    service_sets: &Store<CachedServiceSet>,
+    service_sets: &ServiceSets,
     rules: &ConfigMap,
     system_namespace: &str,
-) -> Vec<ServiceSetRef> {
-    let namespace = rules.namespace();
-    let everywhere = namespace.as_deref() == Some(system_namespace);
-    service_sets
-        .state()
-        .iter()
-        .filter(|ss| everywhere || ss.namespace() == namespace)
-        .map(|ss| ObjectRef::from_obj(&**ss))
-        .collect()
+) -> Vec<NamespacedName> {
+    let namespace = rules.namespace().unwrap_or_default();
+    let everywhere = namespace == system_namespace;
+    service_sets.keys_where(|ss| everywhere || ss.namespace() == namespace)
 }
 
 /// The ServiceSets using a template that refers to the Flux source `source` (directly, or
 /// through the HelmChart it makes; see [`ksm_plugin_sdk::sources`]): what plugins are handed of
 /// it changed.
-pub fn users_of_source(caches: &Caches, source: &DynamicObject) -> Vec<ServiceSetRef> {
+pub fn users_of_source(caches: &Caches, source: &DynamicObject) -> Vec<NamespacedName> {
     let (kind, namespace) = (source.types.as_ref().map(|t| t.kind.as_str()), source.namespace());
     let changed = SourceRef {
         kind: kind.unwrap_or_default().to_string(),
@@ -129,21 +121,17 @@ pub enum Through {
 }
 
 /// The ServiceSets whose route goes (or, `changed` being new, may now go) through `changed`.
-pub fn routed_through(
-    service_sets: &Store<CachedServiceSet>,
-    topology: &TopologyCaches,
-    changed: &Through,
-) -> Vec<ServiceSetRef> {
+pub fn routed_through(service_sets: &ServiceSets, topology: &TopologyCaches, changed: &Through) -> Vec<NamespacedName> {
     let through = |service_set: &CachedServiceSet| {
-        let namespace = service_set.namespace().unwrap_or_default();
-        let cd = NamespacedName::new(&namespace, service_set.cluster());
+        let namespace = service_set.namespace();
+        let cd = NamespacedName::new(namespace, service_set.cluster());
         if let Through::ClusterDeployment(changed) = changed {
             return *changed == cd;
         }
         let Some(cd) = topology.cluster_deployments.get(&ObjectRef::new(&cd.name).within(&cd.namespace)) else {
             return false;
         };
-        let credential = NamespacedName::new(&namespace, &cd.spec.credential);
+        let credential = NamespacedName::new(namespace, &cd.spec.credential);
         match changed {
             Through::Credential(changed) => *changed == credential,
             Through::Region(changed) => topology
@@ -153,12 +141,7 @@ pub fn routed_through(
             Through::ClusterDeployment(_) => false,
         }
     };
-    service_sets
-        .state()
-        .iter()
-        .filter(|ss| !ss.cluster().is_empty() && through(ss))
-        .map(|ss| ObjectRef::from_obj(&**ss))
-        .collect()
+    service_sets.keys_where(|ss| !ss.cluster().is_empty() && through(ss))
 }
 
 #[cfg(test)]
@@ -178,15 +161,27 @@ mod tests {
         object
     }
 
-    fn service_set(patch: impl FnOnce(&mut serde_json::Value)) -> CachedServiceSet {
+    fn service_set(patch: impl FnOnce(&mut serde_json::Value)) -> WatchedServiceSet {
         serde_json::from_value(service_set_json(patch)).unwrap()
+    }
+
+    fn service_sets(objects: Vec<serde_json::Value>) -> ServiceSets {
+        objects.into_iter().map(|o| CachedServiceSet::pack(serde_json::from_value(o).unwrap()).unwrap()).collect()
     }
 
     #[test]
     fn only_changes_that_matter_wake_a_service_set_and_a_list_wakes_none() {
         let sweeps = Sweeps::new(1);
         let mut own = OwnChanges::default();
-        let mut wakes = |event| own.wakes(Ok(event), &sweeps).map(|woken| woken.unwrap().fingerprint());
+        let mut wakes = |event: watcher::Event<WatchedServiceSet>| {
+            let fingerprint = match &event {
+                watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
+                    o.cached().fingerprint()
+                }
+                _ => 0,
+            };
+            own.wakes(Ok(event), &sweeps).map(|woken| (woken.name, fingerprint))
+        };
         let base = service_set(|_| {});
         assert_eq!(wakes(watcher::Event::Init), None);
         assert_eq!(wakes(watcher::Event::InitApply(base.clone())), None, "a list's objects go in a pass");
@@ -205,22 +200,24 @@ mod tests {
                     o["metadata"][key] = value.clone();
                 }
             });
-            let fingerprint = changed.fingerprint();
-            assert_eq!(wakes(watcher::Event::Apply(changed.clone())), Some(fingerprint), "a change of {what}");
+            let fingerprint = changed.cached().fingerprint();
+            assert_eq!(wakes(watcher::Event::Apply(changed.clone())), Some(("a".into(), fingerprint)), "{what}");
             assert_eq!(wakes(watcher::Event::Apply(changed)), None, "{what} again: no change");
-            assert_eq!(wakes(watcher::Event::Apply(base.clone())), Some(base.fingerprint()), "back");
+            let back = Some(("a".into(), base.cached().fingerprint()));
+            assert_eq!(wakes(watcher::Event::Apply(base.clone())), back, "back");
         }
+        let woken = Some(("a".into(), base.cached().fingerprint()));
         assert_eq!(wakes(watcher::Event::Delete(base.clone())), None, "gone from the cache");
-        assert_eq!(wakes(watcher::Event::Apply(base.clone())), Some(base.fingerprint()), "new again");
+        assert_eq!(wakes(watcher::Event::Apply(base.clone())), woken, "new again");
         assert_eq!(wakes(watcher::Event::Init), None);
         assert_eq!(wakes(watcher::Event::InitDone), None, "a re-list forgets what it does not hold");
-        assert_eq!(wakes(watcher::Event::Apply(base.clone())), Some(base.fingerprint()));
+        assert_eq!(wakes(watcher::Event::Apply(base.clone())), woken);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_complete_list_starts_a_pass_over_all() {
         let sweeps = Arc::new(Sweeps::new(4));
-        let store = store::<CachedServiceSet>(vec![service_set_json(|_| {})]);
+        let store = service_sets(vec![service_set_json(|_| {})]);
         let mut passes = Box::pin(sweeps.clone().passes(store, std::time::Duration::from_secs(600)));
         let mut own = OwnChanges::default();
         let next = tokio::time::timeout(std::time::Duration::from_secs(1), futures::StreamExt::next(&mut passes));
@@ -230,7 +227,7 @@ mod tests {
         assert_eq!(next.await.unwrap().unwrap().name, "a");
     }
 
-    fn store<K>(objects: Vec<serde_json::Value>) -> Store<K>
+    fn store<K>(objects: Vec<serde_json::Value>) -> kube::runtime::reflector::Store<K>
     where
         K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned,
     {
@@ -247,7 +244,7 @@ mod tests {
             json!({"apiVersion": "k0rdent.mirantis.com/v1beta1", "kind": kind,
                    "metadata": {"name": name, "namespace": "team"}, "spec": spec})
         };
-        let service_sets = store::<CachedServiceSet>(vec![
+        let service_sets = service_sets(vec![
             service_set_json(|o| o["spec"]["cluster"] = json!("web")),
             service_set_json(|o| {
                 o["metadata"]["name"] = json!("b");

@@ -160,7 +160,7 @@ async fn a_new_service_set_gets_the_finalizer_then_its_children_then_its_status(
 
 /// Whether the next resync pass runs `service_set` again (its last round ended settled).
 fn due_a_resync(ctx: &Context, service_set: &ServiceSet) -> bool {
-    ctx.sweeps.is_due(service_set.metadata.namespace.as_deref(), &service_set.name_any())
+    ctx.sweeps.is_due(&service_set.namespace().unwrap_or_default(), &service_set.name_any())
 }
 
 /// The condition `type_` of `status`.
@@ -309,8 +309,8 @@ async fn a_status_write_that_lost_a_race_is_retried_at_once_and_written_again() 
     })
     .await;
     let Err(error @ Error::Stale(_)) = result else { panic!("{result:?}") };
-    let cached = Arc::new(CachedServiceSet::pack((*served()).clone()).unwrap());
-    assert_eq!(error_policy(cached, &error, ctx.clone()), Action::requeue(CONFLICT_RETRY), "no backoff");
+    let cached = CachedServiceSet::pack((*served()).clone()).unwrap();
+    assert_eq!(error_policy(&cached, &error, &ctx), Action::requeue(CONFLICT_RETRY), "no backoff");
     let latest = service_set(json!({"metadata": {"finalizers": [FINALIZER], "resourceVersion": "2"}}));
     let action = round_against(&latest, &ctx, &mut server, async |server| {
         let put = writes_status(server, "2").await;
