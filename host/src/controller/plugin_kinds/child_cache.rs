@@ -11,37 +11,44 @@ use crate::k0rdent::ChildRef;
 use crate::k0rdent::NamespacedName;
 use crate::packed::{Packed, Packer};
 use crate::plan::children::{SERVICE_LABEL, SERVICE_SET_LABEL, SERVICE_SET_NAMESPACE_LABEL};
+use arcstr::ArcStr;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A child's reference as the cache keeps it: its kind as the index of its packer, its
-/// namespace and name in one allocation (`namespace/name`: neither may hold a `/`). A
-/// [`ChildRef`] takes five allocations, two of them its kind's strings, on every child.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Key {
-    kind: u16,
-    at: Box<str>,
-}
+/// A child's reference as the cache keeps it, in one allocation that its entry and the table
+/// of owners share through one pointer each: `kind:namespace/name`, its kind as the index of
+/// its packer (a namespace holds neither `:` nor `/`, a name no `/`). A [`ChildRef`] takes five
+/// allocations, two of them its kind's strings, on every child; an `Arc` of the kind and a
+/// string took two (an `Arc<str>` takes two pointers in each place).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key(ArcStr);
 
 impl Key {
     /// The key of `child`, whose kind is the `kind`th.
     fn of(kind: u16, child: &ChildRef) -> Self {
-        Self { kind, at: format!("{}/{}", child.namespace, child.name).into() }
+        Self(ArcStr::from(format!("{kind}:{}/{}", child.namespace, child.name)))
+    }
+
+    /// The index of its kind.
+    fn kind(&self) -> usize {
+        let (kind, _) = self.0.split_once(':').unwrap_or_default();
+        kind.parse().expect("a key starts with its kind's index")
     }
 
     /// Namespace and name.
     fn parts(&self) -> (&str, &str) {
-        self.at.split_once('/').unwrap_or(("", &self.at))
+        let (_, at) = self.0.split_once(':').unwrap_or_default();
+        at.split_once('/').unwrap_or(("", at))
     }
 }
 
 /// What the cache keeps of one child, in its ServiceSet's list: 40 bytes. Its service is read
 /// from its text, only when a contested claim asks ([`ChildCache::any`]).
 struct Cached {
-    child: Arc<Key>,
+    child: Key,
     /// Whether its deletion has started.
     deleting: bool,
     /// The whole object, managedFields left out, as packed JSON.
@@ -63,7 +70,7 @@ struct Kind {
 #[derive(Default)]
 pub struct ChildCache {
     /// The ServiceSet of each child.
-    owners: HashMap<Arc<Key>, Arc<NamespacedName>>,
+    owners: HashMap<Key, Arc<NamespacedName>>,
     /// Each ServiceSet's children, in reference order.
     by_owner: HashMap<Arc<NamespacedName>, Vec<Cached>>,
     /// The kinds seen (a few), in the order seen: a [`Key`]'s `kind` is an index here.
@@ -81,7 +88,7 @@ impl ChildCache {
         let with_status = object.data.get("status").is_some_and(|status| !status.is_null());
         let kind = self.kind_or_new(&child);
         let Ok(packed) = self.kinds[usize::from(kind)].packer.pack(&json, with_status) else { return changed };
-        let key = Arc::new(Key::of(kind, &child));
+        let key = Key::of(kind, &child);
         let owner = match self.by_owner.get_key_value(&owner) {
             Some((shared, _)) => shared.clone(),
             None => Arc::new(owner),
@@ -126,7 +133,7 @@ impl ChildCache {
     fn remove(&mut self, key: &Key) -> Option<NamespacedName> {
         let owner = self.owners.remove(key)?;
         if let Some(children) = self.by_owner.get_mut(&owner) {
-            children.retain(|c| *c.child != *key);
+            children.retain(|c| c.child != *key);
             if children.is_empty() {
                 self.by_owner.remove(&owner);
             }
@@ -138,10 +145,10 @@ impl ChildCache {
     /// children of that kind the list no longer holds; returns their ServiceSets.
     pub fn keep_listed(&mut self, api_version: &str, kind: &str, listed: &Listed) -> Vec<NamespacedName> {
         let Some(at) = kind_at(&self.kinds, api_version, kind) else { return Vec::new() };
-        let gone: Vec<Arc<Key>> = self
+        let gone: Vec<Key> = self
             .owners
             .keys()
-            .filter(|key| usize::from(key.kind) == at && !listed.contains(&self.child_ref(key)))
+            .filter(|key| key.kind() == at && !listed.contains(&self.child_ref(key)))
             .cloned()
             .collect();
         gone.iter().filter_map(|key| self.remove(key)).collect()
@@ -149,7 +156,7 @@ impl ChildCache {
 
     /// The reference `key` stands for.
     fn child_ref(&self, key: &Key) -> ChildRef {
-        let Kind { api_version, kind, .. } = &self.kinds[usize::from(key.kind)];
+        let Kind { api_version, kind, .. } = &self.kinds[key.kind()];
         let (namespace, name) = key.parts();
         ChildRef {
             api_version: api_version.clone(),
@@ -216,7 +223,7 @@ impl ChildCache {
 /// The entry of `key`, in its ServiceSet's list (borrowing only the tables, so that a caller
 /// may unpack it with the kinds' packers).
 fn find<'a>(
-    owners: &HashMap<Arc<Key>, Arc<NamespacedName>>,
+    owners: &HashMap<Key, Arc<NamespacedName>>,
     by_owner: &'a HashMap<Arc<NamespacedName>, Vec<Cached>>,
     kinds: &[Kind],
     key: &Key,
@@ -228,7 +235,7 @@ fn find<'a>(
 /// Reference order of two keys: apiVersion, kind, namespace, name, as [`ChildRef`] orders.
 fn order(kinds: &[Kind], a: &Key, b: &Key) -> std::cmp::Ordering {
     let kind = |key: &Key| {
-        let kind = &kinds[usize::from(key.kind)];
+        let kind = &kinds[key.kind()];
         (kind.api_version.as_str(), kind.kind.as_str())
     };
     (kind(a), a.parts()).cmp(&(kind(b), b.parts()))
@@ -236,7 +243,7 @@ fn order(kinds: &[Kind], a: &Key, b: &Key) -> std::cmp::Ordering {
 
 /// The text of `cached`, unpacked by its kind's packer.
 fn unpack(kinds: &mut [Kind], cached: &Cached) -> Option<Vec<u8>> {
-    kinds.get_mut(usize::from(cached.child.kind))?.packer.unpack(&cached.packed).ok()
+    kinds.get_mut(cached.child.kind())?.packer.unpack(&cached.packed).ok()
 }
 
 /// Where the kind `api_version`/`kind` is in `kinds`.
@@ -276,6 +283,25 @@ mod tests {
 
     fn owner(name: &str) -> NamespacedName {
         NamespacedName::new("team", name)
+    }
+
+    #[test]
+    fn a_key_is_one_pointer_and_gives_back_the_reference_it_stands_for() {
+        assert_eq!((std::mem::size_of::<Key>(), std::mem::size_of::<Cached>()), (8, 40), "per child, in every table");
+        let mut cache = ChildCache::default();
+        let cluster_role = ChildRef {
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind: "ClusterRole".into(),
+            namespace: String::new(),
+            name: "system:ksm:reader".into(),
+        };
+        let (release, _) = release("a-b", "a", "b");
+        for child in [&release, &cluster_role] {
+            let kind = cache.kind_or_new(child);
+            let key = Key::of(kind, child);
+            assert_eq!(cache.child_ref(&key), *child, "{key:?}");
+            assert_eq!(key.kind(), usize::from(kind));
+        }
     }
 
     #[test]
