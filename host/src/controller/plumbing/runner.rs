@@ -162,35 +162,36 @@ mod tests {
         assert_eq!(woken, [("a", secs(0)), ("a", secs(1))], "not twice at once: again once its round ended");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_round_that_panics_stops_no_other() {
+    type Round = Pin<Box<dyn Future<Output = Action> + Send>>;
+
+    /// Rounds that take `took` and then record their object (panicking on "panics"), and what
+    /// they recorded.
+    fn ending(took: Duration) -> (Arc<Mutex<Vec<&'static str>>>, impl Fn(&'static str) -> Round) {
         let ended = Arc::new(Mutex::new(vec![]));
         let record = ended.clone();
-        let triggers = futures::stream::iter(["panics", "b"]);
-        run(triggers, 1, tokio::time::sleep(secs(5)), move |key| {
+        let round = move |key| {
             let record = record.clone();
-            async move {
+            Box::pin(async move {
                 assert_ne!(key, "panics", "a defect in one round");
+                tokio::time::sleep(took).await;
                 record.lock().unwrap().push(key);
                 Action::await_change()
-            }
-        })
-        .await;
+            }) as Round
+        };
+        (ended, round)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_round_that_panics_stops_no_other() {
+        let (ended, round) = ending(secs(0));
+        run(futures::stream::iter(["panics", "b"]), 1, tokio::time::sleep(secs(5)), round).await;
         assert_eq!(*ended.lock().unwrap(), ["b"]);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_runner_dropped_aborts_its_rounds() {
-        let ended = Arc::new(Mutex::new(vec![]));
-        let record = ended.clone();
-        let runner = run(futures::stream::iter(["a"]), 1, std::future::pending(), move |key| {
-            let record = record.clone();
-            async move {
-                tokio::time::sleep(secs(3)).await;
-                record.lock().unwrap().push(key);
-                Action::await_change()
-            }
-        });
+        let (ended, round) = ending(secs(3));
+        let runner = run(futures::stream::iter(["a"]), 1, std::future::pending(), round);
         assert!(tokio::time::timeout(secs(1), runner).await.is_err(), "dropped (a lost Lease)");
         tokio::time::sleep(secs(10)).await;
         assert!(ended.lock().unwrap().is_empty(), "no round writes after its controller is gone");
@@ -198,18 +199,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn after_stop_no_round_starts_and_those_running_finish() {
-        let ended = Arc::new(Mutex::new(vec![]));
-        let record = ended.clone();
-        let triggers = futures::stream::iter(["a", "b"]);
-        run(triggers, 1, tokio::time::sleep(secs(1)), move |key| {
-            let record = record.clone();
-            async move {
-                tokio::time::sleep(secs(3)).await;
-                record.lock().unwrap().push(key);
-                Action::await_change()
-            }
-        })
-        .await;
+        let (ended, round) = ending(secs(3));
+        run(futures::stream::iter(["a", "b"]), 1, tokio::time::sleep(secs(1)), round).await;
         assert_eq!(*ended.lock().unwrap(), ["a"], "a finished; b, due behind it, never started");
     }
 }
